@@ -1,0 +1,2 @@
+//! Sans-IO collective algorithms: dtypes, schedules, verifier, executor.
+#![forbid(unsafe_code)]

@@ -1,0 +1,1 @@
+//! Real transports: TCP between processes and hosts (Ascend behind `--features ascend`).

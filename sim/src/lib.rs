@@ -1,0 +1,2 @@
+//! Deterministic discrete-event simulator of multi-NPU fabrics.
+#![forbid(unsafe_code)]

@@ -1,0 +1,1 @@
+//! hccl-rs: collective communication in the style of Huawei HCCL.

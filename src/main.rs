@@ -1,0 +1,2 @@
+//! The `hccl` command line.
+fn main() {}

@@ -1,0 +1,1 @@
+//! Shared helpers of the conformance suite in `tests/tests/`.

@@ -1,0 +1,2 @@
+//! Rank tables, cluster model and fabric graph.
+#![forbid(unsafe_code)]
