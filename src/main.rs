@@ -1,2 +1,41 @@
-//! The `hccl` command line.
-fn main() {}
+//! The `hccl` command line: rank tables, topologies, schedules, the simulator
+//! and the `hccl_test`-style benchmark.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cli;
+
+/// hccl-rs: collective communication in the style of Huawei HCCL.
+#[derive(Parser, Debug)]
+#[command(name = "hccl", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Check or generate HCCL rank table files (versions 1.0 and 1.2).
+    #[command(subcommand)]
+    Ranktable(cli::ranktable::RanktableCommand),
+    /// Show a cluster topology: a preset, a rank table or a fabric file.
+    #[command(subcommand)]
+    Topo(cli::topo::TopoCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Ranktable(c) => cli::ranktable::run(c),
+        Command::Topo(c) => cli::topo::run(c),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! One module per subcommand of the `hccl` binary.
+
+pub mod ranktable;
+pub mod topo;
