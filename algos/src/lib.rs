@@ -1,2 +1,16 @@
-//! Sans-IO collective algorithms: dtypes, schedules, verifier, executor.
+//! Sans-IO collective algorithms: data types, the schedule IR, the executor
+//! and the [`transport::Transport`] trait.
+//!
+//! No sockets, no threads, no clock: every algorithm emits a
+//! [`schedule::RankPlan`] per rank, which an [`exec::Executor`] runs over any
+//! transport (the simulator in `hccl-sim`, TCP or Ascend in `hccl-hw`).
 #![forbid(unsafe_code)]
+
+pub mod dtype;
+pub mod exec;
+pub mod schedule;
+pub mod transport;
+
+pub use dtype::{DataType, ReduceOp};
+pub use exec::Executor;
+pub use schedule::{BufKind, Deps, Op, Rank, RankPlan, RankSchedule, Region, Step, StepId};
