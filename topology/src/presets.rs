@@ -1,0 +1,630 @@
+//! Machine presets (Atlas 800T A2, Atlas 800 with 910A, Atlas A3 super pod)
+//! and generic shapes (ring, full mesh, leaf-spine, 2D torus).
+//!
+//! Every number comes from [`sources`], where each constant names its source
+//! or says plainly that it is an assumption.
+
+use std::fmt;
+
+use petgraph::graph::NodeIndex;
+
+use crate::cluster::ClusterSpec;
+use crate::error::TopologyError;
+use crate::fabric::{DeviceParams, Fabric, GraphBuilder, LinkClass, NodeKind};
+use crate::rank_table::{RankTable, Version};
+
+pub mod sources {
+    //! Preset parameters and where they come from.
+    //!
+    //! "Verified" means the figure was read in the cited document; "derived"
+    //! means computed from verified figures; "unverified" means a commonly
+    //! quoted figure whose primary source was not available; "assumption"
+    //! means a modelling choice with no published figure. Replace assumptions
+    //! with measurements when they exist.
+
+    /// NPUs per Atlas 800T A2 server: 8 × Ascend 910B (DESIGN.md / issue 2;
+    /// HCCL docs: the A2 intra-server HCCS domain is 8 ranks, also MindSpeed
+    /// `auto_settings` `HccsDev.hccs_dev_num_910b = 8`). Verified.
+    pub const A2_NPUS_PER_SERVER: u32 = 8;
+    /// HCCS bandwidth per link and direction between two 910B NPUs, GB/s.
+    /// Unverified: the brief's 56 GB/s; consistent with 7 peer links × 56 GB/s
+    /// = 392 GB/s, the per-NPU unidirectional figure quoted for the UB/HCCS
+    /// ports of the 910C generation (CloudMatrix384 paper, Zuo et al. 2025,
+    /// arXiv:2506.12708, as summarised in public write-ups). No Huawei
+    /// datasheet with a per-link figure was found in the stored corpus.
+    pub const A2_HCCS_GBPS: f64 = 56.0;
+    /// One 200 GbE RoCE port per NPU (DESIGN.md / issue 2, Atlas 800T A2
+    /// "8 × 200GE"): 200 Gbit/s / 8 = 25 GB/s per direction. Derived.
+    pub const A2_ROCE_GBPS: f64 = 25.0;
+    /// Atlas 800 (model 9000) with 910A: two HCCS full-mesh groups of four
+    /// (DESIGN.md / issue 2; HCCL's 910 "4P mesh" server topology). Verified
+    /// by the HCCL environment docs (HCCL_INTRA_PCIE_ENABLE: intra-server
+    /// traffic that is not HCCS goes over PCIe by default).
+    pub const A910_GROUP: u32 = 4;
+    /// HCCS per link and direction between two 910A NPUs of one group, GB/s.
+    /// Unverified: the commonly quoted 30 GB/s per HCCS link of Ascend 910.
+    pub const A910_HCCS_GBPS: f64 = 30.0;
+    /// PCIe 4.0 x16 per direction: 16 GT/s × 16 lanes × 128/130 / 8 bits =
+    /// 31.5 GB/s (PCI-SIG PCIe 4.0 signalling rate and 128b/130b encoding).
+    /// Derived; that the 910A attaches over PCIe 4.0 x16 is unverified.
+    pub const PCIE4_X16_GBPS: f64 = 31.5;
+    /// One 100 GbE RoCE port per 910A NPU (Atlas 800 model 9000: 8 × 100GE):
+    /// 12.5 GB/s per direction. Unverified.
+    pub const A910_ROCE_GBPS: f64 = 12.5;
+    /// Atlas A3 server: 16 Ascend processors (dies) = 8 HiAM modules of two
+    /// dies joined by SIO; modules joined by HCCS-L1 inside the node, nodes by
+    /// HCCS-L2 (UB switches) inside a super pod, super pods by RoCE.
+    /// Verified: MindCluster scheduling guide, "Atlas 900 A3 SuperPoD"
+    /// affinity pages (hiascend.com dl_affinity_0007 / dl_affinity_0040).
+    pub const A3_NPUS_PER_SERVER: u32 = 16;
+    /// UB bandwidth per die and direction to the node's L1 UB switch, GB/s:
+    /// 392 GB/s unidirectional per 910C package (CloudMatrix384 paper, as
+    /// summarised publicly) / 2 dies. Derived from an unverified figure.
+    pub const A3_UB_GBPS: f64 = 196.0;
+    /// Number of L2 UB switch planes a node's L1 connects to. Unverified:
+    /// CloudMatrix384 has seven L1 UB switches per node, one per L2 plane;
+    /// 16 dies × 196 GB/s / 7 = 448 GB/s per plane, which matches the 448 GB/s
+    /// per-node UB switch figure quoted in public analyses (non-blocking).
+    pub const A3_UB_PLANES: u32 = 7;
+    /// Servers per A3 super pod: 48 nodes × 8 × 910C = 384 NPUs
+    /// (CloudMatrix384 / Atlas 900 A3 SuperPoD). Unverified.
+    pub const A3_SERVERS_PER_SUPER_POD: u32 = 48;
+    /// RoCE per die between super pods: 400 Gbit/s RDMA per 910C package
+    /// (CloudMatrix384 RDMA plane) / 2 dies = 25 GB/s. Derived, unverified.
+    pub const A3_ROCE_GBPS: f64 = 25.0;
+
+    /// Servers under one RoCE leaf (16 × 8 = 128 NPU ports). Assumption.
+    pub const SERVERS_PER_LEAF: u32 = 16;
+    /// Spine switches in a two-level scale-out network. Assumption.
+    pub const SPINES: u32 = 8;
+
+    /// Hop latencies, ns. All assumptions (no per-hop figure is published):
+    /// HCCS and UB hops of a few hundred ns (the CloudMatrix384 write-ups give
+    /// "sub-microsecond" NPU-to-NPU latency across the UB fabric: 4 hops ×
+    /// 200 ns), a PCIe hop 600 ns, NIC + leaf port 1 µs, leaf–spine 600 ns.
+    pub const HCCS_LATENCY_NS: u64 = 300;
+    /// See [`HCCS_LATENCY_NS`].
+    pub const UB_LATENCY_NS: u64 = 200;
+    /// See [`HCCS_LATENCY_NS`].
+    pub const PCIE_LATENCY_NS: u64 = 600;
+    /// See [`HCCS_LATENCY_NS`].
+    pub const ROCE_PORT_LATENCY_NS: u64 = 1000;
+    /// See [`HCCS_LATENCY_NS`].
+    pub const SWITCH_LINK_LATENCY_NS: u64 = 600;
+
+    /// HBM bandwidth per 910B/910C die, GB/s: 3.2 TB/s per two-die 910C
+    /// package (CloudMatrix384 paper, as summarised publicly) / 2. Unverified.
+    pub const HBM_910B_GBPS: f64 = 1600.0;
+    /// HBM bandwidth of the 910A, GB/s. Unverified (commonly quoted 1.2 TB/s).
+    pub const HBM_910A_GBPS: f64 = 1200.0;
+    /// Per-message overhead α, ns. Assumption: 2 µs, the order of a
+    /// collective step's task launch and completion; replace with a measured
+    /// value from `hccl_test` when available.
+    pub const MSG_OVERHEAD_NS: u64 = 2000;
+}
+
+use sources::*;
+
+/// γ and copy bandwidth from HBM bandwidth: a reduce reads two operands and
+/// writes one (HBM/3 bytes of output per second), a copy reads one and writes
+/// one (HBM/2). Derived.
+fn params_from_hbm(hbm_gbps: f64) -> DeviceParams {
+    DeviceParams {
+        msg_overhead_ns: MSG_OVERHEAD_NS,
+        reduce_gbps: hbm_gbps / 3.0,
+        copy_gbps: hbm_gbps / 2.0,
+    }
+}
+
+/// Device parameters of a 910B (A2) or one 910C die (A3).
+pub fn params_910b() -> DeviceParams {
+    params_from_hbm(HBM_910B_GBPS)
+}
+
+/// Device parameters of a 910A.
+pub fn params_910a() -> DeviceParams {
+    params_from_hbm(HBM_910A_GBPS)
+}
+
+/// A named preset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Preset {
+    /// `atlas800t-a2`: 8 × 910B per server, HCCS full mesh, one 200 GbE RoCE
+    /// port per NPU to a leaf; leaves to spines.
+    Atlas800tA2,
+    /// `atlas800-910a`: 8 × 910A per server in two HCCS full-mesh groups of
+    /// four, the groups joined over PCIe (switch per group, CPU); 100 GbE RoCE.
+    Atlas800With910a,
+    /// `atlas900-a3-superpod`: 16 dies (910C) per server on a UB switch (L1),
+    /// servers of a super pod joined by L2 UB planes, super pods over RoCE.
+    AtlasA3SuperPod,
+    /// `ring`: each rank linked to the next (and the last to the first).
+    Ring,
+    /// `full-mesh`: every pair of ranks linked.
+    FullMesh,
+    /// `leaf-spine`: ranks on leaf switches, leaves on spines, with an
+    /// oversubscription ratio.
+    LeafSpine,
+    /// `torus2d`: rows × cols grid with wrap-around links.
+    Torus2d,
+}
+
+impl Preset {
+    /// Every preset.
+    pub const ALL: [Preset; 7] = [
+        Preset::Atlas800tA2,
+        Preset::Atlas800With910a,
+        Preset::AtlasA3SuperPod,
+        Preset::Ring,
+        Preset::FullMesh,
+        Preset::LeafSpine,
+        Preset::Torus2d,
+    ];
+
+    /// The name accepted by [`Preset::parse`] and `hccl topo show --preset`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Atlas800tA2 => "atlas800t-a2",
+            Preset::Atlas800With910a => "atlas800-910a",
+            Preset::AtlasA3SuperPod => "atlas900-a3-superpod",
+            Preset::Ring => "ring",
+            Preset::FullMesh => "full-mesh",
+            Preset::LeafSpine => "leaf-spine",
+            Preset::Torus2d => "torus2d",
+        }
+    }
+
+    /// Parses a preset name (case-insensitive).
+    ///
+    /// # Errors
+    /// [`TopologyError::UnknownPreset`] listing the known names.
+    pub fn parse(name: &str) -> Result<Preset, TopologyError> {
+        let lower = name.to_ascii_lowercase();
+        Preset::ALL
+            .into_iter()
+            .find(|p| p.name() == lower)
+            .ok_or_else(|| TopologyError::UnknownPreset {
+                name: name.to_string(),
+                known: Preset::ALL.iter().map(|p| p.name()).collect(),
+            })
+    }
+
+    fn fixed_devices(self) -> Option<u32> {
+        match self {
+            Preset::Atlas800tA2 | Preset::Atlas800With910a => Some(A2_NPUS_PER_SERVER),
+            Preset::AtlasA3SuperPod => Some(A3_NPUS_PER_SERVER),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Preset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Shape parameters of a preset; `Default` gives the documented defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PresetOptions {
+    /// NPUs per server, generic shapes only (default 1); machine presets
+    /// have a fixed count and reject another.
+    pub devices_per_server: Option<u32>,
+    /// Leaf downlink : uplink bandwidth ratio of leaf-spine networks (the
+    /// scale-out of every preset and the `leaf-spine` shape), ≥ 1. Default 1.
+    pub oversubscription: f64,
+    /// `torus2d` rows × cols; default the most square factorisation of the
+    /// rank count (rows ≤ cols).
+    pub torus_dims: Option<(u32, u32)>,
+    /// Servers per leaf switch (default [`sources::SERVERS_PER_LEAF`]).
+    pub servers_per_leaf: Option<u32>,
+    /// Spine switches (default [`sources::SPINES`]).
+    pub spines: Option<u32>,
+    /// `atlas900-a3-superpod`: servers per super pod (default
+    /// [`sources::A3_SERVERS_PER_SUPER_POD`]).
+    pub servers_per_super_pod: Option<u32>,
+    /// Generic shapes: link bandwidth per direction, GB/s (default 25, one
+    /// 200 GbE port).
+    pub link_gbps: f64,
+    /// Generic shapes: link latency, ns (default 1000).
+    pub link_latency_ns: u64,
+}
+
+impl Default for PresetOptions {
+    fn default() -> Self {
+        PresetOptions {
+            devices_per_server: None,
+            oversubscription: 1.0,
+            torus_dims: None,
+            servers_per_leaf: None,
+            spines: None,
+            servers_per_super_pod: None,
+            link_gbps: A2_ROCE_GBPS,
+            link_latency_ns: ROCE_PORT_LATENCY_NS,
+        }
+    }
+}
+
+fn bad(
+    preset: Preset,
+    parameter: &'static str,
+    value: impl fmt::Display,
+    reason: &str,
+) -> TopologyError {
+    TopologyError::InvalidPresetParameter {
+        preset: preset.name(),
+        parameter,
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Builds a preset with `servers` servers and default options.
+///
+/// # Errors
+/// As [`build_preset_with`].
+pub fn build_preset(preset: Preset, servers: u32) -> Result<Fabric, TopologyError> {
+    build_preset_with(preset, servers, &PresetOptions::default())
+}
+
+/// Builds a preset with `servers` servers and the given options.
+///
+/// # Errors
+/// [`TopologyError::InvalidPresetParameter`] for zero servers, a device count
+/// a machine preset does not have, an oversubscription below 1, torus
+/// dimensions that do not multiply to the rank count, or zero switches.
+pub fn build_preset_with(
+    preset: Preset,
+    servers: u32,
+    opts: &PresetOptions,
+) -> Result<Fabric, TopologyError> {
+    if servers == 0 {
+        return Err(bad(preset, "servers", 0, "must be at least 1"));
+    }
+    if !(opts.oversubscription.is_finite() && opts.oversubscription >= 1.0) {
+        return Err(bad(
+            preset,
+            "oversubscription",
+            opts.oversubscription,
+            "must be a number >= 1 (1 = non-blocking)",
+        ));
+    }
+    if !(opts.link_gbps.is_finite() && opts.link_gbps > 0.0) {
+        return Err(bad(
+            preset,
+            "link bandwidth",
+            opts.link_gbps,
+            "must be a positive number of GB/s",
+        ));
+    }
+    if opts.servers_per_leaf == Some(0)
+        || opts.spines == Some(0)
+        || opts.servers_per_super_pod == Some(0)
+    {
+        return Err(bad(
+            preset,
+            "switch counts",
+            0,
+            "servers per leaf, spines and servers per super pod must be at least 1",
+        ));
+    }
+    let devices = match (preset.fixed_devices(), opts.devices_per_server) {
+        (Some(fixed), Some(d)) if d != fixed => {
+            return Err(bad(
+                preset,
+                "devices per server",
+                d,
+                &format!("is fixed at {fixed} for this machine"),
+            ));
+        }
+        (Some(fixed), _) => fixed,
+        (None, d) => d.unwrap_or(1),
+    };
+    if devices == 0 {
+        return Err(bad(preset, "devices per server", 0, "must be at least 1"));
+    }
+    let pods = match preset {
+        Preset::AtlasA3SuperPod => Some(
+            opts.servers_per_super_pod
+                .unwrap_or(A3_SERVERS_PER_SUPER_POD),
+        ),
+        _ => None,
+    };
+    let cluster = ClusterSpec::uniform(servers, devices, pods)?;
+    let name = format!(
+        "{preset} x {servers} server{}",
+        if servers == 1 { "" } else { "s" }
+    );
+    build_for_cluster(preset, name, cluster, opts)
+}
+
+fn build_for_cluster(
+    preset: Preset,
+    name: String,
+    cluster: ClusterSpec,
+    opts: &PresetOptions,
+) -> Result<Fabric, TopologyError> {
+    let mut b = GraphBuilder::default();
+    let world = cluster.world_size();
+    let generic_npus = |b: &mut GraphBuilder| -> Vec<NodeIndex> {
+        (0..world)
+            .map(|r| b.node(format!("npu{r}"), NodeKind::Npu { rank: r }))
+            .collect()
+    };
+    let direct = LinkClass::Custom("direct".into());
+    let params = match preset {
+        Preset::Atlas800tA2 => {
+            let npus = server_npus(&mut b, &cluster);
+            for server in cluster.servers() {
+                full_mesh(
+                    &mut b,
+                    &npus,
+                    server,
+                    A2_HCCS_GBPS,
+                    HCCS_LATENCY_NS,
+                    &LinkClass::Hccs,
+                );
+            }
+            scale_out(&mut b, &npus, &cluster, opts, A2_ROCE_GBPS);
+            params_910b()
+        }
+        Preset::Atlas800With910a => {
+            let npus = server_npus(&mut b, &cluster);
+            for (s, server) in cluster.servers().iter().enumerate() {
+                let cpu = b.node(format!("s{s}.cpu"), NodeKind::Cpu);
+                let groups: Vec<Vec<u32>> = [0, 1]
+                    .iter()
+                    .map(|&g| {
+                        server
+                            .iter()
+                            .copied()
+                            .filter(|&r| {
+                                cluster
+                                    .rank(r)
+                                    .is_some_and(|i| i.device_id / A910_GROUP == g)
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let rest: Vec<u32> = server
+                    .iter()
+                    .copied()
+                    .filter(|&r| {
+                        cluster
+                            .rank(r)
+                            .is_some_and(|i| i.device_id >= 2 * A910_GROUP)
+                    })
+                    .collect();
+                for (g, group) in groups.iter().chain(std::iter::once(&rest)).enumerate() {
+                    if group.is_empty() {
+                        continue;
+                    }
+                    if g < 2 {
+                        full_mesh(
+                            &mut b,
+                            &npus,
+                            group,
+                            A910_HCCS_GBPS,
+                            HCCS_LATENCY_NS,
+                            &LinkClass::Hccs,
+                        );
+                    }
+                    let psw = b.node(format!("s{s}.pcie{g}"), NodeKind::PcieSwitch);
+                    b.duplex(psw, cpu, PCIE4_X16_GBPS, PCIE_LATENCY_NS, &LinkClass::Pcie);
+                    for &r in group {
+                        b.duplex(
+                            npus[r as usize],
+                            psw,
+                            PCIE4_X16_GBPS,
+                            PCIE_LATENCY_NS,
+                            &LinkClass::Pcie,
+                        );
+                    }
+                }
+            }
+            scale_out(&mut b, &npus, &cluster, opts, A910_ROCE_GBPS);
+            params_910a()
+        }
+        Preset::AtlasA3SuperPod => {
+            let npus = server_npus(&mut b, &cluster);
+            let mut planes: Vec<Vec<NodeIndex>> = Vec::new();
+            for (p, _) in cluster.super_pods().iter().enumerate() {
+                planes.push(
+                    (0..A3_UB_PLANES)
+                        .map(|k| b.node(format!("pod{p}.ub-l2.{k}"), NodeKind::Switch))
+                        .collect(),
+                );
+            }
+            for (s, server) in cluster.servers().iter().enumerate() {
+                let l1 = b.node(format!("s{s}.ub-l1"), NodeKind::Switch);
+                for &r in server {
+                    b.duplex(
+                        npus[r as usize],
+                        l1,
+                        A3_UB_GBPS,
+                        UB_LATENCY_NS,
+                        &LinkClass::Ub,
+                    );
+                }
+                let pod = cluster.rank(server[0]).map_or(0, |i| i.super_pod) as usize;
+                let up = server.len() as f64 * A3_UB_GBPS / f64::from(A3_UB_PLANES);
+                for &l2 in &planes[pod] {
+                    b.duplex(l1, l2, up, UB_LATENCY_NS, &LinkClass::Ub);
+                }
+            }
+            scale_out(&mut b, &npus, &cluster, opts, A3_ROCE_GBPS);
+            params_910b()
+        }
+        Preset::Ring => {
+            let npus = generic_npus(&mut b);
+            let n = npus.len();
+            let links = if n <= 2 { n.saturating_sub(1) } else { n };
+            for i in 0..links {
+                b.duplex(
+                    npus[i],
+                    npus[(i + 1) % n],
+                    opts.link_gbps,
+                    opts.link_latency_ns,
+                    &direct,
+                );
+            }
+            params_910b()
+        }
+        Preset::FullMesh => {
+            let npus = generic_npus(&mut b);
+            let all: Vec<u32> = (0..world).collect();
+            full_mesh(
+                &mut b,
+                &npus,
+                &all,
+                opts.link_gbps,
+                opts.link_latency_ns,
+                &direct,
+            );
+            params_910b()
+        }
+        Preset::LeafSpine => {
+            let npus = generic_npus(&mut b);
+            scale_out(&mut b, &npus, &cluster, opts, opts.link_gbps);
+            params_910b()
+        }
+        Preset::Torus2d => {
+            let (rows, cols) = match opts.torus_dims {
+                Some((r, c)) if u64::from(r) * u64::from(c) == u64::from(world) => (r, c),
+                Some((r, c)) => {
+                    return Err(bad(
+                        preset,
+                        "torus dimensions",
+                        format!("{r}x{c}"),
+                        &format!("must multiply to the rank count {world}"),
+                    ));
+                }
+                None => {
+                    let r = (1..=world)
+                        .take_while(|r| r * r <= world)
+                        .filter(|r| world % r == 0)
+                        .last()
+                        .unwrap_or(1);
+                    (r, world / r)
+                }
+            };
+            let npus = generic_npus(&mut b);
+            let at = |r: u32, c: u32| npus[(r * cols + c) as usize];
+            for r in 0..rows {
+                for c in 0..cols {
+                    if cols > 1 && (c + 1 < cols || cols > 2) {
+                        b.duplex(
+                            at(r, c),
+                            at(r, (c + 1) % cols),
+                            opts.link_gbps,
+                            opts.link_latency_ns,
+                            &direct,
+                        );
+                    }
+                    if rows > 1 && (r + 1 < rows || rows > 2) {
+                        b.duplex(
+                            at(r, c),
+                            at((r + 1) % rows, c),
+                            opts.link_gbps,
+                            opts.link_latency_ns,
+                            &direct,
+                        );
+                    }
+                }
+            }
+            params_910b()
+        }
+    };
+    Fabric::from_graph(name, b.graph, cluster, params)
+}
+
+/// One NPU node per rank, named `s{server}.npu{device_id}`.
+fn server_npus(b: &mut GraphBuilder, cluster: &ClusterSpec) -> Vec<NodeIndex> {
+    (0..cluster.world_size())
+        .map(|r| {
+            let (s, d) = cluster.rank(r).map_or((0, r), |i| (i.server, i.device_id));
+            b.node(format!("s{s}.npu{d}"), NodeKind::Npu { rank: r })
+        })
+        .collect()
+}
+
+fn full_mesh(
+    b: &mut GraphBuilder,
+    npus: &[NodeIndex],
+    ranks: &[u32],
+    gbps: f64,
+    latency_ns: u64,
+    class: &LinkClass,
+) {
+    for (i, &x) in ranks.iter().enumerate() {
+        for &y in &ranks[i + 1..] {
+            b.duplex(npus[x as usize], npus[y as usize], gbps, latency_ns, class);
+        }
+    }
+}
+
+/// The RoCE scale-out: every NPU port to its server's leaf (servers are
+/// grouped onto leaves in order, `servers_per_leaf` per leaf — the
+/// "top-of-rack" wiring, not rail-optimised: all ports of a server share a
+/// leaf, so two servers under one leaf are 2 hops apart); with more than one
+/// leaf, every leaf to every spine with bandwidth
+/// `leaf downlink bandwidth / (oversubscription × spines)` per spine.
+fn scale_out(
+    b: &mut GraphBuilder,
+    npus: &[NodeIndex],
+    cluster: &ClusterSpec,
+    opts: &PresetOptions,
+    port_gbps: f64,
+) {
+    let per_leaf = opts.servers_per_leaf.unwrap_or(SERVERS_PER_LEAF) as usize;
+    let servers = cluster.servers();
+    let leaves: Vec<NodeIndex> = (0..servers.len().div_ceil(per_leaf))
+        .map(|l| b.node(format!("leaf{l}"), NodeKind::Switch))
+        .collect();
+    let mut down = vec![0.0f64; leaves.len()];
+    for (s, ranks) in servers.iter().enumerate() {
+        for &r in ranks {
+            b.duplex(
+                npus[r as usize],
+                leaves[s / per_leaf],
+                port_gbps,
+                ROCE_PORT_LATENCY_NS,
+                &LinkClass::Roce,
+            );
+            down[s / per_leaf] += port_gbps;
+        }
+    }
+    if leaves.len() > 1 {
+        let n_spines = opts.spines.unwrap_or(SPINES);
+        let spines: Vec<NodeIndex> = (0..n_spines)
+            .map(|k| b.node(format!("spine{k}"), NodeKind::Switch))
+            .collect();
+        for (l, &leaf) in leaves.iter().enumerate() {
+            let up = down[l] / (opts.oversubscription * f64::from(n_spines));
+            for &spine in &spines {
+                b.duplex(leaf, spine, up, SWITCH_LINK_LATENCY_NS, &LinkClass::Roce);
+            }
+        }
+    }
+}
+
+impl Fabric {
+    /// The fabric of the machines a rank table describes: version 1.0 tables
+    /// are taken as Atlas 800T A2 servers (HCCS full mesh among each server's
+    /// devices, RoCE scale-out), version 1.2 tables as Atlas A3 super-pod
+    /// servers with the table's super pods. Default [`PresetOptions`].
+    ///
+    /// # Errors
+    /// Only if the table's cluster cannot be built (not expected for a
+    /// validated table).
+    pub fn for_rank_table(table: &RankTable) -> Result<Fabric, TopologyError> {
+        let cluster = ClusterSpec::from_rank_table(table);
+        let preset = match table.version() {
+            Version::V1_2 => Preset::AtlasA3SuperPod,
+            _ => Preset::Atlas800tA2,
+        };
+        let name = format!("rank table v{} as {preset}", table.version());
+        build_for_cluster(preset, name, cluster, &PresetOptions::default())
+    }
+}
