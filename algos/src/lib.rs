@@ -8,6 +8,7 @@
 
 pub mod dtype;
 pub mod exec;
+pub mod kernels;
 pub mod schedule;
 pub mod transport;
 

@@ -1,0 +1,217 @@
+//! Element-wise reduce kernels over little-endian byte slices.
+//!
+//! These are the host reduce kernels used by the in-memory transport, the
+//! simulator's data mode and the TCP transport. Buffers are plain `&[u8]`
+//! (the transport owns the memory; nothing here needs alignment): every
+//! element is read with `from_le_bytes` and written with `to_le_bytes` in
+//! fixed-size chunks, which the optimiser turns into SIMD loads and stores.
+//!
+//! # Semantics (the same on every rank, transport and algorithm)
+//!
+//! - **Integers** wrap on overflow for [`ReduceOp::Sum`] and
+//!   [`ReduceOp::Prod`] (two's complement, like HCCL's and NCCL's device
+//!   kernels); `Max`/`Min` compare as signed or unsigned per the type.
+//! - **Floats**: `Max`/`Min` propagate NaN: if either operand is NaN the
+//!   result is the canonical quiet NaN (`0x7FC0_0000` for fp32,
+//!   `0x7E00` fp16, `0x7FC0` bf16, `0x7FF8_0000_0000_0000` fp64), whatever its
+//!   payload, so the result does not depend on which rank held the NaN or on
+//!   the reduction order. `Max` treats `-0.0 < +0.0` and `Min` the reverse
+//!   (IEEE 754-2019 `maximum`/`minimum`), again so the order cannot show.
+//! - **fp16 / bf16** operands are widened to f32, combined in f32 and rounded
+//!   back (round to nearest, ties to even) once per kernel call.
+//! - [`ReduceOp::Avg`] is a sum here: an average is `Sum` over all ranks and
+//!   then one [`divide`] by the world size (integers truncate toward zero).
+//!   Schedules never pass `Avg` to a reduce step; accepting it keeps the
+//!   kernel total.
+//!
+//! # Errors
+//! Every function checks that each slice is a whole number of elements and
+//! that the operands have equal lengths, and returns a [`KernelError`]
+//! naming the lengths otherwise. Nothing here panics on bad input.
+
+mod half_float;
+mod native;
+
+use crate::dtype::{DataType, ReduceOp};
+
+use half_float::{Bf16Codec, Fp16Codec};
+
+/// Error of a reduce kernel: the byte slices do not describe whole,
+/// equally long arrays of elements, or a division by zero.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KernelError {
+    /// A slice's length is not a multiple of the element size.
+    #[error(
+        "{operand} is {len} bytes, not a multiple of the {dtype} element size ({elem_size} bytes); \
+         pass whole elements"
+    )]
+    PartialElement {
+        /// Which operand (`dst`, `src`, `out`, `a`, `b`).
+        operand: &'static str,
+        /// Its length in bytes.
+        len: u64,
+        /// The element type.
+        dtype: DataType,
+        /// Bytes per element of `dtype`.
+        elem_size: u64,
+    },
+    /// Two operands have different lengths.
+    #[error(
+        "{dtype} reduce operands differ in length: {left} is {left_len} bytes, {right} is \
+         {right_len} bytes; reduce regions of equal length"
+    )]
+    LengthMismatch {
+        /// The element type.
+        dtype: DataType,
+        /// Name of the first operand.
+        left: &'static str,
+        /// Its length in bytes.
+        left_len: u64,
+        /// Name of the second operand.
+        right: &'static str,
+        /// Its length in bytes.
+        right_len: u64,
+    },
+    /// [`divide`] was asked to divide by zero.
+    #[error("divide of {dtype} by 0: an average needs a world size of at least 1")]
+    ZeroDivisor {
+        /// The element type.
+        dtype: DataType,
+    },
+}
+
+/// `dst[i] = dst[i] (op) src[i]` for every element.
+///
+/// `dst` and `src` are little-endian arrays of `dtype` of equal length.
+/// `Avg` reduces as `Sum` (see the module docs).
+///
+/// # Errors
+/// [`KernelError::PartialElement`] if a length is not a multiple of
+/// `dtype.size()`, [`KernelError::LengthMismatch`] if the lengths differ.
+pub fn reduce(
+    dtype: DataType,
+    op: ReduceOp,
+    dst: &mut [u8],
+    src: &[u8],
+) -> Result<(), KernelError> {
+    check_whole(dtype, "dst", dst.len())?;
+    check_whole(dtype, "src", src.len())?;
+    check_same(dtype, ("dst", dst.len()), ("src", src.len()))?;
+    match dtype {
+        DataType::Int8 => native::reduce::<i8, 1>(op, dst, src),
+        DataType::Int16 => native::reduce::<i16, 2>(op, dst, src),
+        DataType::Int32 => native::reduce::<i32, 4>(op, dst, src),
+        DataType::Int64 => native::reduce::<i64, 8>(op, dst, src),
+        DataType::Uint8 => native::reduce::<u8, 1>(op, dst, src),
+        DataType::Uint16 => native::reduce::<u16, 2>(op, dst, src),
+        DataType::Uint32 => native::reduce::<u32, 4>(op, dst, src),
+        DataType::Uint64 => native::reduce::<u64, 8>(op, dst, src),
+        DataType::Fp32 => native::reduce::<f32, 4>(op, dst, src),
+        DataType::Fp64 => native::reduce::<f64, 8>(op, dst, src),
+        DataType::Fp16 => half_float::reduce::<Fp16Codec>(op, dst, src),
+        DataType::Bf16 => half_float::reduce::<Bf16Codec>(op, dst, src),
+    }
+    Ok(())
+}
+
+/// `out[i] = a[i] (op) b[i]` for every element.
+///
+/// All three are little-endian arrays of `dtype` of equal length. `Avg`
+/// reduces as `Sum` (see the module docs).
+///
+/// # Errors
+/// [`KernelError::PartialElement`] if a length is not a multiple of
+/// `dtype.size()`, [`KernelError::LengthMismatch`] if the lengths differ.
+pub fn reduce_into(
+    dtype: DataType,
+    op: ReduceOp,
+    out: &mut [u8],
+    a: &[u8],
+    b: &[u8],
+) -> Result<(), KernelError> {
+    check_whole(dtype, "out", out.len())?;
+    check_whole(dtype, "a", a.len())?;
+    check_whole(dtype, "b", b.len())?;
+    check_same(dtype, ("a", a.len()), ("b", b.len()))?;
+    check_same(dtype, ("out", out.len()), ("a", a.len()))?;
+    match dtype {
+        DataType::Int8 => native::reduce_into::<i8, 1>(op, out, a, b),
+        DataType::Int16 => native::reduce_into::<i16, 2>(op, out, a, b),
+        DataType::Int32 => native::reduce_into::<i32, 4>(op, out, a, b),
+        DataType::Int64 => native::reduce_into::<i64, 8>(op, out, a, b),
+        DataType::Uint8 => native::reduce_into::<u8, 1>(op, out, a, b),
+        DataType::Uint16 => native::reduce_into::<u16, 2>(op, out, a, b),
+        DataType::Uint32 => native::reduce_into::<u32, 4>(op, out, a, b),
+        DataType::Uint64 => native::reduce_into::<u64, 8>(op, out, a, b),
+        DataType::Fp32 => native::reduce_into::<f32, 4>(op, out, a, b),
+        DataType::Fp64 => native::reduce_into::<f64, 8>(op, out, a, b),
+        DataType::Fp16 => half_float::reduce_into::<Fp16Codec>(op, out, a, b),
+        DataType::Bf16 => half_float::reduce_into::<Bf16Codec>(op, out, a, b),
+    }
+    Ok(())
+}
+
+/// `dst[i] = dst[i] / divisor` for every element: the last step of
+/// [`ReduceOp::Avg`], with `divisor` the world size of the reducing group.
+///
+/// Integers truncate toward zero (`-7 / 2 = -3`, as Rust's `/` and C's);
+/// floats divide in their own precision (fp16/bf16 in f32, rounded once).
+///
+/// # Errors
+/// [`KernelError::PartialElement`] if `dst.len()` is not a multiple of
+/// `dtype.size()`, [`KernelError::ZeroDivisor`] if `divisor` is 0.
+pub fn divide(dtype: DataType, dst: &mut [u8], divisor: u32) -> Result<(), KernelError> {
+    check_whole(dtype, "dst", dst.len())?;
+    if divisor == 0 {
+        return Err(KernelError::ZeroDivisor { dtype });
+    }
+    match dtype {
+        DataType::Int8 => native::divide::<i8, 1>(dst, divisor),
+        DataType::Int16 => native::divide::<i16, 2>(dst, divisor),
+        DataType::Int32 => native::divide::<i32, 4>(dst, divisor),
+        DataType::Int64 => native::divide::<i64, 8>(dst, divisor),
+        DataType::Uint8 => native::divide::<u8, 1>(dst, divisor),
+        DataType::Uint16 => native::divide::<u16, 2>(dst, divisor),
+        DataType::Uint32 => native::divide::<u32, 4>(dst, divisor),
+        DataType::Uint64 => native::divide::<u64, 8>(dst, divisor),
+        DataType::Fp32 => native::divide::<f32, 4>(dst, divisor),
+        DataType::Fp64 => native::divide::<f64, 8>(dst, divisor),
+        DataType::Fp16 => half_float::divide::<Fp16Codec>(dst, divisor),
+        DataType::Bf16 => half_float::divide::<Bf16Codec>(dst, divisor),
+    }
+    Ok(())
+}
+
+fn check_whole(dtype: DataType, operand: &'static str, len: usize) -> Result<(), KernelError> {
+    let elem_size = dtype.size();
+    if (len as u64) % elem_size != 0 {
+        return Err(KernelError::PartialElement {
+            operand,
+            len: len as u64,
+            dtype,
+            elem_size,
+        });
+    }
+    Ok(())
+}
+
+fn check_same(
+    dtype: DataType,
+    (left, left_len): (&'static str, usize),
+    (right, right_len): (&'static str, usize),
+) -> Result<(), KernelError> {
+    if left_len != right_len {
+        return Err(KernelError::LengthMismatch {
+            dtype,
+            left,
+            left_len: left_len as u64,
+            right,
+            right_len: right_len as u64,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,170 @@
+//! Kernels for the types Rust has natively: the eight integer types, f32, f64.
+//!
+//! One generic loop per operation over `chunks_exact(N)` of the byte slices;
+//! each element goes through `from_le_bytes`/`to_le_bytes` on an `[u8; N]`,
+//! which compiles to plain (unaligned) vector loads and stores. The `match`
+//! on the op sits outside the loop, so every loop body is a single
+//! branch-free operation the optimiser can vectorize.
+
+use crate::dtype::ReduceOp;
+
+/// An element type stored as `N` little-endian bytes.
+pub(super) trait Native<const N: usize>: Copy {
+    fn from_le(bytes: [u8; N]) -> Self;
+    fn to_le(self) -> [u8; N];
+    fn sum(self, other: Self) -> Self;
+    fn prod(self, other: Self) -> Self;
+    fn max(self, other: Self) -> Self;
+    fn min(self, other: Self) -> Self;
+    /// Divide by a positive `divisor`; integers truncate toward zero.
+    fn div(self, divisor: u32) -> Self;
+}
+
+macro_rules! int_native {
+    ($($t:ty => $n:literal, $wide:ty;)*) => {$(
+        impl Native<$n> for $t {
+            #[inline(always)]
+            fn from_le(bytes: [u8; $n]) -> Self { <$t>::from_le_bytes(bytes) }
+            #[inline(always)]
+            fn to_le(self) -> [u8; $n] { self.to_le_bytes() }
+            #[inline(always)]
+            fn sum(self, other: Self) -> Self { self.wrapping_add(other) }
+            #[inline(always)]
+            fn prod(self, other: Self) -> Self { self.wrapping_mul(other) }
+            #[inline(always)]
+            fn max(self, other: Self) -> Self { Ord::max(self, other) }
+            #[inline(always)]
+            fn min(self, other: Self) -> Self { Ord::min(self, other) }
+            #[inline(always)]
+            fn div(self, divisor: u32) -> Self {
+                // In a type wide enough for both operands; Rust's `/`
+                // truncates toward zero, and |quotient| <= |self| fits back.
+                (<$wide>::from(self) / <$wide>::from(divisor)) as $t
+            }
+        }
+    )*};
+}
+
+int_native! {
+    i8 => 1, i64;
+    i16 => 2, i64;
+    i32 => 4, i64;
+    i64 => 8, i128;
+    u8 => 1, u64;
+    u16 => 2, u64;
+    u32 => 4, u64;
+    u64 => 8, u64;
+}
+
+macro_rules! float_native {
+    ($($t:ty => $n:literal;)*) => {$(
+        impl Native<$n> for $t {
+            #[inline(always)]
+            fn from_le(bytes: [u8; $n]) -> Self { <$t>::from_le_bytes(bytes) }
+            #[inline(always)]
+            fn to_le(self) -> [u8; $n] { self.to_le_bytes() }
+            #[inline(always)]
+            fn sum(self, other: Self) -> Self { self + other }
+            #[inline(always)]
+            fn prod(self, other: Self) -> Self { self * other }
+            #[inline(always)]
+            fn max(self, other: Self) -> Self {
+                if self.is_nan() || other.is_nan() {
+                    <$t>::NAN
+                } else if self > other {
+                    self
+                } else if other > self {
+                    other
+                } else {
+                    // Equal: only +0.0 vs -0.0 can differ; AND of the bits
+                    // clears the sign unless both are -0.0.
+                    <$t>::from_bits(self.to_bits() & other.to_bits())
+                }
+            }
+            #[inline(always)]
+            fn min(self, other: Self) -> Self {
+                if self.is_nan() || other.is_nan() {
+                    <$t>::NAN
+                } else if self < other {
+                    self
+                } else if other < self {
+                    other
+                } else {
+                    // Equal: OR of the bits keeps -0.0 if either is -0.0.
+                    <$t>::from_bits(self.to_bits() | other.to_bits())
+                }
+            }
+            #[inline(always)]
+            fn div(self, divisor: u32) -> Self { self / divisor as $t }
+        }
+    )*};
+}
+
+float_native! {
+    f32 => 4;
+    f64 => 8;
+}
+
+#[inline(always)]
+fn load<T: Native<N>, const N: usize>(chunk: &[u8]) -> T {
+    let mut bytes = [0u8; N];
+    bytes.copy_from_slice(chunk);
+    T::from_le(bytes)
+}
+
+#[inline(always)]
+fn zip_in_place<T: Native<N>, const N: usize>(dst: &mut [u8], src: &[u8], f: impl Fn(T, T) -> T) {
+    for (d, s) in dst.chunks_exact_mut(N).zip(src.chunks_exact(N)) {
+        let v = f(load(d), load(s));
+        d.copy_from_slice(&v.to_le());
+    }
+}
+
+#[inline(always)]
+fn zip_into<T: Native<N>, const N: usize>(
+    out: &mut [u8],
+    a: &[u8],
+    b: &[u8],
+    f: impl Fn(T, T) -> T,
+) {
+    for ((o, x), y) in out
+        .chunks_exact_mut(N)
+        .zip(a.chunks_exact(N))
+        .zip(b.chunks_exact(N))
+    {
+        o.copy_from_slice(&f(load(x), load(y)).to_le());
+    }
+}
+
+/// `dst = dst (op) src`; lengths already checked.
+pub(super) fn reduce<T: Native<N>, const N: usize>(op: ReduceOp, dst: &mut [u8], src: &[u8]) {
+    match op {
+        ReduceOp::Sum | ReduceOp::Avg => zip_in_place(dst, src, T::sum),
+        ReduceOp::Prod => zip_in_place(dst, src, T::prod),
+        ReduceOp::Max => zip_in_place(dst, src, T::max),
+        ReduceOp::Min => zip_in_place(dst, src, T::min),
+    }
+}
+
+/// `out = a (op) b`; lengths already checked.
+pub(super) fn reduce_into<T: Native<N>, const N: usize>(
+    op: ReduceOp,
+    out: &mut [u8],
+    a: &[u8],
+    b: &[u8],
+) {
+    match op {
+        ReduceOp::Sum | ReduceOp::Avg => zip_into(out, a, b, T::sum),
+        ReduceOp::Prod => zip_into(out, a, b, T::prod),
+        ReduceOp::Max => zip_into(out, a, b, T::max),
+        ReduceOp::Min => zip_into(out, a, b, T::min),
+    }
+}
+
+/// `dst = dst / divisor`; length already checked, `divisor > 0`.
+pub(super) fn divide<T: Native<N>, const N: usize>(dst: &mut [u8], divisor: u32) {
+    for d in dst.chunks_exact_mut(N) {
+        let v = load::<T, N>(d).div(divisor);
+        d.copy_from_slice(&v.to_le());
+    }
+}
