@@ -1,12 +1,103 @@
-//! `hccl ranktable`.
+//! `hccl ranktable`: check and generate HCCL rank table files.
 
+use std::net::IpAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+use anyhow::Context as _;
+use hccl_topology::{GenerateSpec, RankTable, TopologyError, Version};
 
 /// Subcommands of `hccl ranktable`.
 #[derive(clap::Subcommand, Debug)]
-pub enum RanktableCommand {}
+pub enum RanktableCommand {
+    /// Validate a rank table; exit status 0 when valid, 1 with every problem listed.
+    Check {
+        /// The rank table JSON file.
+        file: PathBuf,
+    },
+    /// Write a valid rank table for the given servers.
+    #[command(disable_version_flag = true)]
+    Gen {
+        /// Server addresses in rank order, comma-separated (each becomes server_id and host_ip).
+        #[arg(long, value_delimiter = ',', required = true)]
+        servers: Vec<IpAddr>,
+        /// NPUs per server.
+        #[arg(long, default_value_t = 8)]
+        devices: u32,
+        /// First device IP; the others count up from it (required for more than one server).
+        #[arg(long)]
+        device_ip_base: Option<IpAddr>,
+        /// Rank table version: 1.0, or 1.2 for super pods.
+        #[arg(long, default_value = "1.0", value_parser = parse_version)]
+        version: Version,
+        /// Version 1.2: servers per super pod (default: all in one).
+        #[arg(long)]
+        servers_per_super_pod: Option<u32>,
+        /// Output file (default: standard output).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+}
+
+fn parse_version(s: &str) -> Result<Version, String> {
+    Version::parse(s).ok_or_else(|| {
+        format!(
+            "unsupported rank table version {s:?}; supported: {}",
+            Version::SUPPORTED.join(", ")
+        )
+    })
+}
 
 /// Runs one `hccl ranktable` subcommand.
 pub fn run(command: RanktableCommand) -> anyhow::Result<ExitCode> {
-    match command {}
+    match command {
+        RanktableCommand::Check { file } => match RankTable::from_file(&file) {
+            Ok(table) => {
+                let pods = table.super_pods().len();
+                println!(
+                    "{}: valid rank table v{}: {} ranks on {} server{}{}",
+                    file.display(),
+                    table.version(),
+                    table.world_size(),
+                    table.servers().len(),
+                    if table.servers().len() == 1 { "" } else { "s" },
+                    if pods > 0 {
+                        format!(" in {pods} super pod{}", if pods == 1 { "" } else { "s" })
+                    } else {
+                        String::new()
+                    }
+                );
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e @ TopologyError::Io { .. }) => Err(e.into()),
+            Err(e) => {
+                eprintln!("{}: {e}", file.display());
+                Ok(ExitCode::from(1))
+            }
+        },
+        RanktableCommand::Gen {
+            servers,
+            devices,
+            device_ip_base,
+            version,
+            servers_per_super_pod,
+            output,
+        } => {
+            let table = RankTable::generate_with(&GenerateSpec {
+                servers,
+                devices_per_server: devices,
+                device_ip_base,
+                version,
+                servers_per_super_pod,
+            })?;
+            let mut json = table.to_json();
+            json.push('\n');
+            match output {
+                Some(path) => std::fs::write(&path, json)
+                    .with_context(|| format!("writing {}", path.display()))?,
+                None => print!("{json}"),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
 }
