@@ -216,6 +216,17 @@ fn build(raw: RawFabric) -> Result<Fabric, Vec<Problem>> {
         by_name.entry(n.name.as_str()).or_insert((i, idx));
     }
 
+    let missing: Vec<usize> = (0..npu_count).filter(|&r| rank_node[r].is_none()).collect();
+    if !missing.is_empty() {
+        p.push(Problem::new(
+            "nodes",
+            format!(
+                "has no npu with rank {missing:?}; the {npu_count} npu nodes must have ranks 0..={}",
+                npu_count.saturating_sub(1)
+            ),
+        ));
+    }
+
     for (i, l) in raw.links.iter().enumerate() {
         let path = format!("links[{i}]");
         let mut ends = Vec::new();
