@@ -97,7 +97,7 @@ pub(crate) fn summary(fabric: &Fabric) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "fabric: {}", fabric.name());
     let per_server = match c.ranks_per_server() {
-        Some(n) => format!("{n} ranks per server"),
+        Some(n) => format!("{n} rank{} per server", if n == 1 { "" } else { "s" }),
         None => "servers of different sizes".to_string(),
     };
     let _ = writeln!(

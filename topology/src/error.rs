@@ -83,13 +83,13 @@ fn plural(n: usize) -> &'static str {
 #[non_exhaustive]
 pub enum TopologyError {
     /// A file could not be read or written.
-    #[error("{}: {source}; check the path and its permissions", path.display())]
+    #[error("{}: {error}; check the path and its permissions", path.display())]
     Io {
         /// The file.
         path: PathBuf,
-        /// The underlying I/O error.
-        #[source]
-        source: std::io::Error,
+        /// The underlying I/O error (part of the message, not a separate
+        /// `source()`, so `{:#}` chains do not print it twice).
+        error: std::io::Error,
     },
     /// A rank table is not well-formed JSON of the expected shape (syntax,
     /// wrong types, unknown or missing fields). Line and column are 1-based.

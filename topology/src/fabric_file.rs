@@ -125,9 +125,9 @@ impl Fabric {
     /// [`TopologyError::Io`], else as [`Fabric::from_fabric_json`].
     pub fn from_fabric_file(path: impl AsRef<Path>) -> Result<Fabric, TopologyError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|source| TopologyError::Io {
+        let text = std::fs::read_to_string(path).map_err(|error| TopologyError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
         Self::from_fabric_json(&text)
     }

@@ -5,7 +5,6 @@ use hccl_topology::{
     build_preset, build_preset_with, Fabric, LinkClass, NodeKind, Preset, PresetOptions,
     TopologyError,
 };
-use petgraph::visit::EdgeRef;
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-6 * b.abs().max(1.0)

@@ -208,9 +208,9 @@ impl RankTable {
     /// [`TopologyError::Io`] if the file cannot be read, else as [`RankTable::parse`].
     pub fn from_file(path: impl AsRef<Path>) -> Result<RankTable, TopologyError> {
         let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|source| TopologyError::Io {
+        let bytes = std::fs::read(path).map_err(|error| TopologyError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
         Self::from_slice(&bytes)
     }
