@@ -34,7 +34,7 @@ mod native;
 
 use crate::dtype::{DataType, ReduceOp};
 
-use half_float::{Bf16Codec, Fp16Codec};
+use half_float::Bf16;
 
 /// Error of a reduce kernel: the byte slices do not describe whole,
 /// equally long arrays of elements, or a division by zero.
@@ -109,8 +109,8 @@ pub fn reduce(
         DataType::Uint64 => native::reduce::<u64, 8>(op, dst, src),
         DataType::Fp32 => native::reduce::<f32, 4>(op, dst, src),
         DataType::Fp64 => native::reduce::<f64, 8>(op, dst, src),
-        DataType::Fp16 => half_float::reduce::<Fp16Codec>(op, dst, src),
-        DataType::Bf16 => half_float::reduce::<Bf16Codec>(op, dst, src),
+        DataType::Fp16 => half_float::fp16_reduce(op, dst, src),
+        DataType::Bf16 => native::reduce::<Bf16, 2>(op, dst, src),
     }
     Ok(())
 }
@@ -146,8 +146,8 @@ pub fn reduce_into(
         DataType::Uint64 => native::reduce_into::<u64, 8>(op, out, a, b),
         DataType::Fp32 => native::reduce_into::<f32, 4>(op, out, a, b),
         DataType::Fp64 => native::reduce_into::<f64, 8>(op, out, a, b),
-        DataType::Fp16 => half_float::reduce_into::<Fp16Codec>(op, out, a, b),
-        DataType::Bf16 => half_float::reduce_into::<Bf16Codec>(op, out, a, b),
+        DataType::Fp16 => half_float::fp16_reduce_into(op, out, a, b),
+        DataType::Bf16 => native::reduce_into::<Bf16, 2>(op, out, a, b),
     }
     Ok(())
 }
@@ -177,8 +177,8 @@ pub fn divide(dtype: DataType, dst: &mut [u8], divisor: u32) -> Result<(), Kerne
         DataType::Uint64 => native::divide::<u64, 8>(dst, divisor),
         DataType::Fp32 => native::divide::<f32, 4>(dst, divisor),
         DataType::Fp64 => native::divide::<f64, 8>(dst, divisor),
-        DataType::Fp16 => half_float::divide::<Fp16Codec>(dst, divisor),
-        DataType::Bf16 => half_float::divide::<Bf16Codec>(dst, divisor),
+        DataType::Fp16 => half_float::fp16_divide(dst, divisor),
+        DataType::Bf16 => native::divide::<Bf16, 2>(dst, divisor),
     }
     Ok(())
 }

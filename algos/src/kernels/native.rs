@@ -1,4 +1,5 @@
-//! Kernels for the types Rust has natively: the eight integer types, f32, f64.
+//! Generic element loops, used for the eight integer types, f32, f64 and
+//! bf16 (which `half_float` widens to f32 per element).
 //!
 //! One generic loop per operation over `chunks_exact(N)` of the byte slices;
 //! each element goes through `from_le_bytes`/`to_le_bytes` on an `[u8; N]`,
@@ -69,30 +70,23 @@ macro_rules! float_native {
             fn prod(self, other: Self) -> Self { self * other }
             #[inline(always)]
             fn max(self, other: Self) -> Self {
-                if self.is_nan() || other.is_nan() {
-                    <$t>::NAN
-                } else if self > other {
-                    self
-                } else if other > self {
-                    other
-                } else {
-                    // Equal: only +0.0 vs -0.0 can differ; AND of the bits
-                    // clears the sign unless both are -0.0.
-                    <$t>::from_bits(self.to_bits() & other.to_bits())
-                }
+                // Selects only (no short-circuit `||`), so loops vectorize.
+                let unordered = self.is_nan() | other.is_nan();
+                // Equal values differ only as +0.0 / -0.0: AND of the bits
+                // clears the sign unless both are -0.0.
+                let equal = <$t>::from_bits(self.to_bits() & other.to_bits());
+                let larger = if self > other { self } else { other };
+                let picked = if self == other { equal } else { larger };
+                if unordered { <$t>::NAN } else { picked }
             }
             #[inline(always)]
             fn min(self, other: Self) -> Self {
-                if self.is_nan() || other.is_nan() {
-                    <$t>::NAN
-                } else if self < other {
-                    self
-                } else if other < self {
-                    other
-                } else {
-                    // Equal: OR of the bits keeps -0.0 if either is -0.0.
-                    <$t>::from_bits(self.to_bits() | other.to_bits())
-                }
+                let unordered = self.is_nan() | other.is_nan();
+                // OR of the bits keeps -0.0 if either is -0.0.
+                let equal = <$t>::from_bits(self.to_bits() | other.to_bits());
+                let smaller = if self < other { self } else { other };
+                let picked = if self == other { equal } else { smaller };
+                if unordered { <$t>::NAN } else { picked }
             }
             #[inline(always)]
             fn div(self, divisor: u32) -> Self { self / divisor as $t }

@@ -5,7 +5,7 @@
 use half::{bf16, f16};
 use proptest::prelude::*;
 
-use super::half_float::f32_to_bf16_bits;
+use super::half_float::{bf16_to_f32, f32_to_bf16};
 use super::*;
 
 fn bytes_i8(v: &[i8]) -> Vec<u8> {
@@ -270,30 +270,44 @@ fn bf16_rounds_once_to_nearest_even() {
     );
 }
 
-#[test]
-fn bf16_rounding_matches_the_half_crate() {
+/// f32 bit patterns that exercise rounding: every combination of the top
+/// 19 bits (sign, exponent, top mantissa bits) with low bits at and around
+/// the fp16 and bf16 rounding points, plus specials.
+fn rounding_probe_bits() -> impl Iterator<Item = u32> {
+    const LOW: [u32; 10] = [
+        0, 1, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x7FFF, 0x8000, 0x8001, 0xFFFF,
+    ];
     let specials = [
-        0u32,
-        0x8000_0000,
-        0x7F80_0000,
+        0x7F80_0000u32,
         0xFF80_0000,
         0x7FC0_0000,
         0x7F80_0001,
         0xFFFF_FFFF,
         0x7F7F_FFFF,
-        0x0000_0001,
-        0x3F80_8000,
-        0x3F81_8000,
-        0x3F80_8001,
-        0x3F80_7FFF,
     ];
-    let strided = (0..=u32::MAX / 0x1_0003).map(|i| i * 0x1_0003);
-    for bits in specials.into_iter().chain(strided) {
+    (0u32..1 << 16)
+        .flat_map(|top| LOW.into_iter().map(move |low| (top << 16) | low))
+        .chain(specials)
+}
+
+#[test]
+fn bf16_conversions_match_the_half_crate() {
+    for h in 0..=u16::MAX {
+        let want = bf16::from_bits(h).to_f32();
+        let got = bf16_to_f32(h);
+        if want.is_nan() {
+            // `half` also sets the quiet bit; either NaN is fine here.
+            assert!(got.is_nan(), "bf16 {h:#06x}");
+        } else {
+            assert_eq!(got.to_bits(), want.to_bits(), "bf16 {h:#06x}");
+        }
+    }
+    for bits in rounding_probe_bits() {
         let v = f32::from_bits(bits);
         assert_eq!(
-            f32_to_bf16_bits(v),
+            f32_to_bf16(v),
             bf16::from_f32(v).to_bits(),
-            "f32 bits {bits:#010x}"
+            "f32 {bits:#010x}"
         );
     }
 }

@@ -1,0 +1,124 @@
+//! Reduce-kernel throughput against `memcpy` on this machine.
+//!
+//! Run: `cargo run --release -p hccl-algos --example kernel_bench`
+//! Optional arguments: milliseconds per measurement (default 200), then a
+//! filter: only kernels whose label (`fp32 sum`, `bf16 max`, ...) contains it.
+//!
+//! For each buffer size it times `dst.copy_from_slice(src)` (memcpy) and
+//! the in-place kernel `reduce(dtype, op, dst, src)` on the same sizes and
+//! prints GB/s (G = 10^9) of *buffer bytes*, i.e. `len(dst) / time`, so
+//! memcpy moves 1x read + 1x write per byte and a reduce 2x read + 1x
+//! write. `ratio` = kernel GB/s / memcpy GB/s at the same size. Each figure
+//! is the best of 5 batches, each batch running at least a fifth of the
+//! measurement time.
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use hccl_algos::kernels::reduce;
+use hccl_algos::{DataType, ReduceOp};
+
+const SIZES: [(usize, &str); 4] = [
+    (4 << 10, "4 KiB"),
+    (256 << 10, "256 KiB"),
+    (8 << 20, "8 MiB"),
+    (64 << 20, "64 MiB"),
+];
+
+const CASES: [(DataType, ReduceOp); 9] = [
+    (DataType::Fp32, ReduceOp::Sum),
+    (DataType::Bf16, ReduceOp::Sum),
+    (DataType::Fp16, ReduceOp::Sum),
+    (DataType::Fp32, ReduceOp::Max),
+    (DataType::Fp32, ReduceOp::Prod),
+    (DataType::Fp64, ReduceOp::Sum),
+    (DataType::Int32, ReduceOp::Sum),
+    (DataType::Int8, ReduceOp::Sum),
+    (DataType::Bf16, ReduceOp::Max),
+];
+
+/// One element of value 1.0 (or 1) in `dtype`, little-endian: keeps sums
+/// and products finite and away from subnormals, whose slow paths would
+/// measure the FPU rather than the kernel.
+fn one(dtype: DataType) -> Vec<u8> {
+    match dtype {
+        DataType::Fp32 => 1.0f32.to_le_bytes().to_vec(),
+        DataType::Fp64 => 1.0f64.to_le_bytes().to_vec(),
+        DataType::Fp16 => 0x3C00u16.to_le_bytes().to_vec(),
+        DataType::Bf16 => 0x3F80u16.to_le_bytes().to_vec(),
+        d => {
+            let mut v = vec![0u8; d.size() as usize];
+            v[0] = 1;
+            v
+        }
+    }
+}
+
+/// Best GB/s of `len` bytes per call over 5 batches of at least `batch`.
+fn measure(len: usize, batch: Duration, mut f: impl FnMut()) -> f64 {
+    f(); // warm up: page in the buffers
+    let mut best = f64::MAX;
+    for _ in 0..5 {
+        let start = Instant::now();
+        let mut calls = 0u64;
+        while start.elapsed() < batch {
+            f();
+            calls += 1;
+        }
+        best = best.min(start.elapsed().as_secs_f64() / calls as f64);
+    }
+    len as f64 / best / 1e9
+}
+
+fn main() {
+    let ms: u64 = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(200);
+    let batch = Duration::from_millis(ms.max(5) / 5);
+    let filter = std::env::args().nth(2).unwrap_or_default();
+    let cases: Vec<(DataType, ReduceOp)> = CASES
+        .into_iter()
+        .filter(|(d, o)| format!("{d} {o}").contains(&filter))
+        .collect();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    println!("kernel_bench: {cpu}; GB/s = buffer bytes / time, G = 1e9; ratio = kernel / memcpy");
+    print!("{:<12}", "size");
+    print!("{:>16}", "memcpy");
+    for (d, o) in &cases {
+        print!("{:>16}", format!("{d} {o}"));
+    }
+    println!();
+    for (len, label) in SIZES {
+        let src = vec![1u8; len];
+        let mut dst = vec![0u8; len];
+        let memcpy = measure(len, batch, || {
+            dst.copy_from_slice(black_box(&src));
+            black_box(&mut dst);
+        });
+        let mut row = vec![format!("{memcpy:.2}")];
+        for &(dtype, op) in &cases {
+            let unit = one(dtype);
+            let src: Vec<u8> = unit.iter().copied().cycle().take(len).collect();
+            let mut dst = src.clone();
+            let gbs = measure(len, batch, || {
+                reduce(dtype, op, black_box(&mut dst), black_box(&src))
+                    .expect("lengths are whole elements");
+            });
+            row.push(format!("{gbs:.2} ({:.2}x)", gbs / memcpy));
+        }
+        print!("{label:<12}");
+        for cell in row {
+            print!("{cell:>16}");
+        }
+        println!();
+    }
+}
