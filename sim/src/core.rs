@@ -1,0 +1,735 @@
+//! The engine's core: virtual time, the event queue, message matching,
+//! flows and local steps. Executors and op lifecycles live in
+//! [`crate::engine`]; the core only sees posted steps and produces
+//! completions, exactly as a transport does.
+//!
+//! # Message model (rendezvous)
+//!
+//! A message is matched by `(communicator, op sequence number, sender,
+//! receiver, tag)`. Its transfer starts only when **both** the send and the
+//! matching receive are posted (rendezvous, like HCCL's and NCCL's
+//! zero-copy protocols, where the receiver's buffer must be ready; there is
+//! no eager path). From the match at time `t`:
+//!
+//! 1. after the fixed overhead α (`msg_overhead_ns`), the flow enters the
+//!    fabric at `t + α` and shares link bandwidth max-min fairly
+//!    ([`crate::flows`]);
+//! 2. when its last byte is sent, at `t_tx`, the **send completes**;
+//! 3. the **receive completes** at `t_tx + Σ hop latency` (plus, for a
+//!    receive-and-reduce, `bytes / γ` for the reduction).
+//!
+//! So an uncontended message of `B` bytes over a route with bottleneck
+//! bandwidth β and latencies `l_i` takes, from match to receive completion,
+//! `α + ⌈B/β⌉ + Σ l_i (+ ⌈B/γ⌉)`. Local steps take `⌈B/copy⌉` (copy) or
+//! `⌈B/γ⌉` (reduce, divide); a rank's local steps do not contend with each
+//! other. A message to oneself crosses no link: it costs α + `⌈B/copy⌉`.
+
+use hccl_algos::schedule::{Op, Rank, StepId};
+use hccl_algos::transport::OpContext;
+use hccl_topology::Fabric;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::cost::transfer_ns;
+use crate::data::{ApplyError, RankMem};
+use crate::error::SimError;
+use crate::flows::{FlowNet, LinkId, LinkSpec, Resched};
+use crate::hooks::{Ctl, Hooks, MessageFate, MessageInfo};
+use crate::queue::{EventKind, EventQueue};
+use crate::scenario::{CommEntry, CostParams, OpEntry};
+use crate::trace::TraceHash;
+
+/// Where a rank is in its list of ops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// Between ops (transient) or not started.
+    Idle,
+    /// Running op `RankState::op`.
+    Running,
+    /// Waiting for a hook's delay before starting op `RankState::op`.
+    Delayed,
+    /// Finished all its ops.
+    Done,
+    /// Crashed by a hook.
+    Crashed,
+}
+
+/// A posted send or receive waiting for its partner, kept at the receiver.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pending {
+    pub comm: u64,
+    pub seq: u64,
+    /// The other fabric rank (the sender for a send, the sender for a receive too:
+    /// entries live at the receiver, so `peer` is always the sending rank).
+    pub peer: u32,
+    pub tag: u32,
+    pub step: StepId,
+    pub is_send: bool,
+    pub op: Op,
+}
+
+/// Per-rank state held by the core.
+#[derive(Debug)]
+pub(crate) struct RankState {
+    pub status: Status,
+    /// Current (or delayed) op index into the scenario.
+    pub op: u32,
+    /// Next scenario op index to examine.
+    pub next_op: u32,
+    pub ctx: OpContext,
+    /// Unmatched posts addressed to this rank (as receiver).
+    pub pending: Vec<Pending>,
+    /// Completed steps not yet fed to the executor.
+    pub completions: Vec<StepId>,
+    /// Route cache: (destination fabric rank, route id), sorted by destination.
+    pub routes: Vec<(u32, u32)>,
+    pub touched: bool,
+    pub mem: Option<Box<RankMem>>,
+}
+
+#[derive(Debug)]
+struct Msg {
+    op: u32,
+    src: u32,
+    dst: u32,
+    send_step: StepId,
+    recv_step: StepId,
+    tag: u32,
+    bytes: u64,
+    route: u32,
+    dropped: bool,
+    /// The flow carrying it, `u32::MAX` when not on the fabric.
+    flow: u32,
+    live: bool,
+    recv: Op,
+    payload: Vec<u8>,
+}
+
+/// Events the engine (not the core) must handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EngineEvent {
+    Wake { rank: u32 },
+    Timeout { rank: u32, op: u32 },
+}
+
+/// Counters for [`crate::EngineStats`].
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Counters {
+    pub events: u64,
+    pub messages: u64,
+    pub flows: u64,
+    pub local_steps: u64,
+    pub reallocations: u64,
+}
+
+pub(crate) struct Core<'a> {
+    pub now: u64,
+    pub queue: EventQueue,
+    pub rng: ChaCha8Rng,
+    pub net: FlowNet,
+    pub ranks: Vec<RankState>,
+    pub trace: TraceHash,
+    pub counters: Counters,
+    pub touched: Vec<u32>,
+    pub deferred: Vec<EngineEvent>,
+    pub ops: &'a [OpEntry],
+    pub comms: &'a [CommEntry],
+    pub hooks: Option<&'a mut dyn Hooks>,
+    pub data: bool,
+    fabric: &'a Fabric,
+    costs: CostParams,
+    msgs: Vec<Msg>,
+    free_msgs: Vec<u32>,
+    flow_msg: Vec<u32>,
+    resched: Vec<Resched>,
+    route_buf: Vec<LinkId>,
+}
+
+impl<'a> Core<'a> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        fabric: &'a Fabric,
+        costs: CostParams,
+        seed: u64,
+        data: bool,
+        ops: &'a [OpEntry],
+        comms: &'a [CommEntry],
+        hooks: &'a mut dyn Hooks,
+    ) -> Core<'a> {
+        let links: Vec<LinkSpec> = fabric
+            .graph()
+            .edge_weights()
+            .map(|l| LinkSpec {
+                bandwidth_gbps: l.bandwidth_gbps,
+                latency_ns: l.latency_ns,
+            })
+            .collect();
+        let world = fabric.world_size();
+        let idle_ctx = OpContext {
+            comm: 0,
+            seq: 0,
+            rank: 0,
+            dtype: hccl_algos::DataType::Uint8,
+        };
+        Core {
+            now: 0,
+            queue: EventQueue::default(),
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            net: FlowNet::new(&links),
+            ranks: (0..world)
+                .map(|_| RankState {
+                    status: Status::Idle,
+                    op: u32::MAX,
+                    next_op: 0,
+                    ctx: idle_ctx,
+                    pending: Vec::new(),
+                    completions: Vec::new(),
+                    routes: Vec::new(),
+                    touched: false,
+                    mem: None,
+                })
+                .collect(),
+            trace: TraceHash::default(),
+            counters: Counters::default(),
+            touched: Vec::new(),
+            deferred: Vec::new(),
+            ops,
+            comms,
+            hooks: Some(hooks),
+            data,
+            fabric,
+            costs,
+            msgs: Vec::new(),
+            free_msgs: Vec::new(),
+            flow_msg: Vec::new(),
+            resched: Vec::new(),
+            route_buf: Vec::new(),
+        }
+    }
+
+    fn label(&self, op: u32) -> String {
+        self.ops
+            .get(op as usize)
+            .map_or_else(|| format!("#{op}"), |o| o.label.clone())
+    }
+
+    /// Runs `f` with the hooks and a [`Ctl`] over this core.
+    pub fn with_hooks<R>(&mut self, f: impl FnOnce(&mut dyn Hooks, &mut Ctl<'_, 'a>) -> R) -> R {
+        let hooks = self.hooks.take().expect("hooks are re-entered");
+        let r = {
+            let mut ctl = Ctl { core: self };
+            f(&mut *hooks, &mut ctl)
+        };
+        self.hooks = Some(hooks);
+        r
+    }
+
+    // ---- completions ------------------------------------------------------
+
+    fn complete(&mut self, rank: u32, step: StepId) {
+        let rs = &mut self.ranks[rank as usize];
+        if rs.status != Status::Running {
+            return; // crashed meanwhile
+        }
+        rs.completions.push(step);
+        if !rs.touched {
+            rs.touched = true;
+            self.touched.push(rank);
+        }
+    }
+
+    /// Crashes `rank`: drops its unmatched posts; it completes nothing more.
+    pub fn crash(&mut self, rank: u32) {
+        let Some(rs) = self.ranks.get_mut(rank as usize) else {
+            return;
+        };
+        rs.status = Status::Crashed;
+        rs.completions.clear();
+        rs.mem = None;
+        rs.pending.retain(|p| p.is_send); // its own posted receives
+        for other in &mut self.ranks {
+            other.pending.retain(|p| !(p.is_send && p.peer == rank));
+        }
+        if !self.ranks[rank as usize].touched {
+            self.ranks[rank as usize].touched = true;
+            self.touched.push(rank); // so the engine drops its executor
+        }
+    }
+
+    // ---- posting ------------------------------------------------------------
+
+    fn member(&self, rank: u32, step: StepId, peer: Rank) -> Result<u32, SimError> {
+        let op = self.ranks[rank as usize].op;
+        let comm = &self.comms[self.ops[op as usize].comm];
+        comm.members
+            .get(peer as usize)
+            .copied()
+            .ok_or_else(|| SimError::PeerOutOfRange {
+                op: self.label(op),
+                rank,
+                step,
+                peer,
+                size: comm.members.len() as u32,
+            })
+    }
+
+    /// Posts one step of `rank`'s current op.
+    pub fn post(
+        &mut self,
+        rank: u32,
+        ctx: &OpContext,
+        step: StepId,
+        op: &Op,
+    ) -> Result<(), SimError> {
+        let rs = &self.ranks[rank as usize];
+        if rs.status != Status::Running || rs.ctx.comm != ctx.comm || rs.ctx.seq != ctx.seq {
+            return Err(SimError::NotRunning {
+                rank,
+                comm: ctx.comm,
+                seq: ctx.seq,
+                running: format!("{:?} op {}", rs.status, self.label(rs.op)),
+            });
+        }
+        match *op {
+            Op::Send { peer, tag, .. } => {
+                let dst = self.member(rank, step, peer)?;
+                self.post_comm(rank, dst, rank, step, tag, true, op)
+            }
+            Op::Recv { peer, tag, .. } | Op::RecvReduce { peer, tag, .. } => {
+                let src = self.member(rank, step, peer)?;
+                self.post_comm(rank, rank, src, step, tag, false, op)
+            }
+            Op::Copy { dst, .. } => {
+                let ns = transfer_ns(dst.len, self.costs.copy_gbps);
+                self.post_local(rank, step, op, ns)
+            }
+            Op::LocalReduce { dst, .. } | Op::Divide { dst, .. } => {
+                let ns = transfer_ns(dst.len, self.costs.reduce_gbps);
+                self.post_local(rank, step, op, ns)
+            }
+        }
+    }
+
+    fn post_local(
+        &mut self,
+        rank: u32,
+        step: StepId,
+        op: &Op,
+        ns: Option<u64>,
+    ) -> Result<(), SimError> {
+        self.counters.local_steps += 1;
+        let ns = ns.unwrap_or(u64::MAX);
+        if ns == 0 {
+            self.apply_local(rank, op)?;
+            self.complete(rank, step);
+        } else {
+            if let Some(mem) = self.ranks[rank as usize].mem.as_mut() {
+                mem.local_ops.push((step, *op));
+            }
+            if ns != u64::MAX {
+                self.queue.push(
+                    self.now.saturating_add(ns),
+                    EventKind::LocalDone { rank, step },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_local(&mut self, rank: u32, op: &Op) -> Result<(), SimError> {
+        let dtype = self.ranks[rank as usize].ctx.dtype;
+        let Some(mem) = self.ranks[rank as usize].mem.as_mut() else {
+            return Ok(());
+        };
+        mem.apply_local(dtype, op)
+            .map_err(|e| self.apply_error(rank, self.ranks[rank as usize].op, 0, e))
+    }
+
+    fn apply_error(&self, rank: u32, op: u32, step: StepId, e: ApplyError) -> SimError {
+        match e {
+            ApplyError::OutOfBounds { region, buffer_len } => SimError::RegionOutOfBounds {
+                op: self.label(op),
+                rank,
+                step,
+                region,
+                buffer_len,
+            },
+            ApplyError::Kernel(source) => SimError::Kernel {
+                op: self.label(op),
+                rank,
+                source,
+            },
+        }
+    }
+
+    /// Posts a send (`is_send`, by `src`) or a receive (by `dst`); both are
+    /// matched in the receiver's pending list.
+    #[allow(clippy::too_many_arguments)]
+    fn post_comm(
+        &mut self,
+        poster: u32,
+        dst: u32,
+        src: u32,
+        step: StepId,
+        tag: u32,
+        is_send: bool,
+        op: &Op,
+    ) -> Result<(), SimError> {
+        let ctx = self.ranks[poster as usize].ctx;
+        let list = &mut self.ranks[dst as usize].pending;
+        let found = list.iter().position(|p| {
+            p.is_send != is_send
+                && p.peer == src
+                && p.tag == tag
+                && p.seq == ctx.seq
+                && p.comm == ctx.comm
+        });
+        match found {
+            None => {
+                list.push(Pending {
+                    comm: ctx.comm,
+                    seq: ctx.seq,
+                    peer: src,
+                    tag,
+                    step,
+                    is_send,
+                    op: *op,
+                });
+                Ok(())
+            }
+            Some(i) => {
+                let other = list.remove(i);
+                let (send_step, send_op, recv_step, recv_op) = if is_send {
+                    (step, *op, other.step, other.op)
+                } else {
+                    (other.step, other.op, step, *op)
+                };
+                self.matched(src, dst, tag, send_step, &send_op, recv_step, recv_op)
+            }
+        }
+    }
+
+    fn route_id(&mut self, src: u32, dst: u32) -> Result<u32, SimError> {
+        let cache = &self.ranks[src as usize].routes;
+        match cache.binary_search_by_key(&dst, |&(d, _)| d) {
+            Ok(i) => Ok(cache[i].1),
+            Err(i) => {
+                let route = self.fabric.route(src, dst).map_err(|e| SimError::NoRoute {
+                    src,
+                    dst,
+                    reason: e.to_string(),
+                })?;
+                self.route_buf.clear();
+                self.route_buf
+                    .extend(route.edges().iter().map(|e| e.index() as LinkId));
+                let id = self.net.add_route(&self.route_buf);
+                self.ranks[src as usize].routes.insert(i, (dst, id));
+                Ok(id)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn matched(
+        &mut self,
+        src: u32,
+        dst: u32,
+        tag: u32,
+        send_step: StepId,
+        send_op: &Op,
+        recv_step: StepId,
+        recv_op: Op,
+    ) -> Result<(), SimError> {
+        let op_index = self.ranks[dst as usize].op;
+        let send_len = send_op.bytes();
+        let recv_len = recv_op.bytes();
+        if send_len != recv_len {
+            return Err(SimError::LengthMismatch {
+                op: self.label(op_index),
+                src,
+                dst,
+                tag,
+                send_len,
+                recv_len,
+            });
+        }
+        let route = self.route_id(src, dst)?;
+        let ctx = self.ranks[dst as usize].ctx;
+        let fate = {
+            let route_links = self.net.route(route).to_vec();
+            let info = MessageInfo {
+                op: op_index as usize,
+                comm: ctx.comm,
+                seq: ctx.seq,
+                src,
+                dst,
+                tag,
+                bytes: send_len,
+                route: &route_links,
+            };
+            self.with_hooks(|h, ctl| h.on_message(ctl, &info))
+        };
+        let payload = match (&self.ranks[src as usize].mem, send_op) {
+            (Some(mem), Op::Send { src: region, .. }) if self.data => mem
+                .read(*region)
+                .map_err(|e| self.apply_error(src, op_index, send_step, e))?
+                .to_vec(),
+            _ => Vec::new(),
+        };
+        let msg = Msg {
+            op: op_index,
+            src,
+            dst,
+            send_step,
+            recv_step,
+            tag,
+            bytes: send_len,
+            route,
+            dropped: fate == MessageFate::Drop,
+            flow: u32::MAX,
+            live: true,
+            recv: recv_op,
+            payload,
+        };
+        let id = match self.free_msgs.pop() {
+            Some(id) => {
+                self.msgs[id as usize] = msg;
+                id
+            }
+            None => {
+                self.msgs.push(msg);
+                (self.msgs.len() - 1) as u32
+            }
+        };
+        self.counters.messages += 1;
+        let delay = match fate {
+            MessageFate::Delay(ns) => ns,
+            _ => 0,
+        };
+        let start = self
+            .now
+            .saturating_add(self.costs.msg_overhead_ns)
+            .saturating_add(delay);
+        if start == self.now {
+            self.start_flow(id)
+        } else {
+            self.queue.push(start, EventKind::FlowStart { msg: id });
+            Ok(())
+        }
+    }
+
+    fn free_msg(&mut self, id: u32) {
+        let m = &mut self.msgs[id as usize];
+        m.payload = Vec::new();
+        m.live = false;
+        m.flow = u32::MAX;
+        self.free_msgs.push(id);
+    }
+
+    fn start_flow(&mut self, id: u32) -> Result<(), SimError> {
+        let m = &self.msgs[id as usize];
+        if m.dropped {
+            let (src, step) = (m.src, m.send_step);
+            self.complete(src, step);
+            self.free_msg(id);
+            return Ok(());
+        }
+        let hops = self.net.route_hops(m.route);
+        if m.bytes == 0 || hops == 0 {
+            let ns = if hops == 0 {
+                transfer_ns(m.bytes, self.costs.copy_gbps).unwrap_or(u64::MAX)
+            } else {
+                0
+            };
+            if ns == 0 {
+                return self.tx_done(id);
+            } else if ns != u64::MAX {
+                self.queue
+                    .push(self.now.saturating_add(ns), EventKind::TxDone { msg: id });
+            }
+            return Ok(());
+        }
+        let flow = self.net.start(self.now, m.route, m.bytes);
+        self.counters.flows += 1;
+        if self.flow_msg.len() <= flow as usize {
+            self.flow_msg.resize(flow as usize + 1, u32::MAX);
+        }
+        self.flow_msg[flow as usize] = id;
+        self.msgs[id as usize].flow = flow;
+        Ok(())
+    }
+
+    fn tx_done(&mut self, id: u32) -> Result<(), SimError> {
+        let m = &self.msgs[id as usize];
+        let (src, step) = (m.src, m.send_step);
+        let mut delay = self.net.route_latency(m.route);
+        if let Op::RecvReduce { dst, .. } = m.recv {
+            delay = delay
+                .saturating_add(transfer_ns(dst.len, self.costs.reduce_gbps).unwrap_or(u64::MAX));
+        }
+        self.complete(src, step);
+        if delay == 0 {
+            return self.deliver(id);
+        }
+        if delay != u64::MAX {
+            self.queue.push(
+                self.now.saturating_add(delay),
+                EventKind::Deliver { msg: id },
+            );
+        }
+        Ok(())
+    }
+
+    fn deliver(&mut self, id: u32) -> Result<(), SimError> {
+        let (dst, step, op_index) = {
+            let m = &self.msgs[id as usize];
+            (m.dst, m.recv_step, m.op)
+        };
+        let rs = &mut self.ranks[dst as usize];
+        if self.data && rs.status == Status::Running {
+            if let Some(mem) = rs.mem.as_mut() {
+                let m = &self.msgs[id as usize];
+                let dtype = rs.ctx.dtype;
+                if let Err(e) = mem.apply_recv(dtype, &m.recv, &m.payload) {
+                    let err = self.apply_error(dst, op_index, step, e);
+                    self.free_msg(id);
+                    return Err(err);
+                }
+            }
+        }
+        self.complete(dst, step);
+        self.free_msg(id);
+        Ok(())
+    }
+}
+
+// ---- the event loop -----------------------------------------------------------
+
+impl Core<'_> {
+    /// Pops the next event, first reallocating flow rates once all events
+    /// of the current instant are processed. `None` when nothing is left.
+    pub fn next_event(&mut self) -> Option<EventKind> {
+        loop {
+            if self.net.has_dirty() && self.queue.peek_time() != Some(self.now) {
+                self.reallocate();
+                continue;
+            }
+            let (t, ev) = self.queue.pop()?;
+            debug_assert!(t >= self.now, "time never goes back");
+            self.now = t;
+            self.counters.events += 1;
+            self.trace.word(t);
+            for w in ev.trace_words() {
+                self.trace.word(w);
+            }
+            return Some(ev);
+        }
+    }
+
+    fn reallocate(&mut self) {
+        self.counters.reallocations += 1;
+        let mut out = std::mem::take(&mut self.resched);
+        out.clear();
+        self.net.reallocate(self.now, &mut out);
+        for r in &out {
+            if let Some(end) = r.end {
+                self.queue.push(
+                    end,
+                    EventKind::FlowEnd {
+                        flow: r.flow,
+                        version: r.version,
+                    },
+                );
+            }
+        }
+        self.resched = out;
+    }
+
+    /// Handles a network, local-step or timer event; returns the events the
+    /// engine must handle itself.
+    pub fn handle(&mut self, ev: EventKind) -> Result<Option<EngineEvent>, SimError> {
+        match ev {
+            EventKind::FlowStart { msg } => self.start_flow(msg)?,
+            EventKind::FlowEnd { flow, version } => {
+                if self.net.is_current(flow, version) {
+                    self.net.finish(self.now, flow);
+                    let msg = self.flow_msg[flow as usize];
+                    self.msgs[msg as usize].flow = u32::MAX;
+                    self.tx_done(msg)?;
+                }
+            }
+            EventKind::TxDone { msg } => self.tx_done(msg)?,
+            EventKind::Deliver { msg } => self.deliver(msg)?,
+            EventKind::LocalDone { rank, step } => {
+                let op = self.ranks[rank as usize].mem.as_mut().and_then(|mem| {
+                    let i = mem.local_ops.iter().position(|(s, _)| *s == step)?;
+                    Some(mem.local_ops.swap_remove(i).1)
+                });
+                if let Some(op) = op {
+                    if self.ranks[rank as usize].status == Status::Running {
+                        self.apply_local(rank, &op)?;
+                    }
+                }
+                self.complete(rank, step);
+            }
+            EventKind::Timer { id } => self.with_hooks(|h, ctl| h.on_timer(ctl, id)),
+            EventKind::Wake { rank } => return Ok(Some(EngineEvent::Wake { rank })),
+            EventKind::Timeout { rank, op } => return Ok(Some(EngineEvent::Timeout { rank, op })),
+        }
+        Ok(None)
+    }
+
+    /// Unmatched posts, as (receiver fabric rank, entry), in rank order.
+    pub fn unmatched(&self) -> impl Iterator<Item = (u32, &Pending)> + '_ {
+        self.ranks
+            .iter()
+            .enumerate()
+            .flat_map(|(r, rs)| rs.pending.iter().map(move |p| (r as u32, p)))
+    }
+
+    /// Messages on the fabric that cross a link of bandwidth 0.
+    pub fn stalled_flows(&self) -> Vec<crate::report::StalledFlow> {
+        self.msgs
+            .iter()
+            .filter(|m| m.live && m.flow != u32::MAX)
+            .filter_map(|m| {
+                let dead: Vec<LinkId> = self
+                    .net
+                    .route(m.route)
+                    .iter()
+                    .copied()
+                    .filter(|&l| self.net.bandwidth(l) <= 0.0)
+                    .collect();
+                if dead.is_empty() {
+                    return None;
+                }
+                Some(crate::report::StalledFlow {
+                    src: m.src,
+                    dst: m.dst,
+                    tag: m.tag,
+                    bytes: m.bytes,
+                    dead_links: dead,
+                })
+            })
+            .collect()
+    }
+
+    /// Heap bytes held by the core (for the memory estimate).
+    pub fn heap_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.queue.heap_bytes()
+            + self.net.heap_bytes()
+            + self.ranks.capacity() * size_of::<RankState>()
+            + self
+                .ranks
+                .iter()
+                .map(|r| {
+                    r.pending.capacity() * size_of::<Pending>()
+                        + r.completions.capacity() * 4
+                        + r.routes.capacity() * 8
+                })
+                .sum::<usize>()
+            + self.msgs.capacity() * size_of::<Msg>()
+            + self.flow_msg.capacity() * 4
+    }
+}
