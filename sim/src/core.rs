@@ -11,17 +11,23 @@
 //! zero-copy protocols, where the receiver's buffer must be ready; there is
 //! no eager path). From the match at time `t`:
 //!
-//! 1. after the fixed overhead α (`msg_overhead_ns`), the flow enters the
-//!    fabric at `t + α` and shares link bandwidth max-min fairly
-//!    ([`crate::flows`]);
-//! 2. when its last byte is sent, at `t_tx`, the **send completes**;
-//! 3. the **receive completes** at `t_tx + Σ hop latency` (plus, for a
+//! 1. the message joins the FIFO **channel** from sender to receiver:
+//!    messages between one ordered pair of ranks go one at a time, in match
+//!    order, as on one RDMA queue pair or one HCCL link stream (different
+//!    peers' channels run concurrently);
+//! 2. once it heads the channel, after the fixed overhead α
+//!    (`msg_overhead_ns`), its flow enters the fabric and shares link
+//!    bandwidth max-min fairly with all other flows ([`crate::flows`]);
+//! 3. when its last byte is sent, at `t_tx`, the **send completes** and the
+//!    next message of the channel begins (its own α, then its flow);
+//! 4. the **receive completes** at `t_tx + Σ hop latency` (plus, for a
 //!    receive-and-reduce, `bytes / γ` for the reduction).
 //!
 //! So an uncontended message of `B` bytes over a route with bottleneck
-//! bandwidth β and latencies `l_i` takes, from match to receive completion,
-//! `α + ⌈B/β⌉ + Σ l_i (+ ⌈B/γ⌉)`. Local steps take `⌈B/copy⌉` (copy) or
-//! `⌈B/γ⌉` (reduce, divide); a rank's local steps do not contend with each
+//! bandwidth β and latencies `l_i`, heading an idle channel, takes from
+//! match to receive completion `α + ⌈B/β⌉ + Σ l_i (+ ⌈B/γ⌉)`. Local steps
+//! take `⌈B/copy⌉` (copy) or `⌈B/γ⌉` (reduce, divide); a rank's local steps
+//! do not contend with each
 //! other. A message to oneself crosses no link: it costs α + `⌈B/copy⌉`.
 
 use hccl_algos::schedule::{Op, Rank, StepId};
@@ -81,11 +87,25 @@ pub(crate) struct RankState {
     pub pending: Vec<Pending>,
     /// Completed steps not yet fed to the executor.
     pub completions: Vec<StepId>,
-    /// Route cache: (destination fabric rank, route id), sorted by destination.
-    pub routes: Vec<(u32, u32)>,
+    /// Channels to the peers this rank sent to, sorted by destination.
+    pub chans: Vec<Chan>,
     pub touched: bool,
     pub mem: Option<Box<RankMem>>,
 }
+
+/// The ordered channel from a rank to one peer: its route and the FIFO of
+/// matched messages waiting to use it (linked through [`Msg::next`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Chan {
+    pub dst: u32,
+    pub route: u32,
+    /// Message in its α or transmission now (`NONE`: idle).
+    pub head: u32,
+    /// Last queued message (`NONE`: empty).
+    pub tail: u32,
+}
+
+const NONE: u32 = u32::MAX;
 
 #[derive(Debug)]
 struct Msg {
@@ -100,6 +120,10 @@ struct Msg {
     dropped: bool,
     /// The flow carrying it, `u32::MAX` when not on the fabric.
     flow: u32,
+    /// Next message queued on the same channel.
+    next: u32,
+    /// Extra delay before it enters the fabric (a hook's jitter), ns.
+    delay: u64,
     live: bool,
     recv: Op,
     payload: Vec<u8>,
@@ -184,7 +208,7 @@ impl<'a> Core<'a> {
                     ctx: idle_ctx,
                     pending: Vec::new(),
                     completions: Vec::new(),
-                    routes: Vec::new(),
+                    chans: Vec::new(),
                     touched: false,
                     mem: None,
                 })
@@ -409,10 +433,12 @@ impl<'a> Core<'a> {
         }
     }
 
-    fn route_id(&mut self, src: u32, dst: u32) -> Result<u32, SimError> {
-        let cache = &self.ranks[src as usize].routes;
-        match cache.binary_search_by_key(&dst, |&(d, _)| d) {
-            Ok(i) => Ok(cache[i].1),
+    /// Index of `src`'s channel to `dst` in `ranks[src].chans`, created
+    /// (with its route) on first use.
+    fn chan(&mut self, src: u32, dst: u32) -> Result<usize, SimError> {
+        let cache = &self.ranks[src as usize].chans;
+        match cache.binary_search_by_key(&dst, |c| c.dst) {
+            Ok(i) => Ok(i),
             Err(i) => {
                 let route = self.fabric.route(src, dst).map_err(|e| SimError::NoRoute {
                     src,
@@ -422,9 +448,17 @@ impl<'a> Core<'a> {
                 self.route_buf.clear();
                 self.route_buf
                     .extend(route.edges().iter().map(|e| e.index() as LinkId));
-                let id = self.net.add_route(&self.route_buf);
-                self.ranks[src as usize].routes.insert(i, (dst, id));
-                Ok(id)
+                let route = self.net.add_route(&self.route_buf);
+                self.ranks[src as usize].chans.insert(
+                    i,
+                    Chan {
+                        dst,
+                        route,
+                        head: NONE,
+                        tail: NONE,
+                    },
+                );
+                Ok(i)
             }
         }
     }
@@ -453,7 +487,8 @@ impl<'a> Core<'a> {
                 recv_len,
             });
         }
-        let route = self.route_id(src, dst)?;
+        let chan = self.chan(src, dst)?;
+        let route = self.ranks[src as usize].chans[chan].route;
         let ctx = self.ranks[dst as usize].ctx;
         let fate = {
             let route_links = self.net.route(route).to_vec();
@@ -486,7 +521,12 @@ impl<'a> Core<'a> {
             bytes: send_len,
             route,
             dropped: fate == MessageFate::Drop,
-            flow: u32::MAX,
+            flow: NONE,
+            next: NONE,
+            delay: match fate {
+                MessageFate::Delay(ns) => ns,
+                _ => 0,
+            },
             live: true,
             recv: recv_op,
             payload,
@@ -502,14 +542,26 @@ impl<'a> Core<'a> {
             }
         };
         self.counters.messages += 1;
-        let delay = match fate {
-            MessageFate::Delay(ns) => ns,
-            _ => 0,
-        };
+        let c = &mut self.ranks[src as usize].chans[chan];
+        if c.head == NONE {
+            c.head = id;
+            c.tail = id;
+            self.begin_message(id)
+        } else {
+            let tail = c.tail;
+            c.tail = id;
+            self.msgs[tail as usize].next = id;
+            Ok(())
+        }
+    }
+
+    /// The message now heads its channel: after α (and any hook delay) it
+    /// enters the fabric.
+    fn begin_message(&mut self, id: u32) -> Result<(), SimError> {
         let start = self
             .now
             .saturating_add(self.costs.msg_overhead_ns)
-            .saturating_add(delay);
+            .saturating_add(self.msgs[id as usize].delay);
         if start == self.now {
             self.start_flow(id)
         } else {
@@ -518,11 +570,31 @@ impl<'a> Core<'a> {
         }
     }
 
+    /// Message `id` finished sending: the next one on its channel begins.
+    fn advance_channel(&mut self, id: u32) -> Result<(), SimError> {
+        let (src, dst, next) = {
+            let m = &self.msgs[id as usize];
+            (m.src, m.dst, m.next)
+        };
+        let chans = &mut self.ranks[src as usize].chans;
+        let i = chans
+            .binary_search_by_key(&dst, |c| c.dst)
+            .expect("a message's channel exists");
+        chans[i].head = next;
+        if next == NONE {
+            chans[i].tail = NONE;
+            Ok(())
+        } else {
+            self.begin_message(next)
+        }
+    }
+
     fn free_msg(&mut self, id: u32) {
         let m = &mut self.msgs[id as usize];
         m.payload = Vec::new();
         m.live = false;
-        m.flow = u32::MAX;
+        m.flow = NONE;
+        m.next = NONE;
         self.free_msgs.push(id);
     }
 
@@ -531,6 +603,7 @@ impl<'a> Core<'a> {
         if m.dropped {
             let (src, step) = (m.src, m.send_step);
             self.complete(src, step);
+            self.advance_channel(id)?;
             self.free_msg(id);
             return Ok(());
         }
@@ -568,6 +641,7 @@ impl<'a> Core<'a> {
                 .saturating_add(transfer_ns(dst.len, self.costs.reduce_gbps).unwrap_or(u64::MAX));
         }
         self.complete(src, step);
+        self.advance_channel(id)?;
         if delay == 0 {
             return self.deliver(id);
         }
@@ -726,7 +800,7 @@ impl Core<'_> {
                 .map(|r| {
                     r.pending.capacity() * size_of::<Pending>()
                         + r.completions.capacity() * 4
-                        + r.routes.capacity() * 8
+                        + r.chans.capacity() * size_of::<Chan>()
                 })
                 .sum::<usize>()
             + self.msgs.capacity() * size_of::<Msg>()

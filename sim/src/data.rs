@@ -21,16 +21,60 @@ pub(crate) struct RankMem {
     pub scratch: Vec<u8>,
     /// Local steps posted whose cost has not elapsed: applied on completion.
     pub local_ops: Vec<(StepId, Op)>,
+    /// In-place: `(input_at, output_at)` in one space held by `output`.
+    alias: Option<(u64, u64)>,
+    output_len: u64,
 }
 
 impl RankMem {
-    /// Buffers of the given sizes; `input` must already have `sizes.input` bytes.
-    pub fn new(sizes: BufferSizes, input: Vec<u8>) -> RankMem {
-        RankMem {
-            input,
-            output: vec![0; sizes.output as usize],
-            scratch: vec![0; sizes.scratch as usize],
-            local_ops: Vec::new(),
+    /// Buffers of the given sizes; `input` must already have `sizes.input`
+    /// bytes. With `alias = Some((input_at, output_at))` input and output
+    /// share one space (an in-place call).
+    pub fn new(sizes: BufferSizes, input: Vec<u8>, alias: Option<(u64, u64)>) -> RankMem {
+        match alias {
+            None => RankMem {
+                input,
+                output: vec![0; sizes.output as usize],
+                scratch: vec![0; sizes.scratch as usize],
+                local_ops: Vec::new(),
+                alias: None,
+                output_len: sizes.output,
+            },
+            Some((input_at, output_at)) => {
+                let space = (input_at + sizes.input).max(output_at + sizes.output);
+                let mut output = vec![0; space as usize];
+                output[input_at as usize..(input_at + sizes.input) as usize]
+                    .copy_from_slice(&input);
+                RankMem {
+                    input: Vec::new(),
+                    output,
+                    scratch: vec![0; sizes.scratch as usize],
+                    local_ops: Vec::new(),
+                    alias: Some((input_at, output_at)),
+                    output_len: sizes.output,
+                }
+            }
+        }
+    }
+
+    /// The output buffer's bytes (consumes the memory).
+    pub fn into_output(self) -> Vec<u8> {
+        match self.alias {
+            None => self.output,
+            Some((_, at)) => self.output[at as usize..(at + self.output_len) as usize].to_vec(),
+        }
+    }
+
+    /// Where `r` really lives: in-place input and output map into one space.
+    fn resolve(&self, r: Region) -> Region {
+        match (self.alias, r.buf) {
+            (Some((input_at, _)), BufKind::Input) => {
+                Region::new(BufKind::Output, r.offset.saturating_add(input_at), r.len)
+            }
+            (Some((_, output_at)), BufKind::Output) => {
+                Region::new(BufKind::Output, r.offset.saturating_add(output_at), r.len)
+            }
+            _ => r,
         }
     }
 
@@ -50,7 +94,9 @@ impl RankMem {
         }
     }
 
-    fn range(&self, r: Region) -> Result<std::ops::Range<usize>, ApplyError> {
+    /// Resolves `r` and checks it; returns the buffer and byte range.
+    fn range(&self, r: Region) -> Result<(BufKind, std::ops::Range<usize>), ApplyError> {
+        let r = self.resolve(r);
         let len = self.buf(r.buf).len() as u64;
         if r.end() > len || r.end() < r.offset {
             return Err(ApplyError::OutOfBounds {
@@ -58,18 +104,18 @@ impl RankMem {
                 buffer_len: len,
             });
         }
-        Ok(r.offset as usize..r.end() as usize)
+        Ok((r.buf, r.offset as usize..r.end() as usize))
     }
 
     /// The bytes of `r`.
     pub fn read(&self, r: Region) -> Result<&[u8], ApplyError> {
-        let range = self.range(r)?;
-        Ok(&self.buf(r.buf)[range])
+        let (buf, range) = self.range(r)?;
+        Ok(&self.buf(buf)[range])
     }
 
     fn write(&mut self, r: Region, bytes: &[u8]) -> Result<(), ApplyError> {
-        let range = self.range(r)?;
-        self.buf_mut(r.buf)[range].copy_from_slice(bytes);
+        let (buf, range) = self.range(r)?;
+        self.buf_mut(buf)[range].copy_from_slice(bytes);
         Ok(())
     }
 
@@ -99,8 +145,8 @@ impl RankMem {
                 self.reduce_to(dtype, op, dst, dst, &b)
             }
             Op::Divide { dst, divisor } => {
-                let range = self.range(dst)?;
-                kernels::divide(dtype, &mut self.buf_mut(dst.buf)[range], divisor)
+                let (buf, range) = self.range(dst)?;
+                kernels::divide(dtype, &mut self.buf_mut(buf)[range], divisor)
                     .map_err(ApplyError::Kernel)
             }
             Op::Send { .. } | Op::Recv { .. } | Op::RecvReduce { .. } => Ok(()),

@@ -218,7 +218,8 @@ impl<'a> Engine<'a> {
                 }
                 None => default_input(self.sc.seed, i, comm_rank, dtype, sizes.input),
             };
-            self.core.ranks[r as usize].mem = Some(Box::new(RankMem::new(sizes, input)));
+            let alias = source.alias(comm_rank);
+            self.core.ranks[r as usize].mem = Some(Box::new(RankMem::new(sizes, input, alias)));
         }
         let rs = &mut self.core.ranks[r as usize];
         rs.status = Status::Running;
@@ -249,7 +250,7 @@ impl<'a> Engine<'a> {
         let t = &mut self.times[i];
         t.end[comm_rank] = Some(now);
         if let (Some(outputs), Some(mem)) = (t.outputs.as_mut(), mem) {
-            outputs[comm_rank] = mem.output;
+            outputs[comm_rank] = mem.into_output();
         }
     }
 

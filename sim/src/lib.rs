@@ -21,6 +21,7 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::disallowed_types, clippy::disallowed_methods)]
 
+mod collective;
 mod core;
 pub mod cost;
 mod data;
@@ -34,6 +35,7 @@ mod scenario;
 mod trace;
 mod transport;
 
+pub use collective::{busbw_factor, Collective};
 pub use data::default_input;
 pub use error::SimError;
 pub use flows::{LinkId, LinkUsage};

@@ -3,10 +3,14 @@
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+use hccl_algos::algo::AlgoSpec;
+use hccl_algos::collective::CollectiveArgs;
+use hccl_algos::layout::GroupLayout;
 use hccl_algos::schedule::{BufferSizes, Rank, RankPlan, RankSchedule};
 use hccl_algos::DataType;
 use hccl_topology::{DeviceParams, Fabric};
 
+use crate::collective::Collective;
 use crate::engine::Engine;
 use crate::error::SimError;
 use crate::hooks::{Hooks, NoHooks};
@@ -68,6 +72,15 @@ pub trait PlanSource {
     fn bandwidth_basis(&self, size: u32) -> (u64, f64) {
         let _ = size;
         (0, 1.0)
+    }
+
+    /// In-place calls: `Some((input_at, output_at))` places the rank's
+    /// input and output in one address space (input byte `x` is byte
+    /// `x + input_at` of it, output byte `y` is byte `y + output_at`).
+    /// Default `None`: separate buffers.
+    fn alias(&self, rank: Rank) -> Option<(u64, u64)> {
+        let _ = rank;
+        None
     }
 }
 
@@ -340,6 +353,47 @@ impl<'f> Scenario<'f> {
         }
         self.orders.insert(rank, ops.iter().map(|o| o.0).collect());
         Ok(())
+    }
+
+    /// Appends a collective on `comm`: `args.world_size` must be the
+    /// communicator's size; the layout (server and super pod of each
+    /// communicator rank) comes from the fabric's cluster.
+    ///
+    /// # Errors
+    /// [`SimError::UnknownCommunicator`]; [`SimError::Plan`] if the layout
+    /// cannot be built. Bad arguments or an algorithm that does not implement
+    /// the collective are reported by [`Scenario::run`] as [`SimError::Plan`].
+    pub fn collective(
+        &mut self,
+        comm: CommId,
+        args: CollectiveArgs,
+        algo: AlgoSpec,
+    ) -> Result<OpId, SimError> {
+        let members = &self
+            .comms
+            .get(comm.0)
+            .ok_or_else(|| SimError::UnknownCommunicator {
+                op: args.kind.name().into(),
+                comm: comm.0,
+                count: self.comms.len(),
+            })?
+            .members;
+        let cluster = self.fabric.cluster();
+        let server_of = members
+            .iter()
+            .map(|&r| cluster.server_of(r).unwrap_or(0))
+            .collect();
+        let pod_of = members
+            .iter()
+            .map(|&r| cluster.super_pod_of(r).unwrap_or(0))
+            .collect();
+        let layout = GroupLayout::from_parts(server_of, pod_of).map_err(|e| SimError::Plan {
+            op: self.ops.len(),
+            label: args.kind.name().into(),
+            rank: 0,
+            reason: e.to_string(),
+        })?;
+        self.op(comm, Collective { args, algo, layout })
     }
 
     /// Runs the scenario without faults.
