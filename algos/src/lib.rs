@@ -9,6 +9,7 @@
 pub mod dtype;
 pub mod exec;
 pub mod kernels;
+pub mod mem_transport;
 pub mod schedule;
 pub mod transport;
 
