@@ -6,12 +6,16 @@
 //! transport (the simulator in `hccl-sim`, TCP or Ascend in `hccl-hw`).
 #![forbid(unsafe_code)]
 
+pub mod algo;
+pub mod collective;
 pub mod dtype;
 pub mod exec;
 pub mod kernels;
+pub mod layout;
 pub mod mem_transport;
 pub mod schedule;
 pub mod transport;
+pub mod verify;
 
 pub use dtype::{DataType, ReduceOp};
 pub use exec::Executor;

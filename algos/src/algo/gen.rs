@@ -1,0 +1,319 @@
+//! Lazy step generation: the machinery every algorithm uses to emit a
+//! [`RankPlan`] in O(1)..O(log p) memory.
+//!
+//! An algorithm is a [`Gen`]: each call to [`Gen::fill`] pushes the steps of
+//! one round into an [`Emit`], which numbers them and queues them for the
+//! iterator. Phases of a composed algorithm run in sequence ([`Seq`]): a
+//! zero-length join step fences the previous phase, and every step of the
+//! next phase without its own dependencies waits for the join.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::collective::VCounts;
+use crate::schedule::{BufKind, Deps, Op, Rank, RankPlan, Region, Step, StepId};
+
+/// Receives the steps a [`Gen`] emits and numbers them.
+#[derive(Debug, Default)]
+pub(crate) struct Emit {
+    next: StepId,
+    queue: VecDeque<Step>,
+    /// Added as the dependency of steps pushed with no dependency.
+    entry: Option<StepId>,
+}
+
+impl Emit {
+    /// Index the next pushed step gets.
+    pub fn next_id(&self) -> StepId {
+        self.next
+    }
+
+    /// Pushes a step waiting for `deps` (or for the phase entry if empty).
+    pub fn push(&mut self, op: Op, deps: &[StepId]) -> StepId {
+        let deps = match (deps.is_empty(), self.entry) {
+            (true, Some(e)) => Deps::on(&[e]),
+            _ => Deps::on(deps),
+        };
+        self.queue.push_back(Step { op, deps });
+        self.next += 1;
+        self.next - 1
+    }
+
+    /// Pushes `op` if `cond`, returning its id.
+    pub fn push_if(&mut self, cond: bool, op: Op, deps: &[StepId]) -> Option<StepId> {
+        cond.then(|| self.push(op, deps))
+    }
+}
+
+/// A lazy algorithm: emits its steps round by round.
+pub(crate) trait Gen: Send {
+    /// Emits the next round's steps (possibly none); returns false once
+    /// nothing more will be emitted.
+    fn fill(&mut self, e: &mut Emit) -> bool;
+}
+
+/// A [`Gen`] from a closure called once per round `0..n`.
+pub(crate) struct Rounds<F> {
+    t: u32,
+    n: u32,
+    f: F,
+}
+
+impl<F: FnMut(u32, &mut Emit) + Send> Gen for Rounds<F> {
+    fn fill(&mut self, e: &mut Emit) -> bool {
+        if self.t >= self.n {
+            return false;
+        }
+        (self.f)(self.t, e);
+        self.t += 1;
+        self.t < self.n
+    }
+}
+
+/// `n` rounds of `f`, boxed.
+pub(crate) fn rounds<F: FnMut(u32, &mut Emit) + Send + 'static>(n: u32, f: F) -> Box<dyn Gen> {
+    Box::new(Rounds { t: 0, n, f })
+}
+
+/// A generator that emits nothing.
+pub(crate) fn empty() -> Box<dyn Gen> {
+    rounds(0, |_, _| {})
+}
+
+/// Phases run one after another, joined by a fence step.
+#[allow(dead_code)] // used by the hierarchical composition
+pub(crate) struct Seq {
+    phases: VecDeque<Box<dyn Gen>>,
+}
+
+/// Runs `phases` in sequence.
+#[allow(dead_code)] // used by the hierarchical composition
+pub(crate) fn seq(phases: Vec<Box<dyn Gen>>) -> Box<dyn Gen> {
+    Box::new(Seq {
+        phases: phases.into(),
+    })
+}
+
+/// A zero-length local step that waits for every earlier step: the join
+/// between two phases.
+#[allow(dead_code)] // used by the hierarchical composition
+pub(crate) fn join_op() -> Op {
+    let r = Region::new(BufKind::Scratch, 0, 0);
+    Op::Copy { src: r, dst: r }
+}
+
+impl Gen for Seq {
+    fn fill(&mut self, e: &mut Emit) -> bool {
+        let Some(front) = self.phases.front_mut() else {
+            return false;
+        };
+        if front.fill(e) {
+            return true;
+        }
+        self.phases.pop_front();
+        if self.phases.is_empty() {
+            return false;
+        }
+        if e.next_id() > 0 {
+            e.entry = None;
+            let mut d = Deps::FENCE;
+            d.all_before = true;
+            e.queue.push_back(Step {
+                op: join_op(),
+                deps: d,
+            });
+            e.next += 1;
+            e.entry = Some(e.next - 1);
+        }
+        true
+    }
+}
+
+/// Turns a [`Gen`] into the iterator the executor pulls from.
+pub(crate) fn into_plan(gen: Box<dyn Gen>) -> RankPlan {
+    let mut gen = gen;
+    let mut emit = Emit::default();
+    let mut live = true;
+    Box::new(std::iter::from_fn(move || loop {
+        if let Some(s) = emit.queue.pop_front() {
+            return Some(s);
+        }
+        if !live {
+            return None;
+        }
+        live = gen.fill(&mut emit);
+    }))
+}
+
+/// A sub-communicator: member `i` is global rank `base + i * stride`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Group {
+    pub base: Rank,
+    pub stride: Rank,
+    pub size: u32,
+}
+
+impl Group {
+    pub fn flat(size: u32) -> Group {
+        Group {
+            base: 0,
+            stride: 1,
+            size,
+        }
+    }
+
+    /// Global rank of member `i` (taken modulo the size).
+    pub fn rank(&self, i: u32) -> Rank {
+        self.base + (i % self.size) * self.stride
+    }
+}
+
+/// A place in a buffer: byte base plus element size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Loc {
+    pub buf: BufKind,
+    pub base: u64,
+    pub esz: u64,
+}
+
+impl Loc {
+    pub fn new(buf: BufKind, base: u64, esz: u64) -> Loc {
+        Loc { buf, base, esz }
+    }
+
+    /// `elems` elements from element offset `off`.
+    pub fn at(&self, off: u64, elems: u64) -> Region {
+        Region::new(self.buf, self.base + off * self.esz, elems * self.esz)
+    }
+
+    /// Block `b` of `blocks`.
+    pub fn block(&self, blocks: &Blocks, b: u32) -> Region {
+        self.at(blocks.off(b), blocks.len(b))
+    }
+
+    /// Moves the base by `elems` elements.
+    #[allow(dead_code)] // used by the hierarchical composition
+    pub fn shift(&self, elems: u64) -> Loc {
+        Loc {
+            base: self.base + elems * self.esz,
+            ..*self
+        }
+    }
+}
+
+/// How a vector of elements is cut into blocks, one per group member.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Blocks {
+    /// `total` elements in `parts` nearly equal blocks (the first
+    /// `total % parts` blocks get one more element).
+    Even { total: u64, parts: u32 },
+    /// Blocks of the given counts, packed.
+    Table(Arc<VCounts>),
+}
+
+impl Blocks {
+    /// `each` elements per block, `parts` blocks.
+    pub fn uniform(each: u64, parts: u32) -> Blocks {
+        Blocks::Even {
+            total: each * parts as u64,
+            parts,
+        }
+    }
+
+    pub fn parts(&self) -> u32 {
+        match self {
+            Blocks::Even { parts, .. } => *parts,
+            Blocks::Table(v) => v.len() as u32,
+        }
+    }
+
+    /// Element offset of block `b` (`b == parts` gives the total).
+    pub fn off(&self, b: u32) -> u64 {
+        match self {
+            Blocks::Even { total, parts } => {
+                let (q, r) = (total / *parts as u64, total % *parts as u64);
+                b as u64 * q + (b as u64).min(r)
+            }
+            Blocks::Table(v) => v.displ(b as usize),
+        }
+    }
+
+    /// Elements of block `b`.
+    pub fn len(&self, b: u32) -> u64 {
+        self.off(b + 1) - self.off(b)
+    }
+
+    pub fn total(&self) -> u64 {
+        self.off(self.parts())
+    }
+
+    /// Largest block, in elements.
+    pub fn max_len(&self) -> u64 {
+        match self {
+            Blocks::Even { total, parts } => total.div_ceil(*parts as u64),
+            Blocks::Table(v) => v.counts().iter().copied().max().unwrap_or(0),
+        }
+    }
+}
+
+/// What every algorithm of one group needs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ctx {
+    pub g: Group,
+    /// This rank's member index in `g`.
+    pub me: u32,
+    /// Reduce op of reductions (`Sum` for `Avg`).
+    pub op: crate::dtype::ReduceOp,
+    /// First tag this phase may use.
+    pub tag0: u32,
+}
+
+impl Ctx {
+    /// Member `me + d` (mod size), as a global rank.
+    pub fn peer(&self, d: i64) -> Rank {
+        let k = self.g.size as i64;
+        self.g.rank(((self.me as i64 + d).rem_euclid(k)) as u32)
+    }
+
+    /// `(me + d) mod size`.
+    pub fn idx(&self, d: i64) -> u32 {
+        let k = self.g.size as i64;
+        ((self.me as i64 + d).rem_euclid(k)) as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn even_blocks_cover_the_total_with_uneven_sizes() {
+        let b = Blocks::Even {
+            total: 10,
+            parts: 4,
+        };
+        let lens: Vec<u64> = (0..4).map(|i| b.len(i)).collect();
+        assert_eq!(lens, vec![3, 3, 2, 2]);
+        assert_eq!(b.off(4), 10);
+        let b = Blocks::Even { total: 2, parts: 5 };
+        assert_eq!(
+            (0..5).map(|i| b.len(i)).collect::<Vec<_>>(),
+            vec![1, 1, 0, 0, 0]
+        );
+        assert_eq!(b.max_len(), 1);
+    }
+
+    #[test]
+    fn seq_joins_phases_with_a_fence() {
+        let a = rounds(1, |_, e| {
+            e.push(join_op(), &[]);
+        });
+        let b = rounds(1, |_, e| {
+            e.push(join_op(), &[]);
+        });
+        let steps: Vec<Step> = into_plan(seq(vec![a, b])).collect();
+        assert_eq!(steps.len(), 3);
+        assert!(steps[1].deps.all_before, "join fences phase one");
+        assert_eq!(steps[2].deps.ids(), &[1], "phase two waits for the join");
+    }
+}
