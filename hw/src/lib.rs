@@ -1,1 +1,9 @@
-//! Real transports: TCP between processes and hosts (Ascend behind `--features ascend`).
+//! Real transports for hccl-rs: TCP between processes and hosts (Ascend
+//! behind `--features ascend`, not yet written).
+//!
+//! No `unsafe` here: the TCP transport copies between user buffers and
+//! socket buffers instead of sharing pointers with its I/O threads.
+#![forbid(unsafe_code)]
+
+pub mod sync;
+pub mod tcp;

@@ -1,0 +1,374 @@
+//! A rank's side of the bootstrap: join the root, learn the table, then
+//! build one TCP connection per peer pair (the lower rank connects to the
+//! higher one and says hello; the higher one checks session, magic, version
+//! and ranks before accepting it as that peer).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::{timeout_at, Instant};
+
+use super::config::{TcpConfig, PORT_RANGE};
+use super::error::TcpError;
+use super::root::{bind, fallback_ip, RootInfo};
+use super::wire::{self, CtrlKind, Join, RejectCode, SessionId};
+
+/// Extra time a rank waits past its own `HCCL_CONNECT_TIMEOUT` for the
+/// root's verdict, so that the root (whose clock started first) decides.
+const VERDICT_MARGIN: Duration = Duration::from_secs(2);
+/// Pause between attempts to reach a root that is not listening yet.
+const RETRY: Duration = Duration::from_millis(50);
+
+/// A bootstrapped rank: its connection to every peer.
+#[derive(Debug)]
+pub struct Mesh {
+    /// This rank.
+    pub rank: u32,
+    /// World size.
+    pub nranks: u32,
+    /// Session id (checked in every frame).
+    pub session: SessionId,
+    /// `streams[p]` is the connection to rank `p` (`None` for this rank).
+    pub streams: Vec<Option<TcpStream>>,
+}
+
+/// Binds the data listener: on `ip`, port chosen by the OS when
+/// `HCCL_IF_BASE_PORT` is 0, else the first free of base+1 ..= base+15.
+pub(crate) fn bind_data_listener(
+    cfg: &TcpConfig,
+    ip: std::net::IpAddr,
+) -> Result<std::net::TcpListener, TcpError> {
+    if cfg.base_port == 0 {
+        return bind(SocketAddr::new(ip, 0), "HCCL_IF_BASE_PORT");
+    }
+    let mut last = None;
+    for p in cfg.base_port + 1..cfg.base_port + PORT_RANGE {
+        match bind(SocketAddr::new(ip, p), "HCCL_IF_BASE_PORT") {
+            Ok(l) => return Ok(l),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(match last {
+        Some(TcpError::Bind { reason, .. }) => TcpError::Bind {
+            addr: SocketAddr::new(ip, cfg.base_port + 1),
+            var: "HCCL_IF_BASE_PORT",
+            reason: format!(
+                "ports {}..={} are all taken (last error: {reason})",
+                cfg.base_port + 1,
+                cfg.base_port + PORT_RANGE - 1
+            ),
+        },
+        Some(e) => e,
+        None => TcpError::InvalidArgument("empty port range".into()),
+    })
+}
+
+async fn connect_root(
+    root: &RootInfo,
+    rank: u32,
+    deadline: Instant,
+    secs: f64,
+) -> Result<TcpStream, TcpError> {
+    let mut last = String::from("no attempt");
+    loop {
+        match timeout_at(deadline, TcpStream::connect(root.addr)).await {
+            Ok(Ok(s)) => return Ok(s),
+            Ok(Err(e)) => last = e.to_string(),
+            Err(_) => {}
+        }
+        if Instant::now() + RETRY >= deadline {
+            return Err(TcpError::RootUnreachable {
+                root: root.addr,
+                rank,
+                secs,
+                reason: last,
+            });
+        }
+        tokio::time::sleep(RETRY).await;
+    }
+}
+
+/// Joins the root and returns the table of data addresses.
+async fn join_root(
+    cfg: &TcpConfig,
+    root: &RootInfo,
+    nranks: u32,
+    rank: u32,
+    data_addr: SocketAddr,
+) -> Result<Vec<SocketAddr>, TcpError> {
+    let secs = cfg.connect_timeout.as_secs_f64();
+    let deadline = Instant::now() + cfg.connect_timeout;
+    let mut s = connect_root(root, rank, deadline, secs).await?;
+    let _ = s.set_nodelay(true);
+    let join = Join {
+        nranks,
+        rank,
+        data_addr,
+    };
+    wire::write_ctrl(&mut s, CtrlKind::Join, root.session, &join.encode())
+        .await
+        .map_err(|e| TcpError::RootUnreachable {
+            root: root.addr,
+            rank,
+            secs,
+            reason: format!("sending the join: {e}"),
+        })?;
+    let from = format!("the root at {}", root.addr);
+    let reply = timeout_at(
+        deadline + VERDICT_MARGIN,
+        wire::read_ctrl(&mut s, Some(root.session)),
+    )
+    .await;
+    let (h, body) = match reply {
+        Err(_) => {
+            return Err(TcpError::BootstrapTimeout {
+                secs,
+                joined: 0,
+                nranks,
+                missing: vec![],
+            })
+        }
+        Ok(Err(Err(e))) => {
+            return Err(TcpError::RootUnreachable {
+                root: root.addr,
+                rank,
+                secs,
+                reason: format!("the root closed the connection before answering: {e}"),
+            })
+        }
+        Ok(Err(Ok(error))) => return Err(TcpError::Protocol { from, error }),
+        Ok(Ok(x)) => x,
+    };
+    match h.kind {
+        CtrlKind::Table => {
+            let table = wire::decode_table(&body).map_err(|error| TcpError::Protocol {
+                from: from.clone(),
+                error,
+            })?;
+            if table.len() != nranks as usize {
+                return Err(TcpError::Protocol {
+                    from,
+                    error: wire::WireError::Malformed("table of the wrong size"),
+                });
+            }
+            Ok(table)
+        }
+        CtrlKind::Reject => {
+            let (code, reason) =
+                wire::decode_reject(&body).map_err(|error| TcpError::Protocol { from, error })?;
+            Err(match code {
+                RejectCode::Timeout => parse_timeout(&reason, secs, nranks),
+                RejectCode::Expired => TcpError::SessionExpired {
+                    root: root.addr,
+                    rank,
+                    reason,
+                },
+                RejectCode::Refused => TcpError::Rejected {
+                    root: root.addr,
+                    rank,
+                    reason,
+                },
+            })
+        }
+        _ => Err(TcpError::Protocol {
+            from,
+            error: wire::WireError::Malformed("unexpected reply to a join"),
+        }),
+    }
+}
+
+/// Rebuilds the root's timeout verdict ("... k of n ranks connected, missing [a, b]").
+fn parse_timeout(reason: &str, secs: f64, nranks: u32) -> TcpError {
+    let joined = reason
+        .split(": ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(0);
+    let missing = reason
+        .rsplit_once('[')
+        .and_then(|(_, m)| m.strip_suffix(']'))
+        .map(|m| m.split(", ").filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or_default();
+    TcpError::BootstrapTimeout {
+        secs,
+        joined,
+        nranks,
+        missing,
+    }
+}
+
+/// Accepts hellos from every lower rank, ignoring strangers.
+async fn accept_lower(
+    listener: &TcpListener,
+    rank: u32,
+    session: SessionId,
+    deadline: Instant,
+    streams: &mut [Option<TcpStream>],
+) -> Result<(), TcpError> {
+    let mut pending = rank as usize;
+    while pending > 0 {
+        let (mut s, addr) = match timeout_at(deadline, listener.accept()).await {
+            Ok(Ok(x)) => x,
+            Ok(Err(e)) => return Err(TcpError::io("accepting a peer", e)),
+            Err(_) => {
+                let missing: Vec<usize> = (0..rank as usize)
+                    .filter(|&p| streams[p].is_none())
+                    .collect();
+                return Err(TcpError::Io {
+                    what: format!("rank {rank}: peer connections"),
+                    reason: format!(
+                        "ranks {missing:?} did not connect within HCCL_CONNECT_TIMEOUT"
+                    ),
+                });
+            }
+        };
+        let hello = tokio::time::timeout_at(deadline, wire::read_ctrl(&mut s, Some(session))).await;
+        let from = match hello {
+            Ok(Ok((h, body))) if h.kind == CtrlKind::Hello => match wire::decode_hello(&body) {
+                Ok((from, to)) if to == rank && from < rank && streams[from as usize].is_none() => {
+                    from
+                }
+                Ok((from, to)) => {
+                    tracing::warn!("hccl rank {rank}: closing connection from {addr}: hello from rank {from} to rank {to} is not expected here");
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!("hccl rank {rank}: closing connection from {addr}: {e}");
+                    continue;
+                }
+            },
+            Ok(Ok((h, _))) => {
+                tracing::warn!(
+                    "hccl rank {rank}: closing connection from {addr}: {:?} instead of a hello",
+                    h.kind
+                );
+                continue;
+            }
+            Ok(Err(Ok(e))) => {
+                tracing::warn!("hccl rank {rank}: closing connection from {addr}: {e}");
+                continue;
+            }
+            Ok(Err(Err(e))) => {
+                tracing::warn!("hccl rank {rank}: closing connection from {addr}: {e}");
+                continue;
+            }
+            Err(_) => continue,
+        };
+        if wire::write_ctrl(&mut s, CtrlKind::HelloAck, session, &[])
+            .await
+            .is_err()
+        {
+            continue;
+        }
+        let _ = s.set_nodelay(true);
+        streams[from as usize] = Some(s);
+        pending -= 1;
+    }
+    Ok(())
+}
+
+async fn connect_higher(
+    table: &[SocketAddr],
+    rank: u32,
+    peer: u32,
+    session: SessionId,
+    deadline: Instant,
+) -> Result<TcpStream, TcpError> {
+    let addr = table[peer as usize];
+    let err = |reason: String| TcpError::PeerConnect {
+        rank,
+        peer,
+        addr,
+        reason,
+    };
+    let mut s = match timeout_at(deadline, TcpStream::connect(addr)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return Err(err(e.to_string())),
+        Err(_) => return Err(err("timed out (HCCL_CONNECT_TIMEOUT)".into())),
+    };
+    let _ = s.set_nodelay(true);
+    wire::write_ctrl(
+        &mut s,
+        CtrlKind::Hello,
+        session,
+        &wire::encode_hello(rank, peer),
+    )
+    .await
+    .map_err(|e| err(e.to_string()))?;
+    match timeout_at(deadline, wire::read_ctrl(&mut s, Some(session))).await {
+        Ok(Ok((h, _))) if h.kind == CtrlKind::HelloAck => Ok(s),
+        Ok(Ok((h, _))) => Err(err(format!("{:?} instead of a hello ack", h.kind))),
+        Ok(Err(Ok(e))) => Err(err(e.to_string())),
+        Ok(Err(Err(e))) => Err(err(e.to_string())),
+        Err(_) => Err(err("no hello ack within HCCL_CONNECT_TIMEOUT".into())),
+    }
+}
+
+/// Runs the whole bootstrap of one rank. Must run inside a tokio runtime.
+///
+/// # Errors
+/// Bind, root, timeout and peer connection errors (see [`TcpError`]).
+pub async fn bootstrap(
+    cfg: &TcpConfig,
+    root: &RootInfo,
+    nranks: u32,
+    rank: u32,
+) -> Result<Mesh, TcpError> {
+    if nranks == 0 || rank >= nranks {
+        return Err(TcpError::InvalidArgument(format!(
+            "rank {rank} is out of range for {nranks} ranks"
+        )));
+    }
+    let ip = super::iface::select_ip(cfg, &super::iface::host_interfaces()?, fallback_ip(root))?;
+    let std_listener = bind_data_listener(cfg, ip)?;
+    let data_addr = std_listener
+        .local_addr()
+        .map_err(|e| TcpError::io("data listener address", e))?;
+    let listener =
+        TcpListener::from_std(std_listener).map_err(|e| TcpError::io("data listener", e))?;
+    let table = join_root(cfg, root, nranks, rank, data_addr).await?;
+    let deadline = Instant::now() + cfg.connect_timeout;
+    let mut streams: Vec<Option<TcpStream>> = (0..nranks).map(|_| None).collect();
+    let session = root.session;
+    let higher = async {
+        let mut out = Vec::new();
+        for p in rank + 1..nranks {
+            out.push((p, connect_higher(&table, rank, p, session, deadline).await?));
+        }
+        Ok::<_, TcpError>(out)
+    };
+    let (lower, higher) = tokio::join!(
+        accept_lower(&listener, rank, session, deadline, &mut streams),
+        higher
+    );
+    lower?;
+    for (p, s) in higher? {
+        streams[p as usize] = Some(s);
+    }
+    Ok(Mesh {
+        rank,
+        nranks,
+        session,
+        streams,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeout_verdict_is_parsed_back() {
+        let e = parse_timeout(
+            "bootstrap timed out after 3 s: 2 of 4 ranks connected, missing [1, 3]",
+            3.0,
+            4,
+        );
+        assert_eq!(
+            e.to_string(),
+            "bootstrap timed out after 3 s: 2 of 4 ranks connected, missing [1, 3]; start the missing ranks or raise HCCL_CONNECT_TIMEOUT"
+        );
+    }
+}

@@ -1,0 +1,252 @@
+//! TCP transport settings, read from HCCL's environment variables.
+//!
+//! | variable | meaning here | HCCL's meaning and default |
+//! | --- | --- | --- |
+//! | `HCCL_CONNECT_TIMEOUT` | seconds the bootstrap (root gather, peer mesh) may take | socket link-setup timeout, default 120 s (CANN env var reference) |
+//! | `HCCL_EXEC_TIMEOUT` | seconds one collective may wait for a peer; `0` = never | device sync wait during execution, default 1836 s on current CANN (Atlas A2/A3: 0 = no timeout) |
+//! | `HCCL_IF_IP` | host IP to listen on and to announce to peers | host NIC IP used to reach the root node |
+//! | `HCCL_SOCKET_IFNAME` | interface filter when `HCCL_IF_IP` is unset | same syntax: `eth,enp` prefixes, `^eth` excluded prefixes, `=eth0` exact names, `^=eth0` excluded names |
+//! | `HCCL_IF_BASE_PORT` | first of 16 host ports: the root listens on it, ranks take the next free of the other 15; `0` or unset = the OS chooses | host NIC base port, 16 ports used, default 60000 |
+//! | `HCCL_BUFFSIZE` | MB of early-arriving (unmatched) message bytes buffered per peer | size of the CCL staging buffer, default 200 MB |
+//!
+//! Deviations from HCCL, on purpose: timeouts accept decimal seconds and any
+//! positive value (HCCL clamps `HCCL_CONNECT_TIMEOUT` to [120, 7200]) so
+//! tests can use short ones; `HCCL_IF_BASE_PORT` unset means "OS chooses"
+//! rather than 60000, so several communicators and test processes can share
+//! a host without configuration.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use super::error::TcpError;
+
+/// HCCL's default bootstrap timeout (`HCCL_CONNECT_TIMEOUT`), seconds.
+pub const DEFAULT_CONNECT_TIMEOUT_S: f64 = 120.0;
+/// HCCL's default execution timeout (`HCCL_EXEC_TIMEOUT`) on current CANN
+/// releases (Atlas A2/A3 and training series: 1836 s), seconds.
+pub const DEFAULT_EXEC_TIMEOUT_S: f64 = 1836.0;
+/// HCCL's default `HCCL_BUFFSIZE`, MB (2^20 bytes).
+pub const DEFAULT_BUFFSIZE_MB: u64 = 200;
+/// Number of ports HCCL reserves from `HCCL_IF_BASE_PORT`.
+pub const PORT_RANGE: u16 = 16;
+
+/// An `HCCL_SOCKET_IFNAME` filter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IfnameFilter {
+    /// True for `^...`: the names are excluded instead of selected.
+    pub exclude: bool,
+    /// True for `=...`: names match exactly instead of by prefix.
+    pub exact: bool,
+    /// The comma-separated names or prefixes, in the order given.
+    pub names: Vec<String>,
+}
+
+impl IfnameFilter {
+    /// Parses HCCL's syntax: `eth,enp`, `^eth`, `=eth0,enp0`, `^=eth0`.
+    pub fn parse(s: &str) -> Option<IfnameFilter> {
+        let (exclude, rest) = match s.strip_prefix('^') {
+            Some(r) => (true, r),
+            None => (false, s),
+        };
+        let (exact, rest) = match rest.strip_prefix('=') {
+            Some(r) => (true, r),
+            None => (false, rest),
+        };
+        let names: Vec<String> = rest
+            .split(',')
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .map(String::from)
+            .collect();
+        (!names.is_empty()).then_some(IfnameFilter {
+            exclude,
+            exact,
+            names,
+        })
+    }
+
+    /// Whether interface `name` passes the filter.
+    pub fn accepts(&self, name: &str) -> bool {
+        let hit = self.names.iter().any(|n| {
+            if self.exact {
+                name == n
+            } else {
+                name.starts_with(n.as_str())
+            }
+        });
+        hit != self.exclude
+    }
+}
+
+/// Settings of the TCP transport. See the module docs for the variables.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TcpConfig {
+    /// Bootstrap timeout (`HCCL_CONNECT_TIMEOUT`).
+    pub connect_timeout: Duration,
+    /// Per-op timeout (`HCCL_EXEC_TIMEOUT`); `None` = wait forever.
+    pub exec_timeout: Option<Duration>,
+    /// `HCCL_IF_IP`.
+    pub if_ip: Option<IpAddr>,
+    /// `HCCL_SOCKET_IFNAME`.
+    pub socket_ifname: Option<IfnameFilter>,
+    /// `HCCL_IF_BASE_PORT`; 0 = the OS chooses.
+    pub base_port: u16,
+    /// Bytes of not-yet-matched incoming data buffered per peer (`HCCL_BUFFSIZE`).
+    pub unexpected_bound: u64,
+}
+
+impl Default for TcpConfig {
+    fn default() -> TcpConfig {
+        TcpConfig {
+            connect_timeout: Duration::from_secs_f64(DEFAULT_CONNECT_TIMEOUT_S),
+            exec_timeout: Some(Duration::from_secs_f64(DEFAULT_EXEC_TIMEOUT_S)),
+            if_ip: None,
+            socket_ifname: None,
+            base_port: 0,
+            unexpected_bound: DEFAULT_BUFFSIZE_MB << 20,
+        }
+    }
+}
+
+fn bad(var: &'static str, value: &str, reason: &str) -> TcpError {
+    TcpError::Config {
+        var,
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+fn seconds(var: &'static str, v: &str) -> Result<f64, TcpError> {
+    let s: f64 = v
+        .trim()
+        .parse()
+        .map_err(|_| bad(var, v, "not a number of seconds"))?;
+    if !s.is_finite() || !(0.0..=1e9).contains(&s) {
+        return Err(bad(var, v, "seconds must be in [0, 1e9]"));
+    }
+    Ok(s)
+}
+
+impl TcpConfig {
+    /// Reads the process environment.
+    ///
+    /// # Errors
+    /// [`TcpError::Config`] naming the variable and value that do not parse.
+    pub fn from_env() -> Result<TcpConfig, TcpError> {
+        TcpConfig::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Reads settings through `get` (a variable name to its value), for tests.
+    ///
+    /// # Errors
+    /// [`TcpError::Config`] naming the variable and value that do not parse.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<TcpConfig, TcpError> {
+        let mut c = TcpConfig::default();
+        if let Some(v) = get("HCCL_CONNECT_TIMEOUT") {
+            let s = seconds("HCCL_CONNECT_TIMEOUT", &v)?;
+            if s <= 0.0 {
+                return Err(bad("HCCL_CONNECT_TIMEOUT", &v, "must be > 0 seconds"));
+            }
+            c.connect_timeout = Duration::from_secs_f64(s);
+        }
+        if let Some(v) = get("HCCL_EXEC_TIMEOUT") {
+            let s = seconds("HCCL_EXEC_TIMEOUT", &v)?;
+            c.exec_timeout = (s > 0.0).then(|| Duration::from_secs_f64(s));
+        }
+        if let Some(v) = get("HCCL_IF_IP").filter(|v| !v.trim().is_empty()) {
+            c.if_ip = Some(
+                v.trim()
+                    .parse()
+                    .map_err(|_| bad("HCCL_IF_IP", &v, "not an IPv4 or IPv6 address"))?,
+            );
+        }
+        if let Some(v) = get("HCCL_SOCKET_IFNAME").filter(|v| !v.trim().is_empty()) {
+            c.socket_ifname = Some(
+                IfnameFilter::parse(&v)
+                    .ok_or_else(|| bad("HCCL_SOCKET_IFNAME", &v, "no interface name given"))?,
+            );
+        }
+        if let Some(v) = get("HCCL_IF_BASE_PORT").filter(|v| !v.trim().is_empty()) {
+            let p: u16 = v
+                .trim()
+                .parse()
+                .map_err(|_| bad("HCCL_IF_BASE_PORT", &v, "not a port number"))?;
+            if p > u16::MAX - PORT_RANGE {
+                return Err(bad(
+                    "HCCL_IF_BASE_PORT",
+                    &v,
+                    "must be at most 65519 (HCCL uses 16 ports from it)",
+                ));
+            }
+            c.base_port = p;
+        }
+        if let Some(v) = get("HCCL_BUFFSIZE").filter(|v| !v.trim().is_empty()) {
+            let mb: u64 = v
+                .trim()
+                .parse()
+                .map_err(|_| bad("HCCL_BUFFSIZE", &v, "not a whole number of MB"))?;
+            if mb == 0 || mb > (1 << 20) {
+                return Err(bad("HCCL_BUFFSIZE", &v, "must be in 1..=1048576 MB"));
+            }
+            c.unexpected_bound = mb << 20;
+        }
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let v: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        move |k| v.iter().find(|(a, _)| a == k).map(|(_, b)| b.clone())
+    }
+
+    #[test]
+    fn defaults_are_hccls() {
+        let c = TcpConfig::from_lookup(env(&[])).unwrap();
+        assert_eq!(c.connect_timeout, Duration::from_secs(120));
+        assert_eq!(c.exec_timeout, Some(Duration::from_secs(1836)));
+        assert_eq!(c.unexpected_bound, 200 << 20);
+        assert_eq!(c.base_port, 0);
+    }
+
+    #[test]
+    fn parses_values_and_names_bad_ones() {
+        let c = TcpConfig::from_lookup(env(&[
+            ("HCCL_CONNECT_TIMEOUT", "2.5"),
+            ("HCCL_EXEC_TIMEOUT", "0"),
+            ("HCCL_IF_IP", "127.0.0.1"),
+            ("HCCL_IF_BASE_PORT", "50000"),
+        ]))
+        .unwrap();
+        assert_eq!(c.connect_timeout, Duration::from_millis(2500));
+        assert_eq!(c.exec_timeout, None, "0 = never time out");
+        assert_eq!(c.if_ip, Some("127.0.0.1".parse().unwrap()));
+        assert_eq!(c.base_port, 50000);
+        let e = TcpConfig::from_lookup(env(&[("HCCL_IF_IP", "10.0.0")])).unwrap_err();
+        assert!(e.to_string().contains("HCCL_IF_IP"), "{e}");
+        assert!(e.to_string().contains("10.0.0"), "{e}");
+        let e = TcpConfig::from_lookup(env(&[("HCCL_IF_BASE_PORT", "65530")])).unwrap_err();
+        assert!(e.to_string().contains("65519"), "{e}");
+        assert!(TcpConfig::from_lookup(env(&[("HCCL_CONNECT_TIMEOUT", "-1")])).is_err());
+        assert!(TcpConfig::from_lookup(env(&[("HCCL_CONNECT_TIMEOUT", "0")])).is_err());
+    }
+
+    #[test]
+    fn ifname_filter_follows_hccl_syntax() {
+        let f = IfnameFilter::parse("eth,enp").unwrap();
+        assert!(f.accepts("eth1") && f.accepts("enp0s3") && !f.accepts("lo"));
+        let f = IfnameFilter::parse("^eth").unwrap();
+        assert!(!f.accepts("eth0") && f.accepts("lo"));
+        let f = IfnameFilter::parse("=eth0,enp0").unwrap();
+        assert!(f.accepts("eth0") && !f.accepts("eth01"));
+        let f = IfnameFilter::parse("^=eth0").unwrap();
+        assert!(!f.accepts("eth0") && f.accepts("eth01"));
+        assert_eq!(IfnameFilter::parse("^="), None);
+    }
+}

@@ -1,0 +1,227 @@
+//! The TCP transport's error type.
+
+use std::net::SocketAddr;
+
+use hccl_algos::exec::ExecError;
+
+use super::wire::WireError;
+
+/// Everything that can go wrong in the TCP transport. Messages name the
+/// rank, op, sequence number, peer and byte counts involved, and what to do.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum TcpError {
+    /// An environment variable does not parse.
+    #[error("{var}={value:?}: {reason}")]
+    Config {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// No usable network interface.
+    #[error("network interface: {detail}")]
+    Interface {
+        /// What was looked for and seen.
+        detail: String,
+    },
+    /// A listening socket could not be opened (typically: port in use).
+    #[error(
+        "cannot listen on {addr}: {reason}; change {var} (or set it to 0 to let the OS choose)"
+    )]
+    Bind {
+        /// The address tried.
+        addr: SocketAddr,
+        /// The variable that chose the port.
+        var: &'static str,
+        /// The OS error.
+        reason: String,
+    },
+    /// The root's deadline passed before every rank joined.
+    #[error("bootstrap timed out after {secs} s: {joined} of {nranks} ranks connected, missing {missing:?}; start the missing ranks or raise HCCL_CONNECT_TIMEOUT")]
+    BootstrapTimeout {
+        /// The timeout (`HCCL_CONNECT_TIMEOUT`), seconds.
+        secs: f64,
+        /// Ranks that joined.
+        joined: u32,
+        /// World size.
+        nranks: u32,
+        /// Ranks that never joined.
+        missing: Vec<u32>,
+    },
+    /// This rank reached the root after its session ended.
+    #[error("session expired: the root at {root} closed its session before rank {rank} joined ({reason}); restart all ranks with a fresh root info")]
+    SessionExpired {
+        /// The root address.
+        root: SocketAddr,
+        /// This rank.
+        rank: u32,
+        /// The root's words.
+        reason: String,
+    },
+    /// The root refused this rank (bad rank, duplicate, nranks disagree, wrong session).
+    #[error("root at {root} refused rank {rank}: {reason}")]
+    Rejected {
+        /// The root address.
+        root: SocketAddr,
+        /// This rank.
+        rank: u32,
+        /// The root's words.
+        reason: String,
+    },
+    /// The root could not be reached before the deadline.
+    #[error("rank {rank}: cannot reach the root at {root} within {secs} s (last error: {reason}); check the address, the firewall and that the root process runs, or raise HCCL_CONNECT_TIMEOUT")]
+    RootUnreachable {
+        /// The root address.
+        root: SocketAddr,
+        /// This rank.
+        rank: u32,
+        /// Seconds waited.
+        secs: f64,
+        /// Last socket error.
+        reason: String,
+    },
+    /// A data connection to a peer could not be made during the bootstrap.
+    #[error("rank {rank}: cannot connect to rank {peer} at {addr}: {reason}")]
+    PeerConnect {
+        /// This rank.
+        rank: u32,
+        /// The peer.
+        peer: u32,
+        /// Its address.
+        addr: SocketAddr,
+        /// What failed.
+        reason: String,
+    },
+    /// Bad bytes from a peer or the root.
+    #[error("protocol error from {from}: {error}")]
+    Protocol {
+        /// Who sent it ("rank 3", "root at ...").
+        from: String,
+        /// What was wrong.
+        error: WireError,
+    },
+    /// Bad arguments to the transport (regions out of bounds, bad rank, ...).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// A peer closed its connection or died while this rank needed it.
+    #[error("{op} #{seq}: rank {rank} lost rank {peer} ({reason}) {}; check that process and its log",
+        if *sending { format!("while sending {expected} bytes to it") } else { format!("while waiting for {expected} bytes from it (received {received})") })]
+    PeerLost {
+        /// Op name.
+        op: String,
+        /// Op sequence number.
+        seq: u64,
+        /// This rank.
+        rank: u32,
+        /// The lost peer.
+        peer: u32,
+        /// Bytes the waiting step expected from it (0 if nothing was posted).
+        expected: u64,
+        /// Bytes received of that message.
+        received: u64,
+        /// True if the failed step was a send of `expected` bytes.
+        sending: bool,
+        /// The socket's words.
+        reason: String,
+    },
+    /// A message's length differs from the receiving step's.
+    #[error("{op} #{seq}: rank {rank} expected {expected} bytes from rank {peer} (tag {tag}) but the message has {received} bytes")]
+    LengthMismatch {
+        /// Op name.
+        op: String,
+        /// Op sequence number.
+        seq: u64,
+        /// This rank.
+        rank: u32,
+        /// The sender.
+        peer: u32,
+        /// Step tag.
+        tag: u32,
+        /// Bytes the step expects.
+        expected: u64,
+        /// Bytes announced by the frame.
+        received: u64,
+    },
+    /// Ranks called the op with different arguments.
+    #[error("{op} #{seq}: {detail}")]
+    Mismatch {
+        /// Op name.
+        op: String,
+        /// Op sequence number.
+        seq: u64,
+        /// Which field, both values and both ranks.
+        detail: String,
+    },
+    /// The op did not finish within `HCCL_EXEC_TIMEOUT`.
+    #[error("{op} #{seq}: rank {rank} timed out after {secs} s waiting for {waiting}; the peer is slow, hung or skipped the op (raise HCCL_EXEC_TIMEOUT if it is only slow)")]
+    Timeout {
+        /// Op name.
+        op: String,
+        /// Op sequence number.
+        seq: u64,
+        /// This rank.
+        rank: u32,
+        /// The timeout, seconds.
+        secs: f64,
+        /// What it waited for: peer, tag, bytes expected and received.
+        waiting: String,
+    },
+    /// Another rank failed the op and told this one.
+    #[error("{op} #{seq}: aborted by rank {by}: {reason}")]
+    Aborted {
+        /// Op name.
+        op: String,
+        /// Op sequence number.
+        seq: u64,
+        /// The rank that failed first (as far as this rank knows).
+        by: u32,
+        /// Its error.
+        reason: String,
+    },
+    /// The unexpected-message buffer of a peer is full and nothing posted matches.
+    #[error("{op} #{seq}: rank {rank} holds {held} bytes of early messages from rank {peer} (bound {bound}, HCCL_BUFFSIZE) and none matches a posted step; raise HCCL_BUFFSIZE or check that all ranks run the same ops")]
+    BufferFull {
+        /// Op name.
+        op: String,
+        /// Op sequence number.
+        seq: u64,
+        /// This rank.
+        rank: u32,
+        /// The peer.
+        peer: u32,
+        /// Bytes held.
+        held: u64,
+        /// The bound.
+        bound: u64,
+    },
+    /// The communicator was aborted or failed earlier; destroy it.
+    #[error("communicator is unusable: {0}")]
+    Broken(String),
+    /// A reduce kernel refused its operands (a schedule bug).
+    #[error("reduce kernel: {0}")]
+    Kernel(String),
+    /// The executor reported a transport bug.
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+    /// An I/O or runtime failure outside a peer connection.
+    #[error("{what}: {reason}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        reason: String,
+    },
+}
+
+impl TcpError {
+    /// An [`TcpError::Io`] from any displayable error.
+    pub fn io(what: impl Into<String>, e: impl std::fmt::Display) -> TcpError {
+        TcpError::Io {
+            what: what.into(),
+            reason: e.to_string(),
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! The I/O tasks: one reader and one writer per peer connection, on the
+//! transport's tokio runtime. They talk to the caller's thread only through
+//! channels and the per-peer [`ByteBudget`]:
+//!
+//! - caller → writer: an unbounded channel of [`Outgoing`] frames (memory is
+//!   bounded by the op: a send step copies its region once);
+//! - readers and writers → caller: one `std::sync::mpsc` channel of
+//!   [`Event`]s; payload chunks carry a [`Permit`] of the peer's budget, so
+//!   bytes read but not yet consumed never exceed `HCCL_BUFFSIZE` per peer.
+
+use std::sync::mpsc::Sender;
+use std::sync::Arc;
+
+use hccl_algos::schedule::StepId;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::wire::{FrameHeader, FrameKind, SessionId, WireError, FRAME_HEADER_LEN};
+use crate::sync::{ByteBudget, Permit};
+
+/// Payload bytes the reader takes off the socket at a time.
+pub const CHUNK: u64 = 1 << 20;
+
+/// A frame for a writer task.
+#[derive(Debug)]
+pub enum Outgoing {
+    /// A data frame (header bytes followed by payload, in one buffer);
+    /// [`Event::SendDone`] follows once it is written.
+    Data {
+        /// Header and payload.
+        bytes: Vec<u8>,
+        /// Op sequence number, for the completion.
+        seq: u64,
+        /// Step, for the completion.
+        step: StepId,
+    },
+    /// A control frame (op start, abort, bye): no completion.
+    Control(Vec<u8>),
+}
+
+/// What the I/O tasks tell the caller.
+#[derive(Debug)]
+pub enum Event {
+    /// A data frame from `peer` starts; `h.len` bytes follow as chunks.
+    Header {
+        /// Sender.
+        peer: u32,
+        /// The checked header.
+        h: FrameHeader,
+    },
+    /// The next payload bytes of `peer`'s current data frame.
+    Chunk {
+        /// Sender.
+        peer: u32,
+        /// Bytes.
+        data: Vec<u8>,
+        /// The budget they hold until consumed.
+        permit: Permit,
+    },
+    /// `peer` started an op.
+    OpStart {
+        /// Sender.
+        peer: u32,
+        /// Its header (seq, signature).
+        h: FrameHeader,
+    },
+    /// `peer` failed op `seq`.
+    Abort {
+        /// Sender.
+        peer: u32,
+        /// Op sequence number.
+        seq: u64,
+        /// Its error.
+        reason: String,
+    },
+    /// A data frame was handed to the kernel.
+    SendDone {
+        /// Receiver.
+        peer: u32,
+        /// Op sequence number.
+        seq: u64,
+        /// The send step.
+        step: StepId,
+    },
+    /// The connection to `peer` is gone.
+    Closed {
+        /// The peer.
+        peer: u32,
+        /// Why.
+        reason: String,
+        /// True if the peer said goodbye first (destroyed its communicator).
+        graceful: bool,
+    },
+    /// `peer` sent bytes that are not a valid frame; the connection is dropped.
+    Protocol {
+        /// The peer.
+        peer: u32,
+        /// What was wrong.
+        error: WireError,
+    },
+}
+
+/// Writes frames in order until the channel closes or the socket fails.
+pub async fn writer(
+    peer: u32,
+    mut w: OwnedWriteHalf,
+    mut rx: UnboundedReceiver<Outgoing>,
+    ev: Sender<Event>,
+) {
+    while let Some(out) = rx.recv().await {
+        let (bytes, done) = match out {
+            Outgoing::Data { bytes, seq, step } => (bytes, Some((seq, step))),
+            Outgoing::Control(bytes) => (bytes, None),
+        };
+        if let Err(e) = w.write_all(&bytes).await {
+            let _ = ev.send(Event::Closed {
+                peer,
+                reason: format!("send failed: {e}"),
+                graceful: false,
+            });
+            return;
+        }
+        if let Some((seq, step)) = done {
+            let _ = ev.send(Event::SendDone { peer, seq, step });
+        }
+    }
+    let _ = w.shutdown().await;
+}
+
+/// Reads frames, checks each header, streams payloads in [`CHUNK`]s under
+/// the peer's budget, until the peer says goodbye or the socket fails.
+pub async fn reader(
+    peer: u32,
+    mut r: OwnedReadHalf,
+    session: SessionId,
+    budget: Arc<ByteBudget>,
+    ev: Sender<Event>,
+) {
+    let closed = |reason: String, graceful: bool| Event::Closed {
+        peer,
+        reason,
+        graceful,
+    };
+    loop {
+        let mut hb = [0u8; FRAME_HEADER_LEN];
+        if let Err(e) = r.read_exact(&mut hb).await {
+            let reason = if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                "connection closed by the peer".to_string()
+            } else {
+                e.to_string()
+            };
+            let _ = ev.send(closed(reason, false));
+            return;
+        }
+        let h = match FrameHeader::decode(&hb, session) {
+            Ok(h) => h,
+            Err(error) => {
+                tracing::warn!("hccl: dropping connection to rank {peer}: {error}");
+                let _ = ev.send(Event::Protocol { peer, error });
+                return;
+            }
+        };
+        match h.kind {
+            FrameKind::OpStart => {
+                let _ = ev.send(Event::OpStart { peer, h });
+            }
+            FrameKind::Bye => {
+                let _ = ev.send(closed("the peer destroyed its communicator".into(), true));
+                return;
+            }
+            FrameKind::Abort => {
+                // Bounded by FrameHeader::decode (MAX_ABORT_REASON).
+                let mut reason = vec![0u8; h.len as usize];
+                if let Err(e) = r.read_exact(&mut reason).await {
+                    let _ = ev.send(closed(e.to_string(), false));
+                    return;
+                }
+                let reason = String::from_utf8_lossy(&reason).into_owned();
+                let _ = ev.send(Event::Abort {
+                    peer,
+                    seq: h.seq,
+                    reason,
+                });
+            }
+            FrameKind::Data => {
+                if ev.send(Event::Header { peer, h }).is_err() {
+                    return;
+                }
+                let mut left = h.len;
+                while left > 0 {
+                    let want = left.min(CHUNK).min(budget.capacity());
+                    let Ok(permit) = budget.acquire(want).await else {
+                        return;
+                    };
+                    let mut data = vec![0u8; want as usize];
+                    if let Err(e) = r.read_exact(&mut data).await {
+                        let _ = ev.send(closed(
+                            format!("{e} after {} of {} bytes of a message", h.len - left, h.len),
+                            false,
+                        ));
+                        return;
+                    }
+                    left -= want;
+                    if ev.send(Event::Chunk { peer, data, permit }).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//! TCP transport between processes and hosts, on tokio.
+//!
+//! - [`RootInfo`]: HCCL's root info — the root's address and a random
+//!   128-bit session id; [`RootInfo::create`] starts the root.
+//! - [`TcpRank::connect`]: the bootstrap (join the root, get the table,
+//!   one connection per peer pair), then [`TcpRank::run`] runs any
+//!   `hccl_algos` plan over host buffers with host reduce kernels.
+//! - [`TcpConfig`]: HCCL's environment variables (`HCCL_CONNECT_TIMEOUT`,
+//!   `HCCL_EXEC_TIMEOUT`, `HCCL_IF_IP`, `HCCL_SOCKET_IFNAME`,
+//!   `HCCL_IF_BASE_PORT`, `HCCL_BUFFSIZE`).
+//!
+//! Threads: each [`TcpRank`] owns a one-worker tokio runtime running a
+//! reader and a writer task per peer; the caller's thread runs the executor
+//! and talks to the tasks only through channels and a per-peer byte budget
+//! ([`crate::sync`]). See [`rank`] for matching, bounds and failure
+//! semantics and [`wire`] for the byte layout.
+
+pub mod bootstrap;
+pub mod buffers;
+pub mod config;
+pub mod error;
+pub mod iface;
+pub mod io;
+pub mod rank;
+pub mod root;
+pub mod wire;
+
+pub use buffers::OpBuffers;
+pub use config::TcpConfig;
+pub use error::TcpError;
+pub use rank::{OpInfo, TcpOp, TcpRank};
+pub use root::RootInfo;

@@ -1,0 +1,1065 @@
+//! One rank of a TCP communicator: owns the runtime, the peer connections
+//! and the matching state; [`TcpOp`] runs one op over it as a
+//! [`Transport`].
+//!
+//! **Matching.** A message is matched by (peer, op seq, step tag) within the
+//! communicator. A data frame whose receive is posted streams straight into
+//! the posted region (a `RecvReduce` reduces chunk by chunk as bytes
+//! arrive). A frame that arrives first is buffered; the bytes buffered per
+//! peer are bounded by `HCCL_BUFFSIZE` (see [`crate::sync::ByteBudget`]):
+//! past it the peer's socket is simply not read, and TCP backpressure stalls
+//! the sender. Before any byte touches a receive buffer, the frame's length
+//! is checked against the step and its op signature against this rank's.
+//!
+//! **Consistency.** At the start of every op, rank r sends its op signature
+//! to rank r+1 and may not finish the op before it has received rank r−1's
+//! and found it equal. By transitivity around the ring, any disagreement is
+//! seen by at least one rank, which fails and tells every rank (an abort
+//! frame), so every rank waiting in the op fails with the two values named.
+//! Cost: one 88-byte frame per rank per op, sent without waiting. Data
+//! frames carry the signature too, so a mismatched message is refused before
+//! it is copied. A rank that had already finished its part of the op (say
+//! a broadcast root) learns of the failure at its next op.
+//!
+//! **Failure.** Any error fails the op, is sent to every live peer as an
+//! abort, and leaves the communicator broken (every later op returns
+//! [`TcpError::Broken`]), as with HCCL and NCCL after an error.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hccl_algos::exec::Executor;
+use hccl_algos::schedule::{Op, Rank, RankPlan, Region, StepId};
+use hccl_algos::transport::{drive, Completion, OpContext, Transport};
+use hccl_algos::ReduceOp;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+use tokio::task::JoinHandle;
+
+use super::bootstrap::bootstrap;
+use super::buffers::OpBuffers;
+use super::config::TcpConfig;
+use super::error::TcpError;
+use super::io::{reader, writer, Event, Outgoing};
+use super::root::RootInfo;
+use super::wire::{
+    FrameHeader, FrameKind, SessionId, Signature, FRAME_HEADER_LEN, MAX_ABORT_REASON,
+};
+use crate::sync::{ByteBudget, Permit};
+
+/// Longest a destroy waits for writers to flush and peers to say goodbye.
+pub const LINGER: Duration = Duration::from_secs(10);
+
+/// What an op is, for error messages and the consistency check.
+pub struct OpInfo<'a> {
+    /// Its name as printed ("AllReduce").
+    pub name: &'a str,
+    /// Its signature, sent to peers and compared with theirs.
+    pub sig: Signature,
+    /// Describes a disagreement with `remote` (the other rank's signature)
+    /// held by rank `peer`: field, both values, both ranks.
+    pub describe: &'a dyn Fn(&Signature, Rank) -> String,
+}
+
+impl std::fmt::Debug for OpInfo<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpInfo").field("name", &self.name).finish()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Key {
+    peer: u32,
+    seq: u64,
+    tag: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum RecvKind {
+    Copy {
+        dst: Region,
+    },
+    Reduce {
+        local: Region,
+        dst: Region,
+        op: ReduceOp,
+    },
+}
+
+#[derive(Debug)]
+struct Posted {
+    step: StepId,
+    kind: RecvKind,
+    len: u64,
+    got: u64,
+}
+
+#[derive(Debug)]
+struct Early {
+    len: u64,
+    sig: Signature,
+    got: u64,
+    chunks: Vec<(Vec<u8>, Permit)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dest {
+    Posted,
+    Early,
+}
+
+#[derive(Debug)]
+struct Incoming {
+    key: Key,
+    dest: Dest,
+}
+
+#[derive(Debug, Default)]
+struct Peer {
+    tx: Option<UnboundedSender<Outgoing>>,
+    budget: Option<Arc<ByteBudget>>,
+    incoming: Option<Incoming>,
+    dead: Option<String>,
+    sends_in_flight: u32,
+}
+
+/// One rank of a TCP communicator. See the module docs.
+pub struct TcpRank {
+    rank: u32,
+    nranks: u32,
+    session: SessionId,
+    comm: u64,
+    cfg: TcpConfig,
+    runtime: Option<tokio::runtime::Runtime>,
+    writers: Vec<JoinHandle<()>>,
+    events: Receiver<Event>,
+    peers: Vec<Peer>,
+    posted: HashMap<Key, Posted>,
+    early: HashMap<Key, Early>,
+    op_starts: HashMap<(u32, u64), Signature>,
+    completions: VecDeque<Completion>,
+    /// Sequence number of the last op that finished here (frames of it or
+    /// older are stale).
+    last_done: Option<u64>,
+    broken: Option<TcpError>,
+    closed: bool,
+    start: Instant,
+}
+
+impl std::fmt::Debug for TcpRank {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpRank")
+            .field("rank", &self.rank)
+            .field("nranks", &self.nranks)
+            .field("comm", &self.comm)
+            .field("broken", &self.broken)
+            .finish()
+    }
+}
+
+impl TcpRank {
+    /// Bootstraps rank `rank` of `nranks` through the root `root` and
+    /// connects to every peer. `comm` is the communicator id carried in
+    /// every frame. Blocks for at most about `cfg.connect_timeout` (plus a
+    /// 2 s margin for the root's verdict).
+    ///
+    /// # Errors
+    /// Bootstrap errors: [`TcpError::BootstrapTimeout`],
+    /// [`TcpError::SessionExpired`], [`TcpError::Bind`], ...
+    pub fn connect(
+        cfg: TcpConfig,
+        root: &RootInfo,
+        nranks: u32,
+        rank: u32,
+        comm: u64,
+    ) -> Result<TcpRank, TcpError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name(format!("hccl-io-r{rank}"))
+            .enable_all()
+            .build()
+            .map_err(|e| TcpError::io("starting the I/O runtime", e))?;
+        let mesh = runtime.block_on(bootstrap(&cfg, root, nranks, rank))?;
+        let (ev_tx, events): (Sender<Event>, Receiver<Event>) = mpsc::channel();
+        let mut peers: Vec<Peer> = (0..nranks).map(|_| Peer::default()).collect();
+        let mut writers = Vec::new();
+        for (p, s) in mesh.streams.into_iter().enumerate() {
+            let Some(s) = s else { continue };
+            let s = s.into_std().and_then(|s| {
+                let _guard = runtime.enter();
+                tokio::net::TcpStream::from_std(s)
+            });
+            let s = s.map_err(|e| TcpError::io("moving a peer connection", e))?;
+            let (r, w) = s.into_split();
+            let (tx, rx) = unbounded_channel();
+            let budget = ByteBudget::new(cfg.unexpected_bound);
+            runtime.spawn(reader(
+                p as u32,
+                r,
+                mesh.session,
+                Arc::clone(&budget),
+                ev_tx.clone(),
+            ));
+            writers.push(runtime.spawn(writer(p as u32, w, rx, ev_tx.clone())));
+            peers[p].tx = Some(tx);
+            peers[p].budget = Some(budget);
+        }
+        Ok(TcpRank {
+            rank,
+            nranks,
+            session: mesh.session,
+            comm,
+            cfg,
+            runtime: Some(runtime),
+            writers,
+            events,
+            peers,
+            posted: HashMap::new(),
+            early: HashMap::new(),
+            op_starts: HashMap::new(),
+            completions: VecDeque::new(),
+            last_done: None,
+            broken: None,
+            closed: false,
+            start: Instant::now(),
+        })
+    }
+
+    /// This rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// World size.
+    pub fn nranks(&self) -> u32 {
+        self.nranks
+    }
+
+    /// The settings in force.
+    pub fn config(&self) -> &TcpConfig {
+        &self.cfg
+    }
+
+    /// The error that broke the communicator, if any, after looking at
+    /// what the peers sent since the last op (HCCL's
+    /// `HcclGetCommAsyncError`). Never blocks.
+    pub fn async_error(&mut self) -> Option<TcpError> {
+        if self.broken.is_none() && !self.closed {
+            while let Ok(ev) = self.events.try_recv() {
+                if let Err(e) = self.handle(ev, None) {
+                    self.broken = Some(e);
+                    break;
+                }
+            }
+        }
+        self.broken.clone()
+    }
+
+    /// Runs `plan` as op `ctx` over `bufs`, blocking until it finishes on
+    /// this rank, fails, or `HCCL_EXEC_TIMEOUT` passes.
+    ///
+    /// # Errors
+    /// Any [`TcpError`]; the communicator is then broken.
+    pub fn run(
+        &mut self,
+        ctx: &OpContext,
+        info: &OpInfo<'_>,
+        bufs: OpBuffers<'_>,
+        plan: RankPlan,
+    ) -> Result<(), TcpError> {
+        let mut exec = Executor::new(plan);
+        let mut op = self.begin(ctx, info, bufs)?;
+        let r = drive(&mut exec, ctx, &mut op).and_then(|()| op.finish());
+        r.map_err(|e| op.fail(e))
+    }
+
+    /// Starts op `ctx` (sends its signature to the next rank) and returns
+    /// the [`Transport`] that runs its steps; call [`TcpOp::finish`] after
+    /// the executor is done.
+    ///
+    /// # Errors
+    /// [`TcpError::Broken`] after an earlier failure; bad arguments.
+    pub fn begin<'r, 'a>(
+        &'r mut self,
+        ctx: &OpContext,
+        info: &'a OpInfo<'a>,
+        bufs: OpBuffers<'a>,
+    ) -> Result<TcpOp<'r, 'a>, TcpError> {
+        if self.closed {
+            return Err(TcpError::Broken(
+                "the communicator was destroyed or aborted".into(),
+            ));
+        }
+        if let Some(e) = &self.broken {
+            return Err(TcpError::Broken(e.to_string()));
+        }
+        if ctx.comm != self.comm || ctx.rank != self.rank {
+            return Err(TcpError::InvalidArgument(format!(
+                "op context is for comm {:#x} rank {}, this is comm {:#x} rank {}",
+                ctx.comm, ctx.rank, self.comm, self.rank
+            )));
+        }
+        if self.last_done.is_some_and(|d| ctx.seq <= d) {
+            return Err(TcpError::InvalidArgument(format!(
+                "op seq {} is not after the last op ({:?})",
+                ctx.seq, self.last_done
+            )));
+        }
+        let timeout = self.cfg.exec_timeout;
+        let mut op = TcpOp {
+            rank: self,
+            ctx: *ctx,
+            info,
+            bufs,
+            deadline: timeout.map(|t| Instant::now() + t),
+        };
+        if op.rank.nranks > 1 {
+            let next = (op.rank.rank + 1) % op.rank.nranks;
+            let h = op.header(FrameKind::OpStart, 0, 0);
+            op.rank.send_control(next, h.encode().to_vec());
+        }
+        // Check what arrived early for this op (signatures, aborts).
+        op.pump_nonblocking().map_err(|e| op.fail(e))?;
+        Ok(op)
+    }
+
+    fn send_control(&mut self, peer: u32, bytes: Vec<u8>) {
+        if let Some(tx) = &self.peers[peer as usize].tx {
+            let _ = tx.send(Outgoing::Control(bytes));
+        }
+    }
+
+    /// Aborts the communicator (HCCL's `HcclCommAbort`): tells every peer,
+    /// closes the connections. A second call, or a call after destroy, does
+    /// nothing.
+    pub fn abort(&mut self) {
+        if self.closed {
+            return;
+        }
+        let reason = format!("rank {} aborted the communicator", self.rank);
+        let seq = self.last_done.map_or(0, |d| d + 1);
+        self.broadcast_abort(seq, &reason);
+        if self.broken.is_none() {
+            self.broken = Some(TcpError::Broken(reason));
+        }
+        self.shutdown(false);
+    }
+
+    fn broadcast_abort(&mut self, seq: u64, reason: &str) {
+        let mut text = reason.as_bytes().to_vec();
+        text.truncate(MAX_ABORT_REASON as usize);
+        let h = FrameHeader {
+            kind: FrameKind::Abort,
+            session: self.session,
+            comm: self.comm,
+            seq,
+            tag: 0,
+            len: text.len() as u64,
+            sig: [0; 32],
+        };
+        let mut bytes = h.encode().to_vec();
+        bytes.extend_from_slice(&text);
+        for p in 0..self.nranks {
+            if p != self.rank && self.peers[p as usize].dead.is_none() {
+                self.send_control(p, bytes.clone());
+            }
+        }
+    }
+
+    /// Says goodbye to every peer and lets the writers flush (at most
+    /// [`LINGER`]). With `linger`, it then reads until every peer has said
+    /// goodbye too (at most [`LINGER`]): closing a socket with unread bytes
+    /// makes the kernel send a reset, which could destroy data a slower peer
+    /// has not read yet.
+    fn shutdown(&mut self, linger: bool) {
+        if self.closed {
+            return;
+        }
+        self.closed = true;
+        let bye = FrameHeader {
+            kind: FrameKind::Bye,
+            session: self.session,
+            comm: self.comm,
+            seq: 0,
+            tag: 0,
+            len: 0,
+            sig: [0; 32],
+        }
+        .encode()
+        .to_vec();
+        for p in 0..self.nranks {
+            if p != self.rank {
+                self.send_control(p, bye.clone());
+            }
+        }
+        for p in &mut self.peers {
+            p.tx = None;
+        }
+        let Some(rt) = self.runtime.take() else {
+            return;
+        };
+        let writers = std::mem::take(&mut self.writers);
+        let end = Instant::now() + LINGER;
+        rt.block_on(async {
+            let _ = tokio::time::timeout(LINGER, async {
+                for w in writers {
+                    let _ = w.await;
+                }
+            })
+            .await;
+        });
+        if linger {
+            let mut open = self
+                .peers
+                .iter()
+                .enumerate()
+                .filter(|(p, peer)| *p as u32 != self.rank && peer.dead.is_none())
+                .count();
+            while open > 0 {
+                match self
+                    .events
+                    .recv_timeout(end.saturating_duration_since(Instant::now()))
+                {
+                    Ok(Event::Closed { .. }) | Ok(Event::Protocol { .. }) => open -= 1,
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+        }
+        for p in &self.peers {
+            if let Some(b) = &p.budget {
+                b.close();
+            }
+        }
+        rt.shutdown_background();
+    }
+
+    /// Files one event. `op` is the running op, if any (with its buffers).
+    fn handle(
+        &mut self,
+        ev: Event,
+        mut op: Option<(&OpContext, &OpInfo<'_>, &mut OpBuffers<'_>)>,
+    ) -> Result<(), TcpError> {
+        let cur_seq = op.as_ref().map(|(c, _, _)| c.seq);
+        let name = op.as_ref().map_or("op", |(_, i, _)| i.name).to_string();
+        match ev {
+            Event::Header { peer, h } => {
+                if h.comm != self.comm {
+                    return Err(self.protocol(
+                        peer,
+                        format!("frame for comm {:#x} on comm {:#x}", h.comm, self.comm),
+                    ));
+                }
+                let key = Key {
+                    peer,
+                    seq: h.seq,
+                    tag: h.tag,
+                };
+                if self.last_done.is_some_and(|d| h.seq <= d) {
+                    return Err(self.protocol(
+                        peer,
+                        format!(
+                            "message for op #{} which already finished here (tag {})",
+                            h.seq, h.tag
+                        ),
+                    ));
+                }
+                if let Some((ctx, info, bufs)) = op.as_mut().filter(|(c, _, _)| c.seq == h.seq) {
+                    if h.sig != info.sig {
+                        return Err(TcpError::Mismatch {
+                            op: name,
+                            seq: h.seq,
+                            detail: (info.describe)(&h.sig, peer),
+                        });
+                    }
+                    if let Some(p) = self.posted.get(&key) {
+                        if p.len != h.len {
+                            return Err(TcpError::LengthMismatch {
+                                op: name,
+                                seq: h.seq,
+                                rank: self.rank,
+                                peer,
+                                tag: h.tag,
+                                expected: p.len,
+                                received: h.len,
+                            });
+                        }
+                        if h.len == 0 {
+                            let p = self.posted.remove(&key).map(|p| p.step);
+                            self.completions
+                                .extend(p.map(|step| Completion { seq: ctx.seq, step }));
+                        } else {
+                            self.peers[peer as usize].incoming = Some(Incoming {
+                                key,
+                                dest: Dest::Posted,
+                            });
+                        }
+                        let _ = bufs;
+                        return Ok(());
+                    }
+                }
+                if self.early.contains_key(&key) {
+                    return Err(self.protocol(
+                        peer,
+                        format!("second message with op #{} tag {}", h.seq, h.tag),
+                    ));
+                }
+                self.early.insert(
+                    key,
+                    Early {
+                        len: h.len,
+                        sig: h.sig,
+                        got: 0,
+                        chunks: Vec::new(),
+                    },
+                );
+                if h.len > 0 {
+                    self.peers[peer as usize].incoming = Some(Incoming {
+                        key,
+                        dest: Dest::Early,
+                    });
+                }
+                Ok(())
+            }
+            Event::Chunk { peer, data, permit } => {
+                let Some(inc) = self.peers[peer as usize].incoming.as_ref() else {
+                    return Ok(());
+                };
+                let key = inc.key;
+                match inc.dest {
+                    Dest::Early => {
+                        let Some(e) = self.early.get_mut(&key) else {
+                            return Ok(());
+                        };
+                        e.got += data.len() as u64;
+                        let done = e.got >= e.len;
+                        e.chunks.push((data, permit));
+                        if done {
+                            self.peers[peer as usize].incoming = None;
+                        }
+                        Ok(())
+                    }
+                    Dest::Posted => {
+                        let Some((ctx, _, bufs)) = op.as_mut() else {
+                            return Ok(());
+                        };
+                        let dtype = ctx.dtype;
+                        let seq = ctx.seq;
+                        let Some(p) = self.posted.get_mut(&key) else {
+                            return Ok(());
+                        };
+                        apply_chunk(bufs, dtype, p, &data)?;
+                        drop(permit);
+                        if p.got >= p.len {
+                            let step = p.step;
+                            self.posted.remove(&key);
+                            self.peers[peer as usize].incoming = None;
+                            self.completions.push_back(Completion { seq, step });
+                        }
+                        Ok(())
+                    }
+                }
+            }
+            Event::OpStart { peer, h } => {
+                if h.comm != self.comm {
+                    return Err(self.protocol(
+                        peer,
+                        format!("op start for comm {:#x} on comm {:#x}", h.comm, self.comm),
+                    ));
+                }
+                self.op_starts.insert((peer, h.seq), h.sig);
+                if let Some((_, info, _)) = op.as_ref().filter(|(c, _, _)| c.seq == h.seq) {
+                    if h.sig != info.sig {
+                        return Err(TcpError::Mismatch {
+                            op: name,
+                            seq: h.seq,
+                            detail: (info.describe)(&h.sig, peer),
+                        });
+                    }
+                }
+                Ok(())
+            }
+            Event::Abort { peer, seq, reason } => {
+                self.peers[peer as usize]
+                    .dead
+                    .get_or_insert_with(|| "it aborted".into());
+                Err(TcpError::Aborted {
+                    op: name,
+                    seq: cur_seq.unwrap_or(seq),
+                    by: peer,
+                    reason,
+                })
+            }
+            Event::SendDone { peer, seq, step } => {
+                let p = &mut self.peers[peer as usize];
+                p.sends_in_flight = p.sends_in_flight.saturating_sub(1);
+                if cur_seq == Some(seq) {
+                    self.completions.push_back(Completion { seq, step });
+                }
+                Ok(())
+            }
+            Event::Closed {
+                peer,
+                reason,
+                graceful,
+            } => {
+                let p = &mut self.peers[peer as usize];
+                p.dead = Some(reason.clone());
+                p.tx = None;
+                let waiting = p.incoming.is_some()
+                    || p.sends_in_flight > 0
+                    || self.posted.keys().any(|k| k.peer == peer);
+                if graceful && !waiting {
+                    return Ok(());
+                }
+                match cur_seq {
+                    Some(seq) if waiting => Err(self.lost(&name, seq, peer)),
+                    _ if graceful => Ok(()),
+                    _ => {
+                        tracing::warn!(
+                            "hccl rank {}: lost rank {peer} between ops: {reason}",
+                            self.rank
+                        );
+                        Ok(())
+                    }
+                }
+            }
+            Event::Protocol { peer, error } => {
+                self.peers[peer as usize].dead = Some(format!("protocol error: {error}"));
+                Err(TcpError::Protocol {
+                    from: format!("rank {peer}"),
+                    error,
+                })
+            }
+        }
+    }
+
+    fn protocol(&mut self, peer: u32, what: String) -> TcpError {
+        tracing::warn!(
+            "hccl rank {}: protocol error from rank {peer}: {what}",
+            self.rank
+        );
+        self.peers[peer as usize].dead = Some(what.clone());
+        TcpError::InvalidArgument(format!(
+            "rank {peer} sent a frame this rank cannot place: {what}"
+        ))
+    }
+
+    /// The error for a lost `peer` during op `seq`, with the bytes this
+    /// rank was waiting for from it.
+    fn lost(&self, name: &str, seq: u64, peer: u32) -> TcpError {
+        self.lost_sending(name, seq, peer, None)
+    }
+
+    /// [`TcpRank::lost`] for a send of `sending` bytes, if `Some`.
+    fn lost_sending(&self, name: &str, seq: u64, peer: u32, sending: Option<u64>) -> TcpError {
+        let (expected, received) = self
+            .posted
+            .iter()
+            .filter(|(k, _)| k.peer == peer)
+            .map(|(_, p)| (p.len, p.got))
+            .next()
+            .unwrap_or((0, 0));
+        let (expected, received) = sending.map_or((expected, received), |n| (n, 0));
+        TcpError::PeerLost {
+            op: name.to_string(),
+            seq,
+            rank: self.rank,
+            peer,
+            expected,
+            received,
+            sending: sending.is_some(),
+            reason: self.peers[peer as usize].dead.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl Drop for TcpRank {
+    fn drop(&mut self) {
+        self.shutdown(true);
+    }
+}
+
+fn apply_chunk(
+    bufs: &mut OpBuffers<'_>,
+    dtype: hccl_algos::DataType,
+    p: &mut Posted,
+    data: &[u8],
+) -> Result<(), TcpError> {
+    let n = data.len() as u64;
+    if p.got + n > p.len {
+        return Err(TcpError::InvalidArgument(format!(
+            "message overflows its region: {} + {n} > {}",
+            p.got, p.len
+        )));
+    }
+    let sub = |r: Region| Region::new(r.buf, r.offset + p.got, n);
+    match p.kind {
+        RecvKind::Copy { dst } => bufs.get_mut(sub(dst))?.copy_from_slice(data),
+        RecvKind::Reduce { local, dst, op } => {
+            let (l, d) = (sub(local), sub(dst));
+            if l != d {
+                bufs.copy(l, d)?;
+            }
+            bufs.reduce_from(dtype, op, d, data)?;
+        }
+    }
+    p.got += n;
+    Ok(())
+}
+
+/// One op in progress on a [`TcpRank`]: the [`Transport`] the executor
+/// drives. Owns (borrows) the op's buffers for its lifetime.
+pub struct TcpOp<'r, 'a> {
+    rank: &'r mut TcpRank,
+    ctx: OpContext,
+    info: &'a OpInfo<'a>,
+    bufs: OpBuffers<'a>,
+    deadline: Option<Instant>,
+}
+
+impl std::fmt::Debug for TcpOp<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpOp").field("ctx", &self.ctx).finish()
+    }
+}
+
+impl TcpOp<'_, '_> {
+    fn header(&self, kind: FrameKind, tag: u32, len: u64) -> FrameHeader {
+        FrameHeader {
+            kind,
+            session: self.rank.session,
+            comm: self.rank.comm,
+            seq: self.ctx.seq,
+            tag,
+            len,
+            sig: self.info.sig,
+        }
+    }
+
+    fn handle(&mut self, ev: Event) -> Result<(), TcpError> {
+        self.rank
+            .handle(ev, Some((&self.ctx, self.info, &mut self.bufs)))
+    }
+
+    fn pump_nonblocking(&mut self) -> Result<(), TcpError> {
+        loop {
+            match self.rank.events.try_recv() {
+                Ok(ev) => self.handle(ev)?,
+                Err(TryRecvError::Empty) => return Ok(()),
+                // Nothing more will come; whoever needs more finds out in pump_one.
+                Err(TryRecvError::Disconnected) => return Ok(()),
+            }
+        }
+    }
+
+    /// Waits for one event until the op's deadline.
+    fn pump_one(&mut self) -> Result<(), TcpError> {
+        let wait = match self.deadline {
+            None => Duration::from_secs(3600),
+            Some(d) => d.saturating_duration_since(Instant::now()),
+        };
+        match self.rank.events.recv_timeout(wait) {
+            Ok(ev) => self.handle(ev),
+            Err(RecvTimeoutError::Timeout)
+                if self.deadline.is_some_and(|d| Instant::now() >= d) =>
+            {
+                Err(self.timeout_error())
+            }
+            Err(RecvTimeoutError::Timeout) => Ok(()),
+            Err(RecvTimeoutError::Disconnected) => Err(self.all_gone()),
+        }
+    }
+
+    /// Every connection ended and nothing more can arrive.
+    fn all_gone(&self) -> TcpError {
+        match self.rank.posted.keys().next() {
+            Some(k) => self.rank.lost(self.info.name, self.ctx.seq, k.peer),
+            None => TcpError::io(
+                format!("{} #{}", self.info.name, self.ctx.seq),
+                "every peer connection is closed",
+            ),
+        }
+    }
+
+    fn timeout_error(&self) -> TcpError {
+        let r = &*self.rank;
+        for p in 0..r.nranks {
+            if let Some(b) = &r.peers[p as usize].budget {
+                if b.held() >= b.capacity() {
+                    return TcpError::BufferFull {
+                        op: self.info.name.to_string(),
+                        seq: self.ctx.seq,
+                        rank: r.rank,
+                        peer: p,
+                        held: b.held(),
+                        bound: b.capacity(),
+                    };
+                }
+            }
+        }
+        let mut waits: Vec<String> = r
+            .posted
+            .iter()
+            .map(|(k, p)| {
+                format!(
+                    "rank {} (tag {}: received {} of {} bytes)",
+                    k.peer, k.tag, p.got, p.len
+                )
+            })
+            .collect();
+        waits.sort();
+        let pred = (r.rank + r.nranks - 1) % r.nranks;
+        if r.nranks > 1 && !r.op_starts.contains_key(&(pred, self.ctx.seq)) {
+            waits.push(format!("rank {pred} to start the op"));
+        }
+        for (p, peer) in r.peers.iter().enumerate() {
+            if peer.sends_in_flight > 0 {
+                waits.push(format!(
+                    "rank {p} to take {} sent message(s)",
+                    peer.sends_in_flight
+                ));
+            }
+        }
+        TcpError::Timeout {
+            op: self.info.name.to_string(),
+            seq: self.ctx.seq,
+            rank: r.rank,
+            secs: r.cfg.exec_timeout.map_or(0.0, |t| t.as_secs_f64()),
+            waiting: if waits.is_empty() {
+                "nothing (internal)".into()
+            } else {
+                waits.join(", ")
+            },
+        }
+    }
+
+    fn check_peer(&self, peer: Rank) -> Result<(), TcpError> {
+        if peer >= self.rank.nranks || peer == self.rank.rank {
+            return Err(TcpError::InvalidArgument(format!(
+                "step names peer {peer} (this is rank {} of {})",
+                self.rank.rank, self.rank.nranks
+            )));
+        }
+        Ok(())
+    }
+
+    fn post_recv(
+        &mut self,
+        step: StepId,
+        peer: Rank,
+        tag: u32,
+        kind: RecvKind,
+        len: u64,
+    ) -> Result<(), TcpError> {
+        self.check_peer(peer)?;
+        let key = Key {
+            peer,
+            seq: self.ctx.seq,
+            tag,
+        };
+        if self.rank.posted.contains_key(&key) {
+            return Err(TcpError::InvalidArgument(format!(
+                "two receives from rank {peer} with tag {tag}"
+            )));
+        }
+        let mut posted = Posted {
+            step,
+            kind,
+            len,
+            got: 0,
+        };
+        if let Some(early) = self.rank.early.remove(&key) {
+            if early.sig != self.info.sig {
+                return Err(TcpError::Mismatch {
+                    op: self.info.name.to_string(),
+                    seq: self.ctx.seq,
+                    detail: (self.info.describe)(&early.sig, peer),
+                });
+            }
+            if early.len != len {
+                return Err(TcpError::LengthMismatch {
+                    op: self.info.name.to_string(),
+                    seq: self.ctx.seq,
+                    rank: self.rank.rank,
+                    peer,
+                    tag,
+                    expected: len,
+                    received: early.len,
+                });
+            }
+            for (data, permit) in early.chunks {
+                apply_chunk(&mut self.bufs, self.ctx.dtype, &mut posted, &data)?;
+                drop(permit);
+            }
+            if posted.got >= posted.len {
+                self.rank.completions.push_back(Completion {
+                    seq: self.ctx.seq,
+                    step,
+                });
+                return Ok(());
+            }
+            // The rest is still streaming in: redirect it here.
+            if let Some(inc) = self.rank.peers[peer as usize]
+                .incoming
+                .as_mut()
+                .filter(|i| i.key == key)
+            {
+                inc.dest = Dest::Posted;
+            }
+        } else if self.rank.peers[peer as usize].dead.is_some() {
+            self.rank.posted.insert(key, posted);
+            return Err(self.rank.lost(self.info.name, self.ctx.seq, peer));
+        }
+        self.rank.posted.insert(key, posted);
+        if self.rank.peers[peer as usize].dead.is_some() {
+            return Err(self.rank.lost(self.info.name, self.ctx.seq, peer));
+        }
+        Ok(())
+    }
+
+    /// Completes the op on this rank: waits for the previous rank's op
+    /// signature (the consistency check), then retires the op.
+    ///
+    /// # Errors
+    /// [`TcpError::Mismatch`], timeouts, peer failures.
+    pub fn finish(&mut self) -> Result<(), TcpError> {
+        let seq = self.ctx.seq;
+        if self.rank.nranks > 1 {
+            let pred = (self.rank.rank + self.rank.nranks - 1) % self.rank.nranks;
+            while !self.rank.op_starts.contains_key(&(pred, seq)) {
+                if self.rank.peers[pred as usize].dead.is_some() {
+                    return Err(self.rank.lost(self.info.name, seq, pred));
+                }
+                self.pump_one()?;
+            }
+        }
+        // A mismatched frame may still be queued: look once more.
+        self.pump_nonblocking()?;
+        self.rank.op_starts.retain(|(_, s), _| *s > seq);
+        self.rank.last_done = Some(seq);
+        Ok(())
+    }
+
+    /// Fails the op: records the error, tells every live peer (unless the
+    /// error came from a peer's abort), and returns it.
+    pub fn fail(&mut self, e: TcpError) -> TcpError {
+        if !matches!(e, TcpError::Aborted { .. } | TcpError::Broken(_)) {
+            let reason = format!("rank {}: {e}", self.rank.rank);
+            self.rank.broadcast_abort(self.ctx.seq, &reason);
+        }
+        if self.rank.broken.is_none() {
+            self.rank.broken = Some(e.clone());
+        }
+        self.rank.posted.clear();
+        e
+    }
+}
+
+impl Transport for TcpOp<'_, '_> {
+    type Error = TcpError;
+
+    fn post(&mut self, ctx: &OpContext, step: StepId, op: &Op) -> Result<(), TcpError> {
+        if ctx.seq != self.ctx.seq {
+            return Err(TcpError::InvalidArgument(format!(
+                "step of op #{} posted to op #{}",
+                ctx.seq, self.ctx.seq
+            )));
+        }
+        match *op {
+            Op::Send { peer, tag, src } => {
+                self.check_peer(peer)?;
+                let data = self.bufs.get(src)?;
+                let mut bytes = Vec::with_capacity(FRAME_HEADER_LEN + data.len());
+                bytes.extend_from_slice(&self.header(FrameKind::Data, tag, src.len).encode());
+                bytes.extend_from_slice(data);
+                let p = &mut self.rank.peers[peer as usize];
+                let sent = p.dead.is_none()
+                    && p.tx.as_ref().is_some_and(|tx| {
+                        tx.send(Outgoing::Data {
+                            bytes,
+                            seq: ctx.seq,
+                            step,
+                        })
+                        .is_ok()
+                    });
+                if !sent {
+                    return Err(self.rank.lost_sending(
+                        self.info.name,
+                        ctx.seq,
+                        peer,
+                        Some(src.len),
+                    ));
+                }
+                p.sends_in_flight += 1;
+            }
+            Op::Recv { peer, tag, dst } => {
+                self.bufs.check_writable(dst)?;
+                self.post_recv(step, peer, tag, RecvKind::Copy { dst }, dst.len)?;
+            }
+            Op::RecvReduce {
+                peer,
+                tag,
+                local,
+                dst,
+                op,
+            } => {
+                self.bufs.check(local)?;
+                self.bufs.check_writable(dst)?;
+                if local.len != dst.len {
+                    return Err(TcpError::InvalidArgument(format!(
+                        "recv-reduce local {local:?} and dst {dst:?} differ in length"
+                    )));
+                }
+                self.post_recv(
+                    step,
+                    peer,
+                    tag,
+                    RecvKind::Reduce { local, dst, op },
+                    dst.len,
+                )?;
+            }
+            Op::Copy { src, dst } => {
+                self.bufs.copy(src, dst)?;
+                self.rank
+                    .completions
+                    .push_back(Completion { seq: ctx.seq, step });
+            }
+            Op::LocalReduce { src, dst, op } => {
+                self.bufs.reduce(ctx.dtype, op, src, dst)?;
+                self.rank
+                    .completions
+                    .push_back(Completion { seq: ctx.seq, step });
+            }
+            Op::Divide { dst, divisor } => {
+                self.bufs.divide(ctx.dtype, dst, divisor)?;
+                self.rank
+                    .completions
+                    .push_back(Completion { seq: ctx.seq, step });
+            }
+        }
+        Ok(())
+    }
+
+    fn poll_completion(&mut self) -> Result<Option<Completion>, TcpError> {
+        if let Some(c) = self.rank.completions.pop_front() {
+            return Ok(Some(c));
+        }
+        self.pump_nonblocking()?;
+        Ok(self.rank.completions.pop_front())
+    }
+
+    fn wait_completion(&mut self) -> Result<Completion, TcpError> {
+        loop {
+            if let Some(c) = self.rank.completions.pop_front() {
+                return Ok(c);
+            }
+            self.pump_one()?;
+        }
+    }
+
+    fn now(&self) -> Duration {
+        self.rank.start.elapsed()
+    }
+}

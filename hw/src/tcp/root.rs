@@ -1,0 +1,354 @@
+//! The bootstrap root: HCCL's `HcclGetRootInfo`.
+//!
+//! [`RootInfo::create`] opens a listener and starts a small server thread
+//! that gathers every rank's data address and broadcasts the table:
+//!
+//! 1. a rank connects and sends a join (magic, version, session id, world
+//!    size, rank, data address). A connection with another magic or version
+//!    is closed with a log line; another session id gets a refusal and is
+//!    closed; neither ever counts as a rank.
+//! 2. when all `nranks` ranks have joined, every rank gets the table;
+//! 3. if `HCCL_CONNECT_TIMEOUT` passes first, every waiting rank gets
+//!    "bootstrap timed out after N s: k of n ranks connected, missing [...]"
+//!    at the same moment (the root's clock decides), and for another
+//!    `HCCL_CONNECT_TIMEOUT` a late rank gets "session expired".
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr, TcpListener as StdListener};
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::time::{timeout_at, Instant};
+
+use super::config::TcpConfig;
+use super::error::TcpError;
+use super::wire::{self, CtrlKind, Join, RejectCode, SessionId, WireError};
+
+/// Grace period after a successful bootstrap during which late or extra
+/// ranks still get a clear "session expired" answer.
+const GRACE_AFTER_SUCCESS: Duration = Duration::from_secs(5);
+/// How long one connection may take to send its join.
+const JOIN_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Length of [`RootInfo::to_bytes`].
+pub const ROOT_INFO_LEN: usize = 4 + 2 + 16 + 19;
+
+/// Where the root listens and the session id: the opaque, serializable blob
+/// every rank needs (HCCL's `HcclRootInfo`). Send it to the other ranks any
+/// way you like: [`RootInfo::to_bytes`], its `Display` string, or serde.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RootInfo {
+    /// The root's listening address.
+    pub addr: SocketAddr,
+    /// A random 128-bit session id shared by the ranks of this bootstrap.
+    pub session: SessionId,
+}
+
+/// Error of parsing a [`RootInfo`] blob.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not an hccl-rs root info: {0}")]
+pub struct RootInfoParseError(String);
+
+impl RootInfo {
+    /// Starts a root for the next bootstrap: listens on the IP chosen by
+    /// `HCCL_IF_IP` / `HCCL_SOCKET_IFNAME` (see [`super::iface`]) and on
+    /// `HCCL_IF_BASE_PORT` (0 = the OS chooses), then serves in a background
+    /// thread until the bootstrap completes or times out.
+    ///
+    /// # Errors
+    /// [`TcpError::Bind`] at once if the port is in use; interface errors.
+    pub fn create(cfg: &TcpConfig) -> Result<RootInfo, TcpError> {
+        let ip = super::iface::select_ip(cfg, &super::iface::host_interfaces()?, None)?;
+        RootInfo::create_at(cfg, SocketAddr::new(ip, cfg.base_port), "HCCL_IF_BASE_PORT")
+    }
+
+    /// Like [`RootInfo::create`] on an explicit address; `var` names the
+    /// variable that chose its port, for the port-in-use error
+    /// (`MASTER_PORT` under torchrun-style launchers).
+    ///
+    /// # Errors
+    /// [`TcpError::Bind`] if the address cannot be bound.
+    pub fn create_at(
+        cfg: &TcpConfig,
+        addr: SocketAddr,
+        var: &'static str,
+    ) -> Result<RootInfo, TcpError> {
+        let listener = bind(addr, var)?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| TcpError::io("root listener address", e))?;
+        let info = RootInfo {
+            addr: local,
+            session: rand::random::<u128>(),
+        };
+        let timeout = cfg.connect_timeout;
+        std::thread::Builder::new()
+            .name(format!("hccl-root-{}", local.port()))
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build();
+                match rt {
+                    Ok(rt) => rt.block_on(serve(listener, info, timeout)),
+                    Err(e) => tracing::error!("hccl root {local}: cannot start runtime: {e}"),
+                }
+            })
+            .map_err(|e| TcpError::io("starting the root thread", e))?;
+        Ok(info)
+    }
+
+    /// The blob as bytes: magic, version, session id, address.
+    pub fn to_bytes(&self) -> [u8; ROOT_INFO_LEN] {
+        let mut v = Vec::with_capacity(ROOT_INFO_LEN);
+        v.extend_from_slice(&wire::MAGIC);
+        v.extend_from_slice(&wire::VERSION.to_le_bytes());
+        v.extend_from_slice(&self.session.to_le_bytes());
+        wire::encode_addr(&self.addr, &mut v);
+        let mut out = [0u8; ROOT_INFO_LEN];
+        out.copy_from_slice(&v);
+        out
+    }
+
+    /// Parses [`RootInfo::to_bytes`].
+    ///
+    /// # Errors
+    /// [`RootInfoParseError`] for a wrong length, magic or version.
+    pub fn from_bytes(b: &[u8]) -> Result<RootInfo, RootInfoParseError> {
+        if b.len() != ROOT_INFO_LEN {
+            return Err(RootInfoParseError(format!(
+                "{} bytes, expected {ROOT_INFO_LEN}",
+                b.len()
+            )));
+        }
+        if b[0..4] != wire::MAGIC || u16::from_le_bytes([b[4], b[5]]) != wire::VERSION {
+            return Err(RootInfoParseError("bad magic or version".into()));
+        }
+        let mut s = [0u8; 16];
+        s.copy_from_slice(&b[6..22]);
+        let addr = wire::decode_addr(&b[22..]).map_err(|e| RootInfoParseError(e.to_string()))?;
+        Ok(RootInfo {
+            addr,
+            session: u128::from_le_bytes(s),
+        })
+    }
+}
+
+/// Lowercase hex of [`RootInfo::to_bytes`].
+impl fmt::Display for RootInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for b in self.to_bytes() {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for RootInfo {
+    type Err = RootInfoParseError;
+
+    fn from_str(s: &str) -> Result<RootInfo, RootInfoParseError> {
+        let s = s.trim();
+        if s.len() != 2 * ROOT_INFO_LEN || !s.is_ascii() {
+            return Err(RootInfoParseError(format!(
+                "expected {} hex digits",
+                2 * ROOT_INFO_LEN
+            )));
+        }
+        let bytes: Result<Vec<u8>, _> = (0..ROOT_INFO_LEN)
+            .map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16))
+            .collect();
+        RootInfo::from_bytes(&bytes.map_err(|_| RootInfoParseError("not hex".into()))?)
+    }
+}
+
+/// Binds a std listener (so errors are immediate and synchronous).
+pub(crate) fn bind(addr: SocketAddr, var: &'static str) -> Result<StdListener, TcpError> {
+    let l = StdListener::bind(addr).map_err(|e| TcpError::Bind {
+        addr,
+        var,
+        reason: e.to_string(),
+    })?;
+    l.set_nonblocking(true)
+        .map_err(|e| TcpError::io("listener non-blocking mode", e))?;
+    Ok(l)
+}
+
+/// A joined rank's connection, kept open until the table or the verdict is sent.
+struct Joined {
+    data_addr: SocketAddr,
+    stream: TcpStream,
+}
+
+async fn handshake(
+    mut s: TcpStream,
+    peer: SocketAddr,
+    session: SessionId,
+) -> Option<(Join, TcpStream)> {
+    let read =
+        tokio::time::timeout(JOIN_READ_TIMEOUT, wire::read_ctrl(&mut s, Some(session))).await;
+    match read {
+        Err(_) => tracing::warn!(
+            "hccl root: closing connection from {peer}: no join within {JOIN_READ_TIMEOUT:?}"
+        ),
+        Ok(Err(Err(e))) => tracing::warn!("hccl root: closing connection from {peer}: {e}"),
+        Ok(Err(Ok(e @ WireError::BadSession { got }))) => {
+            tracing::warn!("hccl root: refusing connection from {peer}: {e}");
+            // Answer in the caller's session: never reveal ours.
+            let body = wire::encode_reject(RejectCode::Refused, &e.to_string());
+            let _ = wire::write_ctrl(&mut s, CtrlKind::Reject, got, &body).await;
+        }
+        Ok(Err(Ok(e))) => tracing::warn!("hccl root: closing connection from {peer}: {e}"),
+        Ok(Ok((h, body))) if h.kind == CtrlKind::Join => match Join::decode(&body) {
+            Ok(j) => return Some((j, s)),
+            Err(e) => tracing::warn!("hccl root: closing connection from {peer}: {e}"),
+        },
+        Ok(Ok((h, _))) => tracing::warn!(
+            "hccl root: closing connection from {peer}: {:?} instead of a join",
+            h.kind
+        ),
+    }
+    None
+}
+
+async fn reject(mut s: TcpStream, session: SessionId, code: RejectCode, reason: String) {
+    let body = wire::encode_reject(code, &reason);
+    let _ = wire::write_ctrl(&mut s, CtrlKind::Reject, session, &body).await;
+}
+
+async fn serve(listener: StdListener, info: RootInfo, timeout: Duration) {
+    let listener = match TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!("hccl root {}: {e}", info.addr);
+            return;
+        }
+    };
+    let session = info.session;
+    let deadline = Instant::now() + timeout;
+    let (tx, mut rx) = mpsc::channel::<(Join, TcpStream, SocketAddr)>(64);
+    let mut nranks: Option<u32> = None;
+    let mut joined: BTreeMap<u32, Joined> = BTreeMap::new();
+    let verdict: String;
+    loop {
+        tokio::select! {
+            acc = listener.accept() => {
+                if let Ok((s, peer)) = acc {
+                    let _ = s.set_nodelay(true);
+                    let tx = tx.clone();
+                    tokio::spawn(async move {
+                        if let Some((j, s)) = handshake(s, peer, session).await {
+                            let _ = tx.send((j, s, peer)).await;
+                        }
+                    });
+                }
+            }
+            Some((j, s, peer)) = rx.recv() => {
+                let n = *nranks.get_or_insert(j.nranks);
+                let refuse = if j.nranks != n {
+                    Some(format!("rank {} says the world has {} ranks, earlier ranks said {n}", j.rank, j.nranks))
+                } else if j.rank >= n {
+                    Some(format!("rank {} is out of range for {n} ranks", j.rank))
+                } else if joined.contains_key(&j.rank) {
+                    Some(format!("rank {} already joined (from {})", j.rank, joined[&j.rank].stream.peer_addr().map(|a| a.to_string()).unwrap_or_default()))
+                } else { None };
+                if let Some(r) = refuse {
+                    tracing::warn!("hccl root {}: refusing {peer}: {r}", info.addr);
+                    tokio::spawn(reject(s, session, RejectCode::Refused, r));
+                    continue;
+                }
+                joined.insert(j.rank, Joined { data_addr: j.data_addr, stream: s });
+                if joined.len() as u32 == n {
+                    let table: Vec<SocketAddr> = joined.values().map(|j| j.data_addr).collect();
+                    let body = wire::encode_table(&table);
+                    for (_, mut j) in std::mem::take(&mut joined) {
+                        let body = body.clone();
+                        tokio::spawn(async move {
+                            let _ = wire::write_ctrl(&mut j.stream, CtrlKind::Table, session, &body).await;
+                        });
+                    }
+                    tracing::debug!("hccl root {}: all {n} ranks joined", info.addr);
+                    verdict = format!("all {n} ranks had already joined");
+                    break;
+                }
+            }
+            _ = tokio::time::sleep_until(deadline) => {
+                let n = nranks.unwrap_or(0);
+                let missing: Vec<u32> = (0..n).filter(|r| !joined.contains_key(r)).collect();
+                let msg = format!(
+                    "bootstrap timed out after {} s: {} of {} ranks connected, missing {:?}",
+                    timeout.as_secs_f64(), joined.len(), n, missing
+                );
+                tracing::error!("hccl root {}: {msg}", info.addr);
+                let body = wire::encode_reject(RejectCode::Timeout, &msg);
+                for (_, mut j) in std::mem::take(&mut joined) {
+                    let body = body.clone();
+                    tokio::spawn(async move {
+                        let _ = wire::write_ctrl(&mut j.stream, CtrlKind::Reject, session, &body).await;
+                    });
+                }
+                verdict = msg;
+                break;
+            }
+        }
+    }
+    // Late or extra ranks get a clear answer for a while.
+    let grace = if verdict.starts_with("bootstrap timed out") {
+        timeout
+    } else {
+        GRACE_AFTER_SUCCESS
+    };
+    let end = Instant::now() + grace;
+    let expired = format!("session {session:032x} is over: {verdict}");
+    while let Ok(Ok((s, peer))) = timeout_at(end, listener.accept()).await {
+        let expired = expired.clone();
+        tokio::spawn(async move {
+            if let Some((_, s)) = handshake(s, peer, session).await {
+                reject(s, session, RejectCode::Expired, expired).await;
+            }
+        });
+    }
+    // Let the last answers flush.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+}
+
+/// The root address a rank should listen near: loopback roots keep the
+/// whole run on loopback when no interface is configured.
+pub(crate) fn fallback_ip(root: &RootInfo) -> Option<IpAddr> {
+    root.addr.ip().is_loopback().then(|| root.addr.ip())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_info_round_trips_as_bytes_and_hex() {
+        let r = RootInfo {
+            addr: "127.0.0.1:4242".parse().unwrap(),
+            session: 0xdead_beef_0123_4567_89ab_cdef_5555_aaaa,
+        };
+        assert_eq!(RootInfo::from_bytes(&r.to_bytes()), Ok(r));
+        assert_eq!(r.to_string().parse::<RootInfo>(), Ok(r));
+        assert!("zz".parse::<RootInfo>().is_err());
+        let mut b = r.to_bytes();
+        b[0] = 0;
+        assert!(RootInfo::from_bytes(&b).is_err());
+    }
+
+    #[test]
+    fn port_in_use_names_address_and_variable() {
+        let cfg = TcpConfig::default();
+        let r =
+            RootInfo::create_at(&cfg, "127.0.0.1:0".parse().unwrap(), "HCCL_IF_BASE_PORT").unwrap();
+        let e = RootInfo::create_at(&cfg, r.addr, "HCCL_IF_BASE_PORT")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&r.addr.to_string()) && e.contains("HCCL_IF_BASE_PORT"),
+            "{e}"
+        );
+    }
+}

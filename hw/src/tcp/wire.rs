@@ -1,0 +1,582 @@
+//! Wire formats: bootstrap control messages and data-plane frames.
+//!
+//! Everything is little-endian and fixed-layout; decoding never panics and
+//! never allocates more than a small, constant bound before the header has
+//! been checked.
+//!
+//! **Control message** (bootstrap with the root, peer hello), 28-byte header:
+//!
+//! | bytes | field |
+//! | --- | --- |
+//! | 0..4 | magic `"HCCL"` |
+//! | 4..6 | protocol version ([`VERSION`]) |
+//! | 6 | kind ([`CtrlKind`]) |
+//! | 7 | reserved (0) |
+//! | 8..24 | session id (u128) |
+//! | 24..28 | body length (u32, at most [`MAX_CTRL_BODY`]) |
+//!
+//! **Data frame**, 88-byte header, then `len` payload bytes:
+//!
+//! | bytes | field |
+//! | --- | --- |
+//! | 0..4 | magic |
+//! | 4..6 | version |
+//! | 6 | kind ([`FrameKind`]) |
+//! | 7 | reserved (0) |
+//! | 8..24 | session id |
+//! | 24..32 | communicator id |
+//! | 32..40 | op sequence number |
+//! | 40..44 | step tag |
+//! | 44..48 | reserved (0) |
+//! | 48..56 | payload length (u64) |
+//! | 56..88 | op signature ([`SIG_LEN`] bytes, opaque here) |
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// `"HCCL"` as the first four bytes of every message.
+pub const MAGIC: [u8; 4] = *b"HCCL";
+/// Protocol version; a peer with another version is refused.
+pub const VERSION: u16 = 1;
+/// A random 128-bit id shared by all ranks of one bootstrap.
+pub type SessionId = u128;
+/// Bytes of the op signature carried by every data frame.
+pub const SIG_LEN: usize = 32;
+/// An op signature as bytes (see `OpSignature` in the facade).
+pub type Signature = [u8; SIG_LEN];
+/// Size of a control message header.
+pub const CTRL_HEADER_LEN: usize = 28;
+/// Largest control body accepted (1 MiB: a table of ~55,000 ranks).
+pub const MAX_CTRL_BODY: u32 = 1 << 20;
+/// Size of a data frame header.
+pub const FRAME_HEADER_LEN: usize = 88;
+/// Largest abort reason accepted, bytes.
+pub const MAX_ABORT_REASON: u64 = 4096;
+/// Bytes of an encoded socket address.
+const ADDR_LEN: usize = 19;
+
+/// Error of decoding bytes from the wire.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WireError {
+    /// The first four bytes are not `"HCCL"`.
+    #[error("bad magic {0:02x?} (expected \"HCCL\"): not an hccl-rs peer")]
+    BadMagic([u8; 4]),
+    /// Another protocol version.
+    #[error("protocol version {got}, this build speaks {VERSION}: run the same hccl-rs version on every rank")]
+    BadVersion {
+        /// The peer's version.
+        got: u16,
+    },
+    /// The session id is not this bootstrap's.
+    #[error("session id {got:032x} is not this session's: the peer belongs to another communicator or a stale root info")]
+    BadSession {
+        /// The peer's session id.
+        got: SessionId,
+    },
+    /// Unknown message kind.
+    #[error("unknown message kind {0}")]
+    BadKind(u8),
+    /// A length field over its bound.
+    #[error("{what} length {len} exceeds the bound {max}")]
+    TooLong {
+        /// Which length.
+        what: &'static str,
+        /// The announced length.
+        len: u64,
+        /// The bound.
+        max: u64,
+    },
+    /// A body that does not parse.
+    #[error("malformed {0}")]
+    Malformed(&'static str),
+}
+
+/// Kinds of control messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum CtrlKind {
+    /// Rank to root: nranks, rank, data listen address.
+    Join = 1,
+    /// Root to ranks: every rank's data address.
+    Table = 2,
+    /// Root to rank: refused, timed out or expired ([`RejectCode`] + reason).
+    Reject = 3,
+    /// Rank to peer on a data connection: from, to.
+    Hello = 4,
+    /// Peer's acceptance of a hello.
+    HelloAck = 5,
+}
+
+impl CtrlKind {
+    fn from_u8(v: u8) -> Option<CtrlKind> {
+        [
+            CtrlKind::Join,
+            CtrlKind::Table,
+            CtrlKind::Reject,
+            CtrlKind::Hello,
+            CtrlKind::HelloAck,
+        ]
+        .into_iter()
+        .find(|k| *k as u8 == v)
+    }
+}
+
+/// Why the root refused a rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RejectCode {
+    /// The bootstrap deadline passed before every rank joined.
+    Timeout = 1,
+    /// The session is over (timed out or complete) before this rank joined.
+    Expired = 2,
+    /// Bad request: rank out of range, duplicate rank, nranks disagree.
+    Refused = 3,
+}
+
+/// A checked control header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CtrlHeader {
+    /// The kind.
+    pub kind: CtrlKind,
+    /// The session id presented.
+    pub session: SessionId,
+    /// Body bytes that follow.
+    pub body_len: u32,
+}
+
+/// Encodes a control message.
+pub fn encode_ctrl(kind: CtrlKind, session: SessionId, body: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(CTRL_HEADER_LEN + body.len());
+    v.extend_from_slice(&MAGIC);
+    v.extend_from_slice(&VERSION.to_le_bytes());
+    v.push(kind as u8);
+    v.push(0);
+    v.extend_from_slice(&session.to_le_bytes());
+    v.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    v.extend_from_slice(body);
+    v
+}
+
+fn check_magic_version(b: &[u8]) -> Result<(), WireError> {
+    let magic: [u8; 4] = b[0..4]
+        .try_into()
+        .map_err(|_| WireError::Malformed("header"))?;
+    if magic != MAGIC {
+        return Err(WireError::BadMagic(magic));
+    }
+    let got = u16::from_le_bytes([b[4], b[5]]);
+    if got != VERSION {
+        return Err(WireError::BadVersion { got });
+    }
+    Ok(())
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap_or([0; 4]))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]))
+}
+
+fn u128_at(b: &[u8], at: usize) -> u128 {
+    u128::from_le_bytes(b[at..at + 16].try_into().unwrap_or([0; 16]))
+}
+
+/// Decodes and checks a control header (magic, version, kind, body bound).
+/// The session is returned, not checked: the caller knows which it expects.
+///
+/// # Errors
+/// The first check that fails.
+pub fn decode_ctrl_header(b: &[u8; CTRL_HEADER_LEN]) -> Result<CtrlHeader, WireError> {
+    check_magic_version(b)?;
+    let kind = CtrlKind::from_u8(b[6]).ok_or(WireError::BadKind(b[6]))?;
+    let body_len = u32_at(b, 24);
+    if body_len > MAX_CTRL_BODY {
+        return Err(WireError::TooLong {
+            what: "control body",
+            len: body_len.into(),
+            max: MAX_CTRL_BODY.into(),
+        });
+    }
+    Ok(CtrlHeader {
+        kind,
+        session: u128_at(b, 8),
+        body_len,
+    })
+}
+
+/// Encodes a socket address in 19 bytes (family 4/6, 16 address bytes, port).
+pub fn encode_addr(a: &SocketAddr, out: &mut Vec<u8>) {
+    let mut ip = [0u8; 16];
+    let fam = match a.ip() {
+        IpAddr::V4(v4) => {
+            ip[..4].copy_from_slice(&v4.octets());
+            4
+        }
+        IpAddr::V6(v6) => {
+            ip.copy_from_slice(&v6.octets());
+            6
+        }
+    };
+    out.push(fam);
+    out.extend_from_slice(&ip);
+    out.extend_from_slice(&a.port().to_le_bytes());
+}
+
+/// Decodes [`encode_addr`]'s bytes.
+///
+/// # Errors
+/// [`WireError::Malformed`] if short or the family is unknown.
+pub fn decode_addr(b: &[u8]) -> Result<SocketAddr, WireError> {
+    if b.len() < ADDR_LEN {
+        return Err(WireError::Malformed("address"));
+    }
+    let port = u16::from_le_bytes([b[17], b[18]]);
+    let ip = match b[0] {
+        4 => IpAddr::V4(Ipv4Addr::new(b[1], b[2], b[3], b[4])),
+        6 => {
+            let o: [u8; 16] = b[1..17]
+                .try_into()
+                .map_err(|_| WireError::Malformed("address"))?;
+            IpAddr::V6(Ipv6Addr::from(o))
+        }
+        _ => return Err(WireError::Malformed("address family")),
+    };
+    Ok(SocketAddr::new(ip, port))
+}
+
+/// A rank's join request to the root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Join {
+    /// World size the rank was told.
+    pub nranks: u32,
+    /// The rank.
+    pub rank: u32,
+    /// Where its data listener is.
+    pub data_addr: SocketAddr,
+}
+
+impl Join {
+    /// Body bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(8 + ADDR_LEN);
+        v.extend_from_slice(&self.nranks.to_le_bytes());
+        v.extend_from_slice(&self.rank.to_le_bytes());
+        encode_addr(&self.data_addr, &mut v);
+        v
+    }
+
+    /// Parses a body.
+    ///
+    /// # Errors
+    /// [`WireError::Malformed`] if the body is not exactly a join.
+    pub fn decode(b: &[u8]) -> Result<Join, WireError> {
+        if b.len() != 8 + ADDR_LEN {
+            return Err(WireError::Malformed("join"));
+        }
+        Ok(Join {
+            nranks: u32_at(b, 0),
+            rank: u32_at(b, 4),
+            data_addr: decode_addr(&b[8..])?,
+        })
+    }
+}
+
+/// Body of a table: every rank's data address, by rank.
+pub fn encode_table(addrs: &[SocketAddr]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(4 + addrs.len() * ADDR_LEN);
+    v.extend_from_slice(&(addrs.len() as u32).to_le_bytes());
+    for a in addrs {
+        encode_addr(a, &mut v);
+    }
+    v
+}
+
+/// Parses a table body.
+///
+/// # Errors
+/// [`WireError::Malformed`] if the count and length disagree.
+pub fn decode_table(b: &[u8]) -> Result<Vec<SocketAddr>, WireError> {
+    if b.len() < 4 {
+        return Err(WireError::Malformed("table"));
+    }
+    let n = u32_at(b, 0) as usize;
+    if b.len() != 4 + n.saturating_mul(ADDR_LEN) {
+        return Err(WireError::Malformed("table"));
+    }
+    b[4..].chunks(ADDR_LEN).map(decode_addr).collect()
+}
+
+/// Body of a reject.
+pub fn encode_reject(code: RejectCode, reason: &str) -> Vec<u8> {
+    let mut v = vec![code as u8];
+    v.extend_from_slice(reason.as_bytes());
+    v
+}
+
+/// Parses a reject body (lossy UTF-8).
+///
+/// # Errors
+/// [`WireError::Malformed`] for an empty body or an unknown code.
+pub fn decode_reject(b: &[u8]) -> Result<(RejectCode, String), WireError> {
+    let code = match b.first() {
+        Some(1) => RejectCode::Timeout,
+        Some(2) => RejectCode::Expired,
+        Some(3) => RejectCode::Refused,
+        _ => return Err(WireError::Malformed("reject")),
+    };
+    Ok((code, String::from_utf8_lossy(&b[1..]).into_owned()))
+}
+
+/// Body of a hello: (from rank, to rank).
+pub fn encode_hello(from: u32, to: u32) -> Vec<u8> {
+    let mut v = from.to_le_bytes().to_vec();
+    v.extend_from_slice(&to.to_le_bytes());
+    v
+}
+
+/// Parses a hello body.
+///
+/// # Errors
+/// [`WireError::Malformed`] unless exactly 8 bytes.
+pub fn decode_hello(b: &[u8]) -> Result<(u32, u32), WireError> {
+    if b.len() != 8 {
+        return Err(WireError::Malformed("hello"));
+    }
+    Ok((u32_at(b, 0), u32_at(b, 4)))
+}
+
+/// Reads one control message, checking magic, version, kind, the body
+/// bound and (if `expect`) the session, before reading the body.
+///
+/// # Errors
+/// `Err(Ok(wire))` for bad bytes, `Err(Err(io))` for socket errors.
+pub async fn read_ctrl<R: AsyncRead + Unpin>(
+    r: &mut R,
+    expect: Option<SessionId>,
+) -> Result<(CtrlHeader, Vec<u8>), Result<WireError, std::io::Error>> {
+    let mut h = [0u8; CTRL_HEADER_LEN];
+    r.read_exact(&mut h).await.map_err(Err)?;
+    let head = decode_ctrl_header(&h).map_err(Ok)?;
+    if let Some(s) = expect {
+        if head.session != s {
+            return Err(Ok(WireError::BadSession { got: head.session }));
+        }
+    }
+    let mut body = vec![0u8; head.body_len as usize];
+    r.read_exact(&mut body).await.map_err(Err)?;
+    Ok((head, body))
+}
+
+/// Writes one control message.
+///
+/// # Errors
+/// The socket's error.
+pub async fn write_ctrl<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    kind: CtrlKind,
+    session: SessionId,
+    body: &[u8],
+) -> std::io::Result<()> {
+    w.write_all(&encode_ctrl(kind, session, body)).await?;
+    w.flush().await
+}
+
+/// Kinds of data-plane frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FrameKind {
+    /// A message of one step: `len` payload bytes follow.
+    Data = 1,
+    /// Start of op `seq` on the sender, with its signature (no payload).
+    OpStart = 2,
+    /// The sender failed op `seq`; payload is a UTF-8 reason (bounded).
+    Abort = 3,
+    /// The sender is closing the communicator on purpose (no payload).
+    Bye = 4,
+}
+
+/// A data-plane frame header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameHeader {
+    /// The kind.
+    pub kind: FrameKind,
+    /// Session id.
+    pub session: SessionId,
+    /// Communicator id.
+    pub comm: u64,
+    /// Op sequence number.
+    pub seq: u64,
+    /// Step tag (from the schedule).
+    pub tag: u32,
+    /// Payload bytes that follow.
+    pub len: u64,
+    /// Signature of the sender's op.
+    pub sig: Signature,
+}
+
+impl FrameHeader {
+    /// The 88 header bytes.
+    pub fn encode(&self) -> [u8; FRAME_HEADER_LEN] {
+        let mut b = [0u8; FRAME_HEADER_LEN];
+        b[0..4].copy_from_slice(&MAGIC);
+        b[4..6].copy_from_slice(&VERSION.to_le_bytes());
+        b[6] = self.kind as u8;
+        b[8..24].copy_from_slice(&self.session.to_le_bytes());
+        b[24..32].copy_from_slice(&self.comm.to_le_bytes());
+        b[32..40].copy_from_slice(&self.seq.to_le_bytes());
+        b[40..44].copy_from_slice(&self.tag.to_le_bytes());
+        b[48..56].copy_from_slice(&self.len.to_le_bytes());
+        b[56..88].copy_from_slice(&self.sig);
+        b
+    }
+
+    /// Decodes and checks magic, version, kind and session; abort reasons
+    /// over [`MAX_ABORT_REASON`] and payloads on control-only kinds are refused.
+    ///
+    /// # Errors
+    /// The first check that fails.
+    pub fn decode(
+        b: &[u8; FRAME_HEADER_LEN],
+        session: SessionId,
+    ) -> Result<FrameHeader, WireError> {
+        check_magic_version(b)?;
+        let kind = match b[6] {
+            1 => FrameKind::Data,
+            2 => FrameKind::OpStart,
+            3 => FrameKind::Abort,
+            4 => FrameKind::Bye,
+            k => return Err(WireError::BadKind(k)),
+        };
+        let got = u128_at(b, 8);
+        if got != session {
+            return Err(WireError::BadSession { got });
+        }
+        let len = u64_at(b, 48);
+        let max = match kind {
+            FrameKind::Data => u64::MAX,
+            FrameKind::Abort => MAX_ABORT_REASON,
+            FrameKind::OpStart | FrameKind::Bye => 0,
+        };
+        if len > max {
+            return Err(WireError::TooLong {
+                what: "frame payload",
+                len,
+                max,
+            });
+        }
+        let mut sig = [0u8; SIG_LEN];
+        sig.copy_from_slice(&b[56..88]);
+        Ok(FrameHeader {
+            kind,
+            session: got,
+            comm: u64_at(b, 24),
+            seq: u64_at(b, 32),
+            tag: u32_at(b, 40),
+            len,
+            sig,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn frame_header_round_trips() {
+        let h = FrameHeader {
+            kind: FrameKind::Data,
+            session: 0x0123_4567_89ab_cdef_0011_2233_4455_6677,
+            comm: 9,
+            seq: 17,
+            tag: 3,
+            len: 1 << 40,
+            sig: [7; SIG_LEN],
+        };
+        assert_eq!(FrameHeader::decode(&h.encode(), h.session), Ok(h));
+        assert_eq!(
+            FrameHeader::decode(&h.encode(), 1),
+            Err(WireError::BadSession { got: h.session })
+        );
+        let mut b = h.encode();
+        b[0] = b'X';
+        assert!(matches!(
+            FrameHeader::decode(&b, h.session),
+            Err(WireError::BadMagic(_))
+        ));
+        let mut b = h.encode();
+        b[4] = 2;
+        assert_eq!(
+            FrameHeader::decode(&b, h.session),
+            Err(WireError::BadVersion { got: 2 })
+        );
+    }
+
+    #[test]
+    fn abort_reason_is_bounded() {
+        let h = FrameHeader {
+            kind: FrameKind::Abort,
+            session: 1,
+            comm: 0,
+            seq: 0,
+            tag: 0,
+            len: MAX_ABORT_REASON + 1,
+            sig: [0; SIG_LEN],
+        };
+        assert!(matches!(
+            FrameHeader::decode(&h.encode(), 1),
+            Err(WireError::TooLong { .. })
+        ));
+    }
+
+    #[test]
+    fn control_bodies_round_trip() {
+        let j = Join {
+            nranks: 4,
+            rank: 3,
+            data_addr: "[::1]:5000".parse().unwrap(),
+        };
+        assert_eq!(Join::decode(&j.encode()), Ok(j));
+        let t: Vec<SocketAddr> = vec![
+            "127.0.0.1:1".parse().unwrap(),
+            "10.1.2.3:65535".parse().unwrap(),
+        ];
+        assert_eq!(decode_table(&encode_table(&t)), Ok(t));
+        assert_eq!(decode_hello(&encode_hello(1, 2)), Ok((1, 2)));
+        assert_eq!(
+            decode_reject(&encode_reject(RejectCode::Expired, "late")),
+            Ok((RejectCode::Expired, "late".to_string()))
+        );
+        let mut h = [0u8; CTRL_HEADER_LEN];
+        h.copy_from_slice(&encode_ctrl(CtrlKind::Join, 5, &[])[..CTRL_HEADER_LEN]);
+        h[24..28].copy_from_slice(&(MAX_CTRL_BODY + 1).to_le_bytes());
+        assert!(matches!(
+            decode_ctrl_header(&h),
+            Err(WireError::TooLong { .. })
+        ));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+        #[test]
+        fn decoding_garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let mut f = [0u8; FRAME_HEADER_LEN];
+            let n = bytes.len().min(FRAME_HEADER_LEN);
+            f[..n].copy_from_slice(&bytes[..n]);
+            let _ = FrameHeader::decode(&f, 0);
+            let mut c = [0u8; CTRL_HEADER_LEN];
+            let n = bytes.len().min(CTRL_HEADER_LEN);
+            c[..n].copy_from_slice(&bytes[..n]);
+            let _ = decode_ctrl_header(&c);
+            let _ = decode_table(&bytes);
+            let _ = Join::decode(&bytes);
+            let _ = decode_reject(&bytes);
+            let _ = decode_addr(&bytes);
+        }
+    }
+}

@@ -1,0 +1,415 @@
+//! The TCP transport over loopback, ranks as threads of this process:
+//! data movement, chunking and backpressure, and every failure path
+//! (bootstrap timeout, expired session, stranger, wrong length, mismatched
+//! signature, lost peer, execution timeout). Plans are written by hand here
+//! so the transport is tested independently of the algorithms.
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hccl_algos::schedule::{BufKind, Deps, Op, Rank, RankPlan, Region, Step};
+use hccl_algos::transport::OpContext;
+use hccl_algos::{DataType, ReduceOp};
+use hccl_hw::tcp::wire::Signature;
+use hccl_hw::tcp::{OpBuffers, OpInfo, RootInfo, TcpConfig, TcpError, TcpRank};
+
+const COMM: u64 = 0xC0FFEE;
+
+fn cfg() -> TcpConfig {
+    TcpConfig {
+        if_ip: Some("127.0.0.1".parse().unwrap()),
+        connect_timeout: Duration::from_secs(5),
+        exec_timeout: Some(Duration::from_secs(3)),
+        ..TcpConfig::default()
+    }
+}
+
+fn root(cfg: &TcpConfig) -> RootInfo {
+    RootInfo::create_at(cfg, "127.0.0.1:0".parse().unwrap(), "HCCL_IF_BASE_PORT").unwrap()
+}
+
+/// Runs `f(rank)` on `n` threads after connecting each.
+fn with_ranks<R: Send + 'static>(
+    n: u32,
+    cfg: TcpConfig,
+    f: impl Fn(Result<TcpRank, TcpError>, u32) -> R + Send + Sync + 'static,
+) -> Vec<R> {
+    let info = root(&cfg);
+    let f = Arc::new(f);
+    let hs: Vec<_> = (0..n)
+        .map(|r| {
+            let (cfg, f) = (cfg.clone(), Arc::clone(&f));
+            std::thread::spawn(move || f(TcpRank::connect(cfg, &info, n, r, COMM), r))
+        })
+        .collect();
+    hs.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+fn describe(remote: &Signature, peer: Rank) -> String {
+    format!(
+        "signature mismatch with rank {peer} (remote first byte {})",
+        remote[0]
+    )
+}
+
+fn ctx(rank: u32, seq: u64) -> OpContext {
+    OpContext {
+        comm: COMM,
+        seq,
+        rank,
+        dtype: DataType::Fp32,
+    }
+}
+
+fn step(op: Op, deps: Deps) -> Step {
+    Step { op, deps }
+}
+
+/// Direct all-reduce by hand: copy input to output, send input to every
+/// peer, receive-and-reduce from every peer in turn.
+fn naive_allreduce(rank: u32, n: u32, bytes: u64) -> RankPlan {
+    let all_in = Region::new(BufKind::Input, 0, bytes);
+    let all_out = Region::new(BufKind::Output, 0, bytes);
+    let mut steps = vec![step(
+        Op::Copy {
+            src: all_in,
+            dst: all_out,
+        },
+        Deps::NONE,
+    )];
+    for p in (0..n).filter(|&p| p != rank) {
+        steps.push(step(
+            Op::Send {
+                peer: p,
+                tag: 7,
+                src: all_in,
+            },
+            Deps::NONE,
+        ));
+    }
+    let mut last = 0;
+    for p in (0..n).filter(|&p| p != rank) {
+        let id = steps.len() as u32;
+        steps.push(step(
+            Op::RecvReduce {
+                peer: p,
+                tag: 7,
+                local: all_out,
+                dst: all_out,
+                op: ReduceOp::Sum,
+            },
+            Deps::on(&[last]),
+        ));
+        last = id;
+    }
+    Box::new(steps.into_iter())
+}
+
+fn f32s(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn run_allreduce(
+    t: &mut TcpRank,
+    seq: u64,
+    input: &[u8],
+    sig: Signature,
+) -> Result<Vec<u8>, TcpError> {
+    let (rank, n) = (t.rank(), t.nranks());
+    let mut out = vec![0u8; input.len()];
+    let info = OpInfo {
+        name: "AllReduce",
+        sig,
+        describe: &describe,
+    };
+    let bufs = OpBuffers {
+        input,
+        output: &mut out,
+        scratch: &mut [],
+    };
+    t.run(
+        &ctx(rank, seq),
+        &info,
+        bufs,
+        naive_allreduce(rank, n, input.len() as u64),
+    )?;
+    Ok(out)
+}
+
+#[test]
+fn three_ranks_allreduce_twice_including_large_chunked_messages() {
+    // 1 MB budget per peer forces early 3 MiB messages through backpressure.
+    let cfg = TcpConfig {
+        unexpected_bound: 1 << 20,
+        ..cfg()
+    };
+    let out = with_ranks(3, cfg, |t, r| {
+        let mut t = t.unwrap();
+        let small: Vec<f32> = (0..5).map(|i| (i * 10 + r) as f32).collect();
+        let a = run_allreduce(&mut t, 0, &f32s(&small), [1; 32]).unwrap();
+        let big: Vec<f32> = (0..(3 << 18) + 3)
+            .map(|i| (i % 1000) as f32 * (r + 1) as f32)
+            .collect();
+        let b = run_allreduce(&mut t, 1, &f32s(&big), [1; 32]).unwrap();
+        (a, b)
+    });
+    let want_small: Vec<f32> = (0..5).map(|i| (i * 10) as f32 * 3.0 + 3.0).collect();
+    let want_big: Vec<f32> = (0..(3 << 18) + 3)
+        .map(|i| (i % 1000) as f32 * 6.0)
+        .collect();
+    for (a, b) in out {
+        assert_eq!(a, f32s(&want_small));
+        assert!(b == f32s(&want_big), "large all-reduce differs");
+    }
+}
+
+#[test]
+fn zero_byte_op_completes() {
+    let out = with_ranks(2, cfg(), |t, _| {
+        run_allreduce(&mut t.unwrap(), 0, &[], [0; 32]).map(|v| v.len())
+    });
+    for o in out {
+        assert_eq!(o.unwrap(), 0);
+    }
+}
+
+#[test]
+fn mismatched_signature_fails_every_rank_naming_the_peer() {
+    let out = with_ranks(3, cfg(), |t, r| {
+        let sig = if r == 2 { [9; 32] } else { [1; 32] };
+        run_allreduce(&mut t.unwrap(), 0, &f32s(&[1.0; 4]), sig).unwrap_err()
+    });
+    for (r, e) in out.iter().enumerate() {
+        let s = e.to_string();
+        assert!(
+            matches!(e, TcpError::Mismatch { .. } | TcpError::Aborted { .. }),
+            "rank {r}: {s}"
+        );
+        assert!(
+            s.contains("AllReduce #0") && s.contains("signature mismatch with rank"),
+            "rank {r}: {s}"
+        );
+    }
+    assert!(out.iter().any(|e| matches!(e, TcpError::Mismatch { .. })));
+}
+
+#[test]
+fn wrong_length_names_peer_op_and_both_lengths() {
+    let out = with_ranks(2, cfg(), |t, r| {
+        let mut t = t.unwrap();
+        // Rank 1 sends 8 bytes where rank 0 expects 4.
+        let plan: RankPlan = if r == 0 {
+            Box::new(
+                vec![step(
+                    Op::Recv {
+                        peer: 1,
+                        tag: 0,
+                        dst: Region::new(BufKind::Output, 0, 4),
+                    },
+                    Deps::NONE,
+                )]
+                .into_iter(),
+            )
+        } else {
+            Box::new(
+                vec![step(
+                    Op::Send {
+                        peer: 0,
+                        tag: 0,
+                        src: Region::new(BufKind::Input, 0, 8),
+                    },
+                    Deps::NONE,
+                )]
+                .into_iter(),
+            )
+        };
+        let input = [0u8; 8];
+        let mut out = [0u8; 8];
+        let info = OpInfo {
+            name: "Broadcast",
+            sig: [0; 32],
+            describe: &describe,
+        };
+        let bufs = OpBuffers {
+            input: &input,
+            output: &mut out,
+            scratch: &mut [],
+        };
+        let res = t.run(&ctx(r, 5), &info, bufs, plan);
+        if r == 1 && res.is_ok() {
+            // The sender finished its part first; the abort reaches it after.
+            std::thread::sleep(Duration::from_millis(300));
+            return (t.async_error().expect("rank 1 learns of the failure"), out);
+        }
+        (res.unwrap_err(), out)
+    });
+    let (e0, out0) = &out[0];
+    assert!(
+        matches!(
+            e0,
+            TcpError::LengthMismatch {
+                expected: 4,
+                received: 8,
+                peer: 1,
+                seq: 5,
+                ..
+            }
+        ),
+        "{e0}"
+    );
+    assert_eq!(
+        e0.to_string(),
+        "Broadcast #5: rank 0 expected 4 bytes from rank 1 (tag 0) but the message has 8 bytes"
+    );
+    assert_eq!(out0, &[0u8; 8], "the receive buffer was not touched");
+    let e1 = out[1].0.to_string();
+    assert!(
+        e1.contains("aborted by rank 0") && e1.contains("expected 4 bytes"),
+        "{e1}"
+    );
+}
+
+#[test]
+fn lost_peer_fails_the_waiting_rank_with_bytes_and_seq() {
+    let out = with_ranks(2, cfg(), |t, r| {
+        let mut t = t.unwrap();
+        if r == 1 {
+            drop(t); // leaves without running the op
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        Some(run_allreduce(&mut t, 3, &f32s(&[1.0; 6]), [0; 32]).unwrap_err())
+    });
+    let e = out[0].as_ref().unwrap();
+    // The plan posts its send first: the error is about sending 24 bytes.
+    assert!(
+        matches!(
+            e,
+            TcpError::PeerLost {
+                peer: 1,
+                seq: 3,
+                expected: 24,
+                received: 0,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let s = e.to_string();
+    assert!(s.starts_with("AllReduce #3: rank 0 lost rank 1 (the peer destroyed its communicator) while sending 24 bytes"), "{s}");
+}
+
+#[test]
+fn slow_rank_past_exec_timeout_fails_waiters_then_itself() {
+    let cfg = TcpConfig {
+        exec_timeout: Some(Duration::from_millis(800)),
+        ..cfg()
+    };
+    let out = with_ranks(2, cfg, |t, r| {
+        let mut t = t.unwrap();
+        if r == 1 {
+            std::thread::sleep(Duration::from_millis(2000));
+        }
+        let t0 = Instant::now();
+        let e = run_allreduce(&mut t, 0, &f32s(&[1.0; 2]), [0; 32]).unwrap_err();
+        (e, t0.elapsed())
+    });
+    let (e0, took) = &out[0];
+    assert!(matches!(e0, TcpError::Timeout { rank: 0, .. }), "{e0}");
+    assert!(
+        e0.to_string()
+            .contains("rank 1 (tag 7: received 0 of 8 bytes)"),
+        "{e0}"
+    );
+    assert!(
+        *took < Duration::from_secs(3),
+        "bounded by the timeout, took {took:?}"
+    );
+    let e1 = out[1].0.to_string();
+    assert!(
+        e1.contains("unusable") || e1.contains("aborted by rank 0"),
+        "{e1}"
+    );
+}
+
+#[test]
+fn bootstrap_timeout_names_missing_ranks_and_late_rank_gets_expired() {
+    let cfg = TcpConfig {
+        connect_timeout: Duration::from_millis(1000),
+        ..cfg()
+    };
+    let info = root(&cfg);
+    let hs: Vec<_> = [0u32, 2]
+        .into_iter()
+        .map(|r| {
+            let cfg = cfg.clone();
+            std::thread::spawn(move || TcpRank::connect(cfg, &info, 4, r, COMM).unwrap_err())
+        })
+        .collect();
+    for h in hs {
+        let e = h.join().unwrap();
+        assert!(
+            matches!(&e, TcpError::BootstrapTimeout { joined: 2, nranks: 4, missing, .. } if missing == &vec![1, 3]),
+            "{e}"
+        );
+        assert!(
+            e.to_string().starts_with(
+                "bootstrap timed out after 1 s: 2 of 4 ranks connected, missing [1, 3]"
+            ),
+            "{e}"
+        );
+    }
+    let late = TcpRank::connect(cfg, &info, 4, 1, COMM).unwrap_err();
+    assert!(
+        matches!(late, TcpError::SessionExpired { rank: 1, .. }),
+        "{late}"
+    );
+    assert!(late.to_string().starts_with("session expired"), "{late}");
+}
+
+#[test]
+fn strangers_are_closed_and_never_become_ranks() {
+    let cfg = cfg();
+    let info = root(&cfg);
+    // Garbage, then a well-formed join with a wrong session id.
+    let mut junk = TcpStream::connect(info.addr).unwrap();
+    junk.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    let wrong = RootInfo {
+        session: info.session ^ 1,
+        ..info
+    };
+    let c2 = cfg.clone();
+    let imposter =
+        std::thread::spawn(move || TcpRank::connect(c2, &wrong, 2, 1, COMM).unwrap_err());
+    let e = imposter.join().unwrap();
+    assert!(matches!(e, TcpError::Rejected { .. }), "{e}");
+    assert!(e.to_string().contains("session id"), "{e}");
+    // The real ranks still form the communicator.
+    let hs: Vec<_> = (0..2)
+        .map(|r| {
+            let cfg = cfg.clone();
+            std::thread::spawn(move || {
+                let mut t = TcpRank::connect(cfg, &info, 2, r, COMM).unwrap();
+                run_allreduce(&mut t, 0, &f32s(&[r as f32 + 1.0]), [0; 32]).unwrap()
+            })
+        })
+        .collect();
+    for h in hs {
+        assert_eq!(h.join().unwrap(), f32s(&[3.0]));
+    }
+}
+
+#[test]
+fn abort_twice_is_a_noop_and_later_ops_fail() {
+    let out = with_ranks(2, cfg(), |t, _| {
+        let mut t = t.unwrap();
+        t.abort();
+        t.abort();
+        run_allreduce(&mut t, 0, &f32s(&[1.0]), [0; 32]).unwrap_err()
+    });
+    for e in out {
+        assert!(matches!(e, TcpError::Broken(_)), "{e}");
+    }
+}
