@@ -13,6 +13,7 @@ pub mod exec;
 pub mod kernels;
 pub mod layout;
 pub mod mem_transport;
+pub mod reference;
 pub mod schedule;
 pub mod transport;
 pub mod verify;

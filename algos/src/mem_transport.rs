@@ -28,9 +28,12 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::ops::Range;
 
+use crate::algo::{self, AlgoError, AlgoSpec};
+use crate::collective::CollectiveArgs;
 use crate::dtype::DataType;
 use crate::exec::{ExecError, Executor, DEFAULT_WINDOW};
 use crate::kernels::{self, KernelError};
+use crate::layout::GroupLayout;
 use crate::schedule::{BufKind, BufferSizes, Op, Rank, RankPlan, Region, StepId};
 
 /// Where a rank's input and output buffers start in its one user address
@@ -236,6 +239,9 @@ pub enum MemError {
         /// The executor's error.
         source: ExecError,
     },
+    /// Planning the collective failed ([`run_collective`]).
+    #[error(transparent)]
+    Plan(#[from] AlgoError),
     /// Nothing can run while some ranks are unfinished.
     #[error("deadlock: no step can run, {} rank(s) unfinished:\n{report}", ranks.len())]
     Deadlock {
@@ -661,6 +667,71 @@ impl MemFabric {
         }
         Ok(())
     }
+}
+
+/// Plans `args` with `algo` on every rank and runs all ranks in memory in
+/// the seeded arrival order `Order::Shuffled(seed)`; returns every rank's
+/// output buffer (sized by [`CollectiveArgs::io_bytes`]).
+///
+/// `inputs[r]` is rank r's input buffer. In-place calls
+/// ([`CollectiveArgs::in_place`]) place input and output in one memory as
+/// [`CollectiveArgs::alias`] says, so the schedule really overwrites its input.
+///
+/// # Errors
+/// [`MemError::Plan`] if planning fails, [`MemError::InputCount`] or
+/// [`MemError::InputSize`] for wrong inputs, and any error of [`MemFabric::run`].
+pub fn run_collective(
+    args: &CollectiveArgs,
+    algo: &AlgoSpec,
+    layout: &GroupLayout,
+    inputs: Vec<Vec<u8>>,
+    seed: u64,
+) -> Result<Vec<Vec<u8>>, MemError> {
+    let opts = MemOptions {
+        order: Order::Shuffled(seed),
+        fill_seed: seed ^ 0xF111_F111,
+        ..MemOptions::default()
+    };
+    run_collective_with(args, algo, layout, inputs, opts)
+}
+
+/// [`run_collective`] with explicit [`MemOptions`] (order, window, fill).
+///
+/// # Errors
+/// As [`run_collective`].
+pub fn run_collective_with(
+    args: &CollectiveArgs,
+    algo: &AlgoSpec,
+    layout: &GroupLayout,
+    inputs: Vec<Vec<u8>>,
+    opts: MemOptions,
+) -> Result<Vec<Vec<u8>>, MemError> {
+    if inputs.len() != args.world_size as usize {
+        return Err(MemError::InputCount {
+            got: inputs.len(),
+            world: args.world_size as usize,
+        });
+    }
+    let mut ranks = Vec::with_capacity(inputs.len());
+    for (r, input) in inputs.into_iter().enumerate() {
+        let rank = r as Rank;
+        let (buffers, plan) = algo::plan(args, algo, layout, rank)?;
+        let placement = args
+            .alias(rank)
+            .map_or(Placement::separate(&buffers), |a| Placement {
+                input_at: a.input_at,
+                output_at: a.output_at,
+            });
+        ranks.push(MemRank {
+            plan,
+            buffers,
+            input,
+            placement,
+        });
+    }
+    let mut fabric = MemFabric::new(args.dtype, ranks, opts)?;
+    fabric.run()?;
+    Ok(fabric.into_outputs())
 }
 
 /// What a posted, unfinished step of `rank` waits for, for deadlock reports.
