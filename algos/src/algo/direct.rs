@@ -53,7 +53,18 @@ impl A2a {
 /// direction at a time (no incast). With `stage` (in-place AllToAll) the
 /// input is first copied to scratch and sent from there. Returns (scratch
 /// bytes, generator).
-pub(crate) fn pairwise(c: Ctx, a: A2a, src: Loc, dst: Loc, stage: bool) -> (u64, Box<dyn Gen>) {
+///
+/// With `sync`, round `t` starts only after round `t - 1` finished (HCCL's
+/// pairwise: one peer at a time); without it every message is in flight at
+/// once (full mesh).
+pub(crate) fn pairwise(
+    c: Ctx,
+    a: A2a,
+    src: Loc,
+    dst: Loc,
+    stage: bool,
+    sync: bool,
+) -> (u64, Box<dyn Gen>) {
     let k = c.g.size;
     let me = c.me;
     let esz = src.esz;
@@ -65,6 +76,7 @@ pub(crate) fn pairwise(c: Ctx, a: A2a, src: Loc, dst: Loc, stage: bool) -> (u64,
     };
     let scratch = if stage { total_in * esz } else { 0 };
     let mut copy: Option<StepId> = None;
+    let mut prev: Vec<StepId> = Vec::new();
     let gen = rounds(k, move |t, e: &mut Emit| {
         if t == 0 {
             if stage {
@@ -89,8 +101,11 @@ pub(crate) fn pairwise(c: Ctx, a: A2a, src: Loc, dst: Loc, stage: bool) -> (u64,
         }
         let to = c.idx(t as i64);
         let fr = c.idx(-(t as i64));
-        let deps: Vec<StepId> = copy.into_iter().collect();
-        e.push(
+        let mut deps: Vec<StepId> = copy.into_iter().collect();
+        if sync {
+            deps.extend(&prev);
+        }
+        let s = e.push(
             Op::Send {
                 peer: c.g.rank(to),
                 tag: c.tag0 + t,
@@ -98,7 +113,7 @@ pub(crate) fn pairwise(c: Ctx, a: A2a, src: Loc, dst: Loc, stage: bool) -> (u64,
             },
             &deps,
         );
-        e.push(
+        let r = e.push(
             Op::Recv {
                 peer: c.g.rank(fr),
                 tag: c.tag0 + t,
@@ -106,6 +121,7 @@ pub(crate) fn pairwise(c: Ctx, a: A2a, src: Loc, dst: Loc, stage: bool) -> (u64,
             },
             &deps,
         );
+        prev = vec![s, r];
     });
     (scratch, gen)
 }

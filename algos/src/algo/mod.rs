@@ -12,9 +12,12 @@
 
 mod direct;
 mod gen;
+mod hd;
+mod mesh;
 mod ring;
 #[cfg(test)]
 mod tests;
+mod tree;
 
 use std::fmt;
 use std::str::FromStr;
@@ -84,8 +87,13 @@ impl Algorithm {
         }
         match self {
             Algorithm::Ring => !matches!(kind, K::AllToAll | K::AllToAllV),
+            Algorithm::Mesh => true,
+            Algorithm::HalvingDoubling => {
+                matches!(kind, K::AllReduce | K::AllGather | K::AllGatherV)
+            }
+            Algorithm::Tree => matches!(kind, K::Broadcast | K::Reduce),
             Algorithm::Pairwise => matches!(kind, K::AllToAll | K::AllToAllV),
-            _ => false,
+            Algorithm::Nhr | Algorithm::Nb | Algorithm::Pipeline => false,
         }
     }
 
@@ -279,36 +287,159 @@ pub(crate) fn chain_chunks(count: u64, esz: u64) -> u32 {
     by_size.min(count.max(1)) as u32
 }
 
-/// The per-rank part of planning: scratch bytes and the generator.
-fn build(
-    args: &CollectiveArgs,
-    algo: &AlgoSpec,
-    layout: &GroupLayout,
-    rank: Rank,
-) -> Result<(u64, Box<dyn Gen>), AlgoError> {
+type Planned = Result<(u64, Box<dyn Gen>), AlgoError>;
+
+/// Everything a phase needs besides its group.
+#[derive(Clone, Copy)]
+struct Env {
+    kind: CollectiveKind,
+    esz: u64,
+}
+
+impl Env {
+    fn unsupported(&self, a: Algorithm) -> AlgoError {
+        AlgoError::Unsupported {
+            algo: a.to_string(),
+            kind: self.kind,
+            supported: Algorithm::supported_for(self.kind)
+                .iter()
+                .map(|a| a.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    }
+}
+
+/// ReduceScatter of `blocks` from `src` (vector layout) into `out` (own block only).
+#[allow(clippy::too_many_arguments)]
+fn phase_rs(
+    env: Env,
+    a: Algorithm,
+    c: Ctx,
+    blocks: Blocks,
+    src: Loc,
+    out: Loc,
+    scratch: Loc,
+    same: bool,
+    divide: Option<u32>,
+) -> Planned {
+    match a {
+        Algorithm::Ring => Ok(ring::reduce_scatter(
+            c, blocks, src, out, scratch, same, divide,
+        )),
+        Algorithm::Mesh => Ok((
+            0,
+            mesh::reduce_scatter(c, blocks, src, out, out, same, divide, false),
+        )),
+        _ => Err(env.unsupported(a)),
+    }
+}
+
+/// In-place AllReduce of `count` elements at `loc`.
+#[allow(clippy::too_many_arguments)]
+fn phase_ar(
+    env: Env,
+    a: Algorithm,
+    c: Ctx,
+    count: u64,
+    src: Loc,
+    dst: Loc,
+    same: bool,
+    divide: Option<u32>,
+) -> Planned {
+    let blocks = Blocks::Even {
+        total: count,
+        parts: c.g.size,
+    };
+    match a {
+        Algorithm::Ring => Ok((0, ring::allreduce(c, blocks, src, dst, same, divide))),
+        Algorithm::Mesh => {
+            let acc = dst.shift(blocks.off(c.me));
+            Ok((
+                0,
+                mesh::reduce_scatter(c, blocks, src, acc, dst, same, divide, true),
+            ))
+        }
+        Algorithm::HalvingDoubling => Ok((0, hd::allreduce(c, count, src, dst, same, divide))),
+        _ => Err(env.unsupported(a)),
+    }
+}
+
+/// AllGather of `blocks` into `dst` (vector layout); own block at `src` or already in place.
+fn phase_ag(env: Env, a: Algorithm, c: Ctx, blocks: Blocks, src: Option<Loc>, dst: Loc) -> Planned {
+    match a {
+        Algorithm::Ring => Ok((0, ring::allgather(c, blocks, src, dst))),
+        Algorithm::Mesh => Ok((0, mesh::allgather(c, blocks, src, dst))),
+        Algorithm::HalvingDoubling => Ok((0, hd::allgather(c, blocks, src, dst))),
+        _ => Err(env.unsupported(a)),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn phase_bcast(
+    env: Env,
+    a: Algorithm,
+    c: Ctx,
+    count: u64,
+    root: u32,
+    src: Loc,
+    dst: Loc,
+    same: bool,
+) -> Planned {
+    match a {
+        Algorithm::Ring => {
+            let chunks = Blocks::Even {
+                total: count,
+                parts: chain_chunks(count, env.esz),
+            };
+            Ok((0, ring::broadcast(c, chunks, root, src, dst, same)))
+        }
+        Algorithm::Mesh => Ok((0, mesh::broadcast(c, count, root, src, dst, same))),
+        Algorithm::Tree => Ok((0, tree::broadcast(c, count, root, src, dst, same))),
+        _ => Err(env.unsupported(a)),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn phase_reduce(
+    env: Env,
+    a: Algorithm,
+    c: Ctx,
+    count: u64,
+    root: u32,
+    src: Loc,
+    dst: Loc,
+    scratch: Loc,
+    same: bool,
+    divide: Option<u32>,
+) -> Planned {
+    match a {
+        Algorithm::Ring => {
+            let chunks = Blocks::Even {
+                total: count,
+                parts: chain_chunks(count, env.esz),
+            };
+            Ok(ring::reduce(
+                c, chunks, root, src, dst, scratch, same, divide,
+            ))
+        }
+        Algorithm::Mesh => Ok((0, mesh::reduce(c, count, root, src, dst, same, divide))),
+        Algorithm::Tree => Ok(tree::reduce(
+            c, count, root, src, dst, scratch, same, divide,
+        )),
+        _ => Err(env.unsupported(a)),
+    }
+}
+
+/// Flat algorithms over the whole communicator.
+fn build_flat(args: &CollectiveArgs, a: Algorithm, rank: Rank) -> Planned {
     use CollectiveKind as K;
     let kind = args.kind;
     let p = args.world_size;
     let esz = args.dtype.size();
-    let unsupported = || AlgoError::Unsupported {
-        algo: algo.to_string(),
-        kind,
-        supported: Algorithm::supported_for(kind)
-            .iter()
-            .map(|a| a.name())
-            .collect::<Vec<_>>()
-            .join(", "),
-    };
-    if is_empty(args) {
-        return Ok((0, gen::empty()));
-    }
-    let _ = layout;
-    let a = match algo {
-        AlgoSpec::Flat(a) => *a,
-        AlgoSpec::Hierarchical(_) => return Err(unsupported()),
-    };
+    let env = Env { kind, esz };
     if !a.supports(kind) {
-        return Err(unsupported());
+        return Err(env.unsupported(a));
     }
     let c = Ctx {
         g: Group::flat(p),
@@ -330,32 +461,31 @@ fn build(
     let n = args.count;
     let root = args.root;
     let vblocks = || Blocks::Table(args.counts.clone().expect("validated"));
-    Ok(match kind {
-        K::SendRecv | K::BatchSendRecv => (
+    let src_of = |same: bool| (!same).then_some(input);
+    match kind {
+        K::SendRecv | K::BatchSendRecv => Ok((
             0,
             direct::batch(rank, args.pairs.clone().expect("validated"), esz),
-        ),
-        K::Barrier => (0, direct::barrier(c)),
-        K::AllToAll => direct::pairwise(c, direct::A2a::Uniform(n), input, output, same),
-        K::AllToAllV => direct::pairwise(
-            c,
-            direct::A2a::Matrix(args.send_matrix.clone().expect("validated")),
-            input,
-            output,
-            false,
-        ),
-        K::AllReduce => (
-            0,
-            ring::allreduce(
+        )),
+        K::Barrier => Ok((0, direct::barrier(c))),
+        K::AllToAll | K::AllToAllV => {
+            let a2a = match &args.send_matrix {
+                Some(m) if kind == K::AllToAllV => direct::A2a::Matrix(m.clone()),
+                _ => direct::A2a::Uniform(n),
+            };
+            Ok(direct::pairwise(
                 c,
-                Blocks::Even { total: n, parts: p },
+                a2a,
                 input,
                 output,
                 same,
-                divide,
-            ),
-        ),
-        K::ReduceScatter => ring::reduce_scatter(
+                a == Algorithm::Pairwise,
+            ))
+        }
+        K::AllReduce => phase_ar(env, a, c, n, input, output, same, divide),
+        K::ReduceScatter => phase_rs(
+            env,
+            a,
             c,
             Blocks::uniform(n, p),
             input,
@@ -364,34 +494,406 @@ fn build(
             same,
             divide,
         ),
-        K::ReduceScatterV => {
-            ring::reduce_scatter(c, vblocks(), input, output, scratch, same, divide)
+        K::ReduceScatterV => phase_rs(env, a, c, vblocks(), input, output, scratch, same, divide),
+        K::AllGather => phase_ag(env, a, c, Blocks::uniform(n, p), src_of(same), output),
+        K::AllGatherV => phase_ag(env, a, c, vblocks(), src_of(same), output),
+        K::Broadcast => phase_bcast(env, a, c, n, root, input, output, same),
+        K::Reduce => phase_reduce(env, a, c, n, root, input, output, scratch, same, divide),
+        K::Scatter => match a {
+            Algorithm::Mesh => Ok((
+                0,
+                mesh::scatter_gather(c, Blocks::uniform(n, p), root, input, output, same, false),
+            )),
+            _ => Ok(ring::scatter(
+                c,
+                Blocks::uniform(n, p),
+                root,
+                input,
+                output,
+                scratch,
+                same,
+            )),
+        },
+        K::Gather => match a {
+            Algorithm::Mesh => Ok((
+                0,
+                mesh::scatter_gather(c, Blocks::uniform(n, p), root, input, output, same, true),
+            )),
+            _ => Ok(ring::gather(
+                c,
+                Blocks::uniform(n, p),
+                root,
+                input,
+                output,
+                scratch,
+                same,
+            )),
+        },
+    }
+}
+
+/// Tag space of phase `i` of a hierarchical plan: phases never share tags.
+fn phase_tag(i: u32) -> u32 {
+    i << 24
+}
+
+/// Default algorithm of a level when the spec says `NA`.
+fn level_default(level: usize, size: u32) -> Algorithm {
+    match level {
+        0 if size <= 8 => Algorithm::Mesh,
+        0 => Algorithm::Ring,
+        _ if size.is_power_of_two() => Algorithm::HalvingDoubling,
+        _ => Algorithm::Ring,
+    }
+}
+
+/// Hierarchical composition over a regular layout (see [`GroupLayout::regular`]).
+fn build_hier(args: &CollectiveArgs, levels: &Levels, layout: &GroupLayout, rank: Rank) -> Planned {
+    use CollectiveKind as K;
+    let kind = args.kind;
+    let esz = args.dtype.size();
+    let env = Env { kind, esz };
+    let unsupported = || {
+        AlgoError::Unsupported {
+        algo: AlgoSpec::Hierarchical(*levels).to_string(),
+        kind,
+        supported: "flat algorithms (hierarchical composition covers all_reduce, all_gather, reduce_scatter, broadcast, reduce)"
+            .into(),
+    }
+    };
+    let shape = layout.regular()?;
+    let k0 = shape.ranks_per_server;
+    // Without a level-2 algorithm, super pods are flattened into level 1.
+    let (k1, k2) = if levels.level2.is_some() {
+        (shape.servers_per_pod, shape.pods)
+    } else {
+        (shape.servers_per_pod * shape.pods, 1)
+    };
+    let p = args.world_size;
+    let local = rank % k0;
+    let server_base = rank - local;
+    let pod_size = k0 * k1;
+    let in_pod = rank % pod_size;
+    let pod_base = rank - in_pod;
+    let groups = [
+        (
+            Group {
+                base: server_base,
+                stride: 1,
+                size: k0,
+            },
+            local,
+        ),
+        (
+            Group {
+                base: pod_base + local,
+                stride: k0,
+                size: k1,
+            },
+            in_pod / k0,
+        ),
+        (
+            Group {
+                base: in_pod,
+                stride: pod_size,
+                size: k2,
+            },
+            rank / pod_size,
+        ),
+    ];
+    let algos = [levels.level0, levels.level1, levels.level2];
+    let algo_of = |l: usize| algos[l].unwrap_or_else(|| level_default(l, groups[l].0.size));
+    let op = if args.op == ReduceOp::Avg {
+        ReduceOp::Sum
+    } else {
+        args.op
+    };
+    let ctx = |l: usize, phase: u32| Ctx {
+        g: groups[l].0,
+        me: groups[l].1,
+        op,
+        tag0: phase_tag(phase),
+    };
+    let divide = (args.op == ReduceOp::Avg).then_some(p);
+    let (input, output, scratch) = (
+        Loc::new(BufKind::Input, 0, esz),
+        Loc::new(BufKind::Output, 0, esz),
+        Loc::new(BufKind::Scratch, 0, esz),
+    );
+    let same = args.in_place;
+    let n = args.count;
+    // Levels with more than one member, innermost first.
+    let used: Vec<usize> = (0..3).filter(|&l| groups[l].0.size > 1).collect();
+    let mut phases: Vec<Box<dyn Gen>> = Vec::new();
+    let mut scratch_need = 0u64;
+    let mut push = |r: (u64, Box<dyn Gen>), phases: &mut Vec<Box<dyn Gen>>| {
+        scratch_need = scratch_need.max(r.0);
+        phases.push(r.1);
+    };
+    match kind {
+        K::AllReduce => {
+            if used.is_empty() {
+                push(
+                    phase_ar(
+                        env,
+                        Algorithm::Ring,
+                        ctx(0, 0),
+                        n,
+                        input,
+                        output,
+                        same,
+                        divide,
+                    )?,
+                    &mut phases,
+                );
+            }
+            // Reduce-scatter down the levels, all-reduce at the top, all-gather back.
+            let (mut off, mut len) = (0u64, n);
+            let mut src = input;
+            let mut src_same = same;
+            let mut stack = Vec::new();
+            for (i, &l) in used.iter().enumerate() {
+                let c = ctx(l, i as u32);
+                if i + 1 == used.len() {
+                    let here = output.shift(off);
+                    push(
+                        phase_ar(
+                            env,
+                            algo_of(l),
+                            c,
+                            len,
+                            src.shift(off),
+                            here,
+                            src_same,
+                            divide,
+                        )?,
+                        &mut phases,
+                    );
+                } else {
+                    let blocks = Blocks::Even {
+                        total: len,
+                        parts: c.g.size,
+                    };
+                    let mine = output.shift(off + blocks.off(c.me));
+                    push(
+                        phase_rs(
+                            env,
+                            algo_of(l),
+                            c,
+                            blocks.clone(),
+                            src.shift(off),
+                            mine,
+                            scratch,
+                            src_same,
+                            None,
+                        )?,
+                        &mut phases,
+                    );
+                    stack.push((l, blocks.clone(), off));
+                    (off, len) = (off + blocks.off(c.me), blocks.len(c.me));
+                    src = output;
+                    src_same = true;
+                }
+            }
+            for (j, (l, blocks, off)) in stack.into_iter().rev().enumerate() {
+                let c = ctx(l, (used.len() + j) as u32);
+                push(
+                    phase_ag(env, algo_of(l), c, blocks, None, output.shift(off))?,
+                    &mut phases,
+                );
+            }
         }
-        K::AllGather => (
-            0,
-            ring::allgather(c, Blocks::uniform(n, p), (!same).then_some(input), output),
-        ),
-        K::AllGatherV => (
-            0,
-            ring::allgather(c, vblocks(), (!same).then_some(input), output),
-        ),
+        K::AllGather => {
+            // Gather inside the server, then whole servers, then whole pods:
+            // at level l a member's block is everything below it.
+            let mut own_src = (!same).then_some(input);
+            let mut each = n;
+            for (l, &(g, _)) in groups.iter().enumerate() {
+                if g.size > 1 || (l == 2 && phases.is_empty()) {
+                    // Element offset of this group's region in the output.
+                    let region = [server_base as u64 * n, pod_base as u64 * n, 0][l];
+                    let a = if g.size > 1 {
+                        algo_of(l)
+                    } else {
+                        Algorithm::Ring
+                    };
+                    push(
+                        phase_ag(
+                            env,
+                            a,
+                            ctx(l, l as u32),
+                            Blocks::uniform(each, g.size),
+                            own_src,
+                            output.shift(region),
+                        )?,
+                        &mut phases,
+                    );
+                    own_src = None;
+                }
+                each *= g.size as u64;
+            }
+        }
+        K::ReduceScatter if k2 == 1 && k1 > 1 => {
+            // Between servers first (each server gets its ranks' blocks,
+            // summed over same-local-index ranks), then inside the server.
+            let chunk = n * k0 as u64;
+            let staged = Loc::new(BufKind::Scratch, 0, esz);
+            let rest = staged.shift(chunk);
+            let r1 = phase_rs(
+                env,
+                algo_of(1),
+                ctx(1, 0),
+                Blocks::uniform(chunk, k1),
+                input,
+                staged,
+                rest,
+                false,
+                None,
+            )?;
+            let r0 = phase_rs(
+                env,
+                algo_of(0),
+                ctx(0, 1),
+                Blocks::uniform(n, k0),
+                staged,
+                output,
+                rest,
+                false,
+                divide,
+            )?;
+            scratch_need = chunk * esz + r1.0.max(r0.0);
+            phases.push(r1.1);
+            phases.push(r0.1);
+        }
+        K::ReduceScatter if k2 == 1 => {
+            push(
+                phase_rs(
+                    env,
+                    algo_of(0),
+                    ctx(0, 0),
+                    Blocks::uniform(n, k0),
+                    input,
+                    output,
+                    scratch,
+                    same,
+                    divide,
+                )?,
+                &mut phases,
+            );
+        }
         K::Broadcast => {
-            let chunks = Blocks::Even {
-                total: n,
-                parts: chain_chunks(n, esz),
+            let root_local = args.root % k0;
+            let root_server = args.root / k0;
+            if local == root_local && p > k0 {
+                let c = Ctx {
+                    g: Group {
+                        base: root_local,
+                        stride: k0,
+                        size: p / k0,
+                    },
+                    me: rank / k0,
+                    op,
+                    tag0: phase_tag(0),
+                };
+                push(
+                    phase_bcast(env, algo_of(1), c, n, root_server, input, output, same)?,
+                    &mut phases,
+                );
+            }
+            let from = if rank == args.root && p <= k0 {
+                input
+            } else {
+                output
             };
-            (0, ring::broadcast(c, chunks, root, input, output, same))
+            let same0 = if rank == args.root && p <= k0 {
+                same
+            } else {
+                true
+            };
+            push(
+                phase_bcast(
+                    env,
+                    algo_of(0),
+                    ctx(0, 1),
+                    n,
+                    root_local,
+                    from,
+                    output,
+                    same0,
+                )?,
+                &mut phases,
+            );
         }
         K::Reduce => {
-            let chunks = Blocks::Even {
-                total: n,
-                parts: chain_chunks(n, esz),
+            let root_local = args.root % k0;
+            let root_server = args.root / k0;
+            let is_root = rank == args.root;
+            // Partial result of the server at its local root: the output on
+            // the global root, scratch elsewhere.
+            let acc = if is_root {
+                output
+            } else {
+                Loc::new(BufKind::Scratch, 0, esz)
             };
-            ring::reduce(c, chunks, root, input, output, scratch, same, divide)
+            let spare = Loc::new(BufKind::Scratch, 0, esz).shift(n);
+            let single = p <= k0;
+            let r0 = phase_reduce(
+                env,
+                algo_of(0),
+                ctx(0, 0),
+                n,
+                root_local,
+                input,
+                acc,
+                spare,
+                same && is_root,
+                if single { divide } else { None },
+            )?;
+            push(r0, &mut phases);
+            if local == root_local && !single {
+                let c = Ctx {
+                    g: Group {
+                        base: root_local,
+                        stride: k0,
+                        size: p / k0,
+                    },
+                    me: rank / k0,
+                    op,
+                    tag0: phase_tag(1),
+                };
+                push(
+                    phase_reduce(
+                        env,
+                        algo_of(1),
+                        c,
+                        n,
+                        root_server,
+                        acc,
+                        output,
+                        spare,
+                        is_root,
+                        divide,
+                    )?,
+                    &mut phases,
+                );
+            }
+            // The accumulator sits below the phases' own scratch.
+            scratch_need += n * esz;
         }
-        K::Scatter => ring::scatter(c, Blocks::uniform(n, p), root, input, output, scratch, same),
-        K::Gather => ring::gather(c, Blocks::uniform(n, p), root, input, output, scratch, same),
-    })
+        _ => return Err(unsupported()),
+    }
+    Ok((scratch_need, gen::seq(phases)))
+}
+
+/// The per-rank part of planning: scratch bytes and the generator.
+fn build(args: &CollectiveArgs, algo: &AlgoSpec, layout: &GroupLayout, rank: Rank) -> Planned {
+    if is_empty(args) {
+        return Ok((0, gen::empty()));
+    }
+    match algo {
+        AlgoSpec::Flat(a) => build_flat(args, *a, rank),
+        AlgoSpec::Hierarchical(l) => build_hier(args, l, layout, rank),
+    }
 }
 
 /// Plans one rank's part of a collective.

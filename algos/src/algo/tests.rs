@@ -254,9 +254,76 @@ fn unsupported_pairs_name_the_alternatives() {
     .unwrap();
     assert!(
         e.to_string()
-            .contains("ring does not implement alltoall; use one of: pairwise"),
+            .contains("ring does not implement alltoall; use one of: mesh, pairwise"),
         "{e}"
     );
+}
+
+#[test]
+fn hierarchical_small_exhaustive() {
+    use CollectiveKind as K;
+    let level_algos = [
+        None,
+        Some(Algorithm::Ring),
+        Some(Algorithm::Mesh),
+        Some(Algorithm::HalvingDoubling),
+        Some(Algorithm::Tree),
+    ];
+    for (pods, servers, per) in [
+        (1, 1, 1),
+        (1, 1, 4),
+        (1, 2, 4),
+        (1, 3, 2),
+        (1, 4, 1),
+        (1, 5, 3),
+        (2, 2, 2),
+        (3, 2, 2),
+        (2, 3, 1),
+    ] {
+        let layout = GroupLayout::pods(pods, servers, per);
+        let p = layout.world_size();
+        for kind in [
+            K::AllReduce,
+            K::AllGather,
+            K::ReduceScatter,
+            K::Broadcast,
+            K::Reduce,
+        ] {
+            for &l0 in &level_algos {
+                for &l1 in &level_algos {
+                    for l2 in [None, Some(Algorithm::Ring)] {
+                        let spec = AlgoSpec::Hierarchical(Levels {
+                            level0: l0,
+                            level1: l1,
+                            level2: l2,
+                        });
+                        for count in [0, 1, p as u64 + 3, 4 * p as u64] {
+                            for root in [0, p - 1, p / 2] {
+                                for in_place in [false, true] {
+                                    for op in [ReduceOp::Sum, ReduceOp::Avg] {
+                                        let args =
+                                            CollectiveArgs::new(kind, count, DataType::Fp32, p)
+                                                .with_root(root)
+                                                .with_in_place(in_place)
+                                                .with_op(op);
+                                        match schedule(&args, &spec, &layout) {
+                                            Ok(s) => {
+                                                verify(&args, &s).unwrap_or_else(|e| {
+                                                    panic!("{spec} {kind} {pods}x{servers}x{per} count={count} root={root} in_place={in_place} {op}: {e}")
+                                                });
+                                            }
+                                            Err(AlgoError::Unsupported { .. }) => {}
+                                            Err(e) => panic!("{spec} {kind}: {e}"),
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn kind_strategy() -> impl Strategy<Value = CollectiveKind> {

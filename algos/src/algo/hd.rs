@@ -1,0 +1,383 @@
+//! Recursive halving-doubling (HCCL's `H-D_R`, "RHD") for any member count.
+//!
+//! AllReduce is Rabenseifner's algorithm (Thakur, Rabenseifner & Gropp 2005,
+//! §4.4): recursive-halving ReduceScatter then recursive-doubling AllGather,
+//! 2⌈log2 k'⌉ rounds. When `k` is not a power of two, with `k' = 2^⌊log2 k⌋`
+//! and `r = k - k'`, the first `2r` members fold in pairs before the
+//! power-of-two part (the even member of each pair hands its vector to the
+//! odd one) and unfold after it — two extra rounds, the extra traffic HCCL's
+//! docs mention for non-power-of-two sizes.
+//!
+//! Active members get new indices `n`: member `2n+1` for `n < r`, member
+//! `n + r` otherwise. New index `n` is responsible for the member blocks
+//! `[2n, 2n+2)` (`n < r`) or `[n+r, n+r+1)`, so every range of new indices
+//! covers a contiguous range of the vector.
+
+use crate::schedule::{Op, StepId};
+
+use super::gen::{rounds, Blocks, Ctx, Emit, Gen, Loc};
+
+/// Shape of the folded power-of-two part.
+#[derive(Clone, Debug)]
+struct Fold {
+    /// Power-of-two size k'.
+    pow: u32,
+    /// log2 k'.
+    levels: u32,
+    /// Members folded in pairs: the first 2r.
+    r: u32,
+    blocks: Blocks,
+}
+
+impl Fold {
+    fn new(k: u32, blocks: Blocks) -> Fold {
+        let levels = 31 - k.leading_zeros();
+        let pow = 1 << levels;
+        Fold {
+            pow,
+            levels,
+            r: k - pow,
+            blocks,
+        }
+    }
+
+    /// First member block of new index `n` (`n == pow` gives `k`).
+    fn member_of(&self, n: u32) -> u32 {
+        if n <= self.r {
+            2 * n
+        } else {
+            n + self.r
+        }
+    }
+
+    /// Element range of new indices `[a, b)`.
+    fn span(&self, a: u32, b: u32) -> (u64, u64) {
+        let (x, y) = (
+            self.blocks.off(self.member_of(a)),
+            self.blocks.off(self.member_of(b)),
+        );
+        (x, y - x)
+    }
+
+    /// New index of member `m`, or None if it folds out (even, below 2r).
+    fn new_index(&self, m: u32) -> Option<u32> {
+        if m < 2 * self.r {
+            (m % 2 == 1).then_some(m / 2)
+        } else {
+            Some(m - self.r)
+        }
+    }
+}
+
+/// Recursive halving-doubling AllReduce of `count` elements from `src` into
+/// `dst` (both laid out like the vector). `same` = in place.
+pub(crate) fn allreduce(
+    c: Ctx,
+    count: u64,
+    src: Loc,
+    dst: Loc,
+    same: bool,
+    divide: Option<u32>,
+) -> Box<dyn Gen> {
+    let k = c.g.size;
+    let f = Fold::new(
+        k,
+        Blocks::Even {
+            total: count,
+            parts: k,
+        },
+    );
+    let me = c.me;
+    let all = (0u64, count);
+    let l = f.levels;
+    if k == 1 {
+        return rounds(1, move |_, e: &mut Emit| {
+            let copy = e.push_if(
+                !same,
+                Op::Copy {
+                    src: src.at(all.0, all.1),
+                    dst: dst.at(all.0, all.1),
+                },
+                &[],
+            );
+            if let Some(d) = divide {
+                let deps: Vec<StepId> = copy.into_iter().collect();
+                e.push(
+                    Op::Divide {
+                        dst: dst.at(all.0, all.1),
+                        divisor: d,
+                    },
+                    &deps,
+                );
+            }
+        });
+    }
+    let tag = move |x: u32| c.tag0 + x;
+    let Some(n) = f.new_index(me) else {
+        // Folded out: hand the vector to the odd neighbour, get the result back.
+        return rounds(1, move |_, e: &mut Emit| {
+            let s = e.push(
+                Op::Send {
+                    peer: c.g.rank(me + 1),
+                    tag: tag(0),
+                    src: src.at(all.0, all.1),
+                },
+                &[],
+            );
+            e.push(
+                Op::Recv {
+                    peer: c.g.rank(me + 1),
+                    tag: tag(1 + 2 * l),
+                    dst: dst.at(all.0, all.1),
+                },
+                &[s],
+            );
+        });
+    };
+    let folded = me < 2 * f.r;
+    let fr = f.r;
+    let peer_of = move |bit: u32| {
+        let m = n ^ (1 << bit);
+        c.g.rank(if m < fr { 2 * m + 1 } else { m + fr })
+    };
+    // Ids of the halving steps' sends and receives, by step.
+    let mut rs_send = [0 as StepId; 32];
+    let mut rs_recv = [0 as StepId; 32];
+    let mut ag_send: Option<StepId> = None;
+    let mut ag_recv: Option<StepId> = None;
+    let mut first: Option<StepId> = None;
+    // The owned range of new indices.
+    let (mut lo, mut hi) = (0u32, f.pow);
+    rounds(2 * l + 2, move |t, e: &mut Emit| {
+        if t == 0 {
+            if folded {
+                first = Some(e.push(
+                    Op::RecvReduce {
+                        peer: c.g.rank(me - 1),
+                        tag: tag(0),
+                        local: src.at(all.0, all.1),
+                        dst: dst.at(all.0, all.1),
+                        op: c.op,
+                    },
+                    &[],
+                ));
+            }
+            return;
+        }
+        if t <= l {
+            // Halving step s: keep the half that contains n, send the other.
+            let s = t - 1;
+            let bit = l - 1 - s;
+            let mid = lo + (hi - lo) / 2;
+            let (keep, give) = if n & (1 << bit) == 0 {
+                ((lo, mid), (mid, hi))
+            } else {
+                ((mid, hi), (lo, mid))
+            };
+            let cur = if s == 0 && !folded { src } else { dst };
+            let deps: Vec<StepId> = if s == 0 {
+                first.into_iter().collect()
+            } else {
+                vec![rs_recv[s as usize - 1]]
+            };
+            let g = f.span(give.0, give.1);
+            rs_send[s as usize] = e.push(
+                Op::Send {
+                    peer: peer_of(bit),
+                    tag: tag(1 + s),
+                    src: cur.at(g.0, g.1),
+                },
+                &deps,
+            );
+            let kp = f.span(keep.0, keep.1);
+            rs_recv[s as usize] = e.push(
+                Op::RecvReduce {
+                    peer: peer_of(bit),
+                    tag: tag(1 + s),
+                    local: cur.at(kp.0, kp.1),
+                    dst: dst.at(kp.0, kp.1),
+                    op: c.op,
+                },
+                &deps,
+            );
+            (lo, hi) = keep;
+            if t == l {
+                let deps = [rs_recv[s as usize]];
+                if let Some(d) = divide {
+                    let (o, len) = f.span(lo, hi);
+                    first = Some(e.push(
+                        Op::Divide {
+                            dst: dst.at(o, len),
+                            divisor: d,
+                        },
+                        &deps,
+                    ));
+                } else {
+                    first = Some(deps[0]);
+                }
+            }
+            return;
+        }
+        if t <= 2 * l {
+            // Doubling step u: exchange owned ranges with the partner at bit u.
+            let u = t - l - 1;
+            let size = hi - lo;
+            let (plo, phi) = if n & (1 << u) == 0 {
+                (hi, hi + size)
+            } else {
+                (lo - size, lo)
+            };
+            let mine = f.span(lo, hi);
+            let theirs = f.span(plo, phi);
+            let mut deps: Vec<StepId> = ag_recv.into_iter().chain(ag_send).collect();
+            if u == 0 {
+                deps = first.into_iter().collect();
+            }
+            ag_send = Some(e.push(
+                Op::Send {
+                    peer: peer_of(u),
+                    tag: tag(1 + l + u),
+                    src: dst.at(mine.0, mine.1),
+                },
+                &deps,
+            ));
+            // The halving step that sent this range read it: wait for that send.
+            let rs = rs_send[(l - 1 - u) as usize];
+            ag_recv = Some(e.push(
+                Op::Recv {
+                    peer: peer_of(u),
+                    tag: tag(1 + l + u),
+                    dst: dst.at(theirs.0, theirs.1),
+                },
+                &[rs],
+            ));
+            (lo, hi) = (lo.min(plo), hi.max(phi));
+            return;
+        }
+        // Unfold: give the result to the folded-out neighbour.
+        if folded {
+            let deps: Vec<StepId> = if l == 0 {
+                first.into_iter().collect()
+            } else {
+                ag_recv.into_iter().chain(ag_send).collect()
+            };
+            e.push(
+                Op::Send {
+                    peer: c.g.rank(me - 1),
+                    tag: tag(1 + 2 * l),
+                    src: dst.at(all.0, all.1),
+                },
+                &deps,
+            );
+        }
+    })
+}
+
+/// Recursive-doubling AllGather of `blocks` (one per member) into `dst`
+/// (laid out like the vector), with the same folding as [`allreduce`].
+pub(crate) fn allgather(c: Ctx, blocks: Blocks, src: Option<Loc>, dst: Loc) -> Box<dyn Gen> {
+    let k = c.g.size;
+    let f = Fold::new(k, blocks.clone());
+    let me = c.me;
+    let l = f.levels;
+    let tag = move |x: u32| c.tag0 + x;
+    let own = move |b: &Blocks| match src {
+        Some(s) => s.at(0, b.len(me)),
+        None => dst.block(b, me),
+    };
+    let total = blocks.total();
+    let Some(n) = f.new_index(me) else {
+        return rounds(1, move |_, e: &mut Emit| {
+            let s = e.push(
+                Op::Send {
+                    peer: c.g.rank(me + 1),
+                    tag: tag(0),
+                    src: own(&blocks),
+                },
+                &[],
+            );
+            e.push(
+                Op::Recv {
+                    peer: c.g.rank(me + 1),
+                    tag: tag(1 + l),
+                    dst: dst.at(0, total),
+                },
+                &[s],
+            );
+        });
+    };
+    let folded = me < 2 * f.r;
+    let fr = f.r;
+    let peer_of = move |bit: u32| {
+        let m = n ^ (1 << bit);
+        c.g.rank(if m < fr { 2 * m + 1 } else { m + fr })
+    };
+    let mut start: Vec<StepId> = Vec::new();
+    let mut last: Vec<StepId> = Vec::new();
+    let (mut lo, mut hi) = (n, n + 1);
+    rounds(l + 2, move |t, e: &mut Emit| {
+        if t == 0 {
+            if let Some(s) = src {
+                start.push(e.push(
+                    Op::Copy {
+                        src: s.at(0, blocks.len(me)),
+                        dst: dst.block(&blocks, me),
+                    },
+                    &[],
+                ));
+            }
+            if folded {
+                start.push(e.push(
+                    Op::Recv {
+                        peer: c.g.rank(me - 1),
+                        tag: tag(0),
+                        dst: dst.block(&blocks, me - 1),
+                    },
+                    &[],
+                ));
+            }
+            last.clone_from(&start);
+            return;
+        }
+        if t <= l {
+            let u = t - 1;
+            let size = hi - lo;
+            let (plo, phi) = if n & (1 << u) == 0 {
+                (hi, hi + size)
+            } else {
+                (lo - size, lo)
+            };
+            let mine = f.span(lo, hi);
+            let theirs = f.span(plo, phi);
+            let s = e.push(
+                Op::Send {
+                    peer: peer_of(u),
+                    tag: tag(1 + u),
+                    src: dst.at(mine.0, mine.1),
+                },
+                &last,
+            );
+            let r = e.push(
+                Op::Recv {
+                    peer: peer_of(u),
+                    tag: tag(1 + u),
+                    dst: dst.at(theirs.0, theirs.1),
+                },
+                &[],
+            );
+            last = vec![s, r];
+            (lo, hi) = (lo.min(plo), hi.max(phi));
+            return;
+        }
+        if folded {
+            e.push(
+                Op::Send {
+                    peer: c.g.rank(me - 1),
+                    tag: tag(1 + l),
+                    src: dst.at(0, total),
+                },
+                &last,
+            );
+        }
+    })
+}
