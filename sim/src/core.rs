@@ -40,7 +40,7 @@ use crate::cost::transfer_ns;
 use crate::data::{ApplyError, RankMem};
 use crate::error::SimError;
 use crate::flows::{FlowNet, LinkId, LinkSpec, Resched};
-use crate::hooks::{Ctl, Hooks, MessageFate, MessageInfo};
+use crate::hooks::{Ctl, Delivered, Hooks, MessageFate, MessageInfo};
 use crate::queue::{EventKind, EventQueue};
 use crate::scenario::{CommEntry, CostParams, OpEntry};
 use crate::trace::TraceHash;
@@ -491,7 +491,10 @@ impl<'a> Core<'a> {
         let route = self.ranks[src as usize].chans[chan].route;
         let ctx = self.ranks[dst as usize].ctx;
         let fate = {
-            let route_links = self.net.route(route).to_vec();
+            // The route goes to the hook by reference: no allocation per message.
+            let mut route_links = std::mem::take(&mut self.route_buf);
+            route_links.clear();
+            route_links.extend_from_slice(self.net.route(route));
             let info = MessageInfo {
                 op: op_index as usize,
                 comm: ctx.comm,
@@ -502,7 +505,9 @@ impl<'a> Core<'a> {
                 bytes: send_len,
                 route: &route_links,
             };
-            self.with_hooks(|h, ctl| h.on_message(ctl, &info))
+            let fate = self.with_hooks(|h, ctl| h.on_message(ctl, &info));
+            self.route_buf = route_links;
+            fate
         };
         let payload = match (&self.ranks[src as usize].mem, send_op) {
             (Some(mem), Op::Send { src: region, .. }) if self.data => mem
@@ -672,6 +677,20 @@ impl<'a> Core<'a> {
             }
         }
         self.complete(dst, step);
+        // Observers only; skipped if a hook is running (re-entrant call).
+        if let Some(hooks) = self.hooks.take() {
+            let m = &self.msgs[id as usize];
+            let info = Delivered {
+                op: m.op as usize,
+                src: m.src,
+                dst: m.dst,
+                tag: m.tag,
+                bytes: m.bytes,
+            };
+            let mut ctl = Ctl { core: self };
+            hooks.on_delivered(&mut ctl, &info);
+            self.hooks = Some(hooks);
+        }
         self.free_msg(id);
         Ok(())
     }

@@ -81,6 +81,22 @@ pub struct MessageInfo<'a> {
     pub route: &'a [LinkId],
 }
 
+/// A message that reached its receiver: its receive step completes now
+/// (after the transfer, the route latency and, for a receive-reduce, γ).
+#[derive(Debug, Clone, Copy)]
+pub struct Delivered {
+    /// Index of the op in the scenario.
+    pub op: usize,
+    /// Sending fabric rank.
+    pub src: u32,
+    /// Receiving fabric rank.
+    pub dst: u32,
+    /// Schedule tag.
+    pub tag: u32,
+    /// Payload bytes.
+    pub bytes: u64,
+}
+
 /// Observer and fault injector. Every method has a do-nothing default.
 pub trait Hooks {
     /// Fabric rank `rank` is about to start op `op` (scenario index).
@@ -93,6 +109,12 @@ pub trait Hooks {
     fn on_message(&mut self, ctl: &mut Ctl<'_, '_>, msg: &MessageInfo<'_>) -> MessageFate {
         let _ = (ctl, msg);
         MessageFate::Deliver
+    }
+
+    /// A message reached its receiver (observers: profiling, traces).
+    /// Not called for dropped messages.
+    fn on_delivered(&mut self, ctl: &mut Ctl<'_, '_>, msg: &Delivered) {
+        let _ = (ctl, msg);
     }
 
     /// A timer set with [`Ctl::set_timer`] fired.

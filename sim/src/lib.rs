@@ -39,7 +39,7 @@ pub use collective::{busbw_factor, Collective};
 pub use data::default_input;
 pub use error::SimError;
 pub use flows::{LinkId, LinkUsage};
-pub use hooks::{Ctl, Hooks, MessageFate, MessageInfo, NoHooks, OpStart};
+pub use hooks::{Ctl, Delivered, Hooks, MessageFate, MessageInfo, NoHooks, OpStart};
 pub use report::{
     EngineStats, OpResult, RankStatus, RankWait, SimReport, Stall, StallReason, StalledFlow,
     UnmatchedPost,

@@ -1,6 +1,7 @@
 //! The trace hash: a fingerprint of every event the engine processed.
 
-/// 64-bit FNV-1a over a stream of `u64` words (little-endian bytes).
+/// A 64-bit FNV-1a hash ([`TraceHash::byte`]) with a word-at-a-time
+/// variant ([`TraceHash::word`]) for event streams.
 ///
 /// FNV-1a (Fowler, Noll, Vo; the offset basis and prime below are the
 /// published 64-bit parameters) has no key and no per-process seed, so the
@@ -24,12 +25,14 @@ impl TraceHash {
         self.0 = (self.0 ^ u64::from(b)).wrapping_mul(FNV_PRIME);
     }
 
-    /// Mixes one word into the hash, as its 8 little-endian bytes.
+    /// Mixes one 64-bit word into the hash in one step: FNV-1a's
+    /// xor-then-multiply applied to the whole word (with a rotation so high
+    /// bits reach the low ones). Not the byte-wise FNV-1a digest, but
+    /// equally fixed and portable, and 8× cheaper: the engine hashes every
+    /// event with it.
     #[inline]
     pub fn word(&mut self, w: u64) {
-        for b in w.to_le_bytes() {
-            self.byte(b);
-        }
+        self.0 = (self.0.rotate_left(23) ^ w).wrapping_mul(FNV_PRIME);
     }
 
     /// The hash so far.

@@ -1,0 +1,150 @@
+//! Scale benchmark of the simulator (timing-only mode). Prints, per case:
+//! ranks, simulated time, wall time, events, events per second, peak
+//! resident memory (VmHWM) and bytes per rank.
+//!
+//! Run: `cargo run --release -p hccl-sim --example scale_bench [-- case...]`
+//! (no arguments: every case; each case runs in a child process so its peak
+//! memory is its own).
+//!
+//! Cases:
+//! - `ring-N` / `hier-N`: AllReduce of 1 GiB (fp32) on an Atlas 800T A2
+//!   cluster of N ranks (8 NPUs per server on HCCS, RoCE leaf-spine between
+//!   servers), flat ring or hierarchical (level0 ring inside servers,
+//!   level1 ring between them).
+//! - `astra-N`: the ASTRA-sim reference case: a 1-D ring of N ranks, 50 GiB/s
+//!   links (GB = 2^30 B, so 53.687 GB/s here), 500 ns per hop, no α and no
+//!   reduce cost, ring AllReduce of 64 MiB in one chunk.
+// The benchmark measures wall time; the simulator itself never does.
+#![allow(clippy::disallowed_types, clippy::disallowed_methods)]
+
+use std::process::Command;
+use std::time::Instant;
+
+use hccl_algos::algo::{AlgoSpec, Algorithm, Levels};
+use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
+use hccl_algos::DataType;
+use hccl_sim::{CostParams, Scenario};
+use hccl_topology::{build_preset, build_preset_with, Fabric, Preset, PresetOptions};
+
+const ALL: [&str; 10] = [
+    "ring-64",
+    "hier-64",
+    "ring-512",
+    "hier-512",
+    "ring-4096",
+    "hier-4096",
+    "hier-16384",
+    "ring-16384",
+    "astra-1024",
+    "astra-2048",
+];
+
+fn vm_hwm_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn run_case(name: &str) -> Result<(), String> {
+    let (kind, n) = name
+        .split_once('-')
+        .and_then(|(k, n)| Some((k, n.parse::<u32>().ok()?)))
+        .ok_or_else(|| format!("unknown case {name:?}; cases: {}", ALL.join(", ")))?;
+    let t_build = Instant::now();
+    let (fabric, costs, bytes, algo): (Fabric, Option<CostParams>, u64, AlgoSpec) = match kind {
+        "ring" | "hier" => {
+            let f = build_preset(Preset::Atlas800tA2, n / 8).map_err(|e| e.to_string())?;
+            let algo = if kind == "ring" {
+                AlgoSpec::Flat(Algorithm::Ring)
+            } else {
+                AlgoSpec::Hierarchical(Levels {
+                    level0: Some(Algorithm::Ring),
+                    level1: Some(Algorithm::Ring),
+                    level2: None,
+                })
+            };
+            (f, None, 1 << 30, algo)
+        }
+        "astra" => {
+            let opts = PresetOptions {
+                link_gbps: 50.0 * 1.073_741_824,
+                link_latency_ns: 500,
+                ..PresetOptions::default()
+            };
+            let f = build_preset_with(Preset::Ring, n, &opts).map_err(|e| e.to_string())?;
+            let costs = CostParams {
+                msg_overhead_ns: 0,
+                reduce_gbps: f64::INFINITY,
+                copy_gbps: f64::INFINITY,
+            };
+            (f, Some(costs), 64 << 20, AlgoSpec::Flat(Algorithm::Ring))
+        }
+        _ => return Err(format!("unknown case {name:?}")),
+    };
+    let build_s = t_build.elapsed().as_secs_f64();
+    let window: usize = std::env::var("SIM_WINDOW")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8);
+    let mut sc = Scenario::new(&fabric).window(window);
+    if let Some(c) = costs {
+        sc = sc.costs(c);
+    }
+    let w = sc.world();
+    let args = CollectiveArgs::new(CollectiveKind::AllReduce, bytes / 4, DataType::Fp32, n);
+    sc.collective(w, args, algo).map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let rep = sc.run().map_err(|e| e.to_string())?;
+    let wall = t.elapsed().as_secs_f64();
+    let hwm = vm_hwm_bytes();
+    let op = &rep.ops[0];
+    println!(
+        "{name:<11} ranks {n:>6}  sim {:>14} ns  busbw {:>7.2} GB/s  wall {wall:>8.3} s (+{build_s:.2} s fabric)  events {:>11}  {:>6.2} M ev/s  VmHWM {:>8.1} MiB  {:>6} B/rank  engine est {:>6} B/rank{}",
+        op.time_ns.map_or("stalled".into(), |t| t.to_string()),
+        op.busbw_gbps.unwrap_or(0.0),
+        rep.stats.events,
+        rep.stats.events as f64 / wall / 1e6,
+        hwm as f64 / (1 << 20) as f64,
+        hwm / u64::from(n),
+        rep.stats.memory_bytes / u64::from(n),
+        if rep.stall.is_some() { "  STALLED" } else { "" },
+    );
+    Ok(())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(case) = args.iter().find_map(|a| a.strip_prefix("--child=")) {
+        if let Err(e) = run_case(case) {
+            println!("{case:<11} error: {e}");
+        }
+        return;
+    }
+    let cases: Vec<String> = if args.is_empty() {
+        ALL.iter().map(|s| s.to_string()).collect()
+    } else {
+        args
+    };
+    let exe = std::env::current_exe().expect("own path");
+    for case in cases {
+        let out = Command::new(&exe).arg(format!("--child={case}")).output();
+        match out {
+            Ok(o) => {
+                print!("{}", String::from_utf8_lossy(&o.stdout));
+                if !o.status.success() {
+                    println!(
+                        "{case:<11} failed: {}",
+                        String::from_utf8_lossy(&o.stderr).trim()
+                    );
+                }
+            }
+            Err(e) => println!("{case:<11} could not start: {e}"),
+        }
+    }
+}
