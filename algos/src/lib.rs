@@ -15,6 +15,7 @@ pub mod layout;
 pub mod mem_transport;
 pub mod reference;
 pub mod schedule;
+pub mod select;
 pub mod transport;
 pub mod verify;
 

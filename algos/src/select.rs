@@ -1,0 +1,641 @@
+//! Algorithm selection: an α–β–γ cost model per topology level, and
+//! `HCCL_ALGO` overrides in HCCL's syntax.
+//!
+//! # Cost model
+//! Hockney's model as HCCL's algorithm guide uses it (`coll_algo_intro`,
+//! "耗时评估"): one step moving and reducing `n` bytes costs
+//! `α + nβ + nγ`, with α the fixed latency of a message, β = 1/bandwidth and
+//! γ = 1/reduce-bandwidth. Per-algorithm totals, for `p` members and an
+//! `n`-byte vector (Thakur, Rabenseifner & Gropp 2005, "Optimization of
+//! collective communication operations in MPICH", IJHPCA 19(1), §3–4):
+//!
+//! | algorithm | AllReduce | ReduceScatter / AllGather (n = whole vector) |
+//! |---|---|---|
+//! | ring | `2(p-1)α + 2(p-1)/p·nβ + (p-1)/p·nγ` | `(p-1)α + (p-1)/p·nβ (+ (p-1)/p·nγ)` |
+//! | H-D_R, p = 2^k | `2 log2 p·α + 2(p-1)/p·nβ + (p-1)/p·nγ` | `log2 p·α + (p-1)/p·nβ` |
+//! | H-D_R, other p | the power-of-two part for `p' = 2^⌊log2 p⌋`, plus `2(α + nβ) + nγ` to fold | plus `2α + nβ`-ish folding |
+//! | mesh | `2α + 2(p-1)/p·nβ + (p-1)/p·nγ` | `α + (p-1)/p·nβ` |
+//!
+//! Broadcast/Reduce: chain `(p-2+C)(α + nβ/C)` with `C` chunks (+γ),
+//! binomial tree `⌈log2 p⌉(α + nβ)`, mesh `α + (p-1)·nβ` (the root's port
+//! carries every copy). AllToAll with `n` bytes per rank: pairwise
+//! `(p-1)(α + nβ/p)`, mesh `α + (p-1)/p·nβ`. Hierarchical plans add their
+//! phases, each with its level's [`LinkCost`] (HCCL's hierarchical scheme,
+//! e.g. AllReduce = level0 ReduceScatter + level1 AllReduce on `n/k0` +
+//! level0 AllGather). Mesh is a candidate only inside a server (HCCL uses it
+//! for the intra-server full mesh) or for flat groups of at most 8.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::algo::{AlgoSpec, Algorithm, Levels};
+use crate::collective::{CollectiveArgs, CollectiveKind};
+use crate::layout::GroupLayout;
+
+/// Cost parameters of one level's links.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkCost {
+    /// Fixed cost of one message, ns.
+    pub alpha_ns: f64,
+    /// Link bandwidth, GB/s (G = 10^9); β = 1 / bandwidth.
+    pub bandwidth_gbps: f64,
+    /// Reduction throughput, GB/s; γ = 1 / reduce bandwidth.
+    pub reduce_gbps: f64,
+}
+
+impl LinkCost {
+    /// β in ns per byte.
+    pub fn beta(&self) -> f64 {
+        1.0 / self.bandwidth_gbps.max(1e-9)
+    }
+
+    /// γ in ns per byte.
+    pub fn gamma(&self) -> f64 {
+        1.0 / self.reduce_gbps.max(1e-9)
+    }
+}
+
+/// Link costs per level.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CostModel {
+    /// Inside a server.
+    pub level0: LinkCost,
+    /// Between servers.
+    pub level1: LinkCost,
+    /// Between super pods.
+    pub level2: LinkCost,
+}
+
+impl Default for CostModel {
+    /// An Atlas 800T A2-like default: HCCS inside a server (≈ 56 GB/s per
+    /// link, ~2 µs per message), one 200 GbE RoCE port per NPU between servers
+    /// (25 GB/s, ~10 µs), super pods behind a further spine (12.5 GB/s,
+    /// ~15 µs); reductions at 100 GB/s. Round figures for ranking algorithms,
+    /// not measurements.
+    fn default() -> Self {
+        CostModel {
+            level0: LinkCost {
+                alpha_ns: 2_000.0,
+                bandwidth_gbps: 56.0,
+                reduce_gbps: 100.0,
+            },
+            level1: LinkCost {
+                alpha_ns: 10_000.0,
+                bandwidth_gbps: 25.0,
+                reduce_gbps: 100.0,
+            },
+            level2: LinkCost {
+                alpha_ns: 15_000.0,
+                bandwidth_gbps: 12.5,
+                reduce_gbps: 100.0,
+            },
+        }
+    }
+}
+
+/// One candidate the selector considered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Candidate {
+    /// The algorithm(s).
+    pub spec: AlgoSpec,
+    /// Predicted time, ns.
+    pub predicted_ns: f64,
+}
+
+/// The selector's answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Selection {
+    /// What to run.
+    pub spec: AlgoSpec,
+    /// Its predicted time, ns (None when forced by `HCCL_ALGO` and not costable).
+    pub predicted_ns: Option<f64>,
+    /// Why: "cheapest of N candidates" or "HCCL_ALGO".
+    pub reason: String,
+}
+
+fn log2_ceil(p: u32) -> f64 {
+    if p <= 1 {
+        0.0
+    } else {
+        (32 - (p - 1).leading_zeros()) as f64
+    }
+}
+
+/// Time of a flat algorithm for `kind` over `p` members with link `l`;
+/// `n` = message bytes as in the module table. None if not implemented.
+fn flat_cost(kind: CollectiveKind, a: Algorithm, p: u32, n: f64, l: &LinkCost) -> Option<f64> {
+    use CollectiveKind as K;
+    if !a.supports(kind) {
+        return None;
+    }
+    let (al, be, ga) = (l.alpha_ns, l.beta(), l.gamma());
+    let pf = p as f64;
+    let frac = if p == 0 { 0.0 } else { (pf - 1.0) / pf };
+    let pow = if p == 0 {
+        1
+    } else {
+        1u32 << (31 - p.leading_zeros())
+    };
+    let fold = p != pow;
+    let lg = (pow as f64).log2();
+    let t = match (kind, a) {
+        (K::AllReduce, Algorithm::Ring) => {
+            2.0 * (pf - 1.0) * al + 2.0 * frac * n * be + frac * n * ga
+        }
+        (K::AllReduce, Algorithm::HalvingDoubling) => {
+            let pfr = (pow as f64 - 1.0) / pow as f64;
+            let base = 2.0 * lg * al + 2.0 * pfr * n * be + pfr * n * ga;
+            base + if fold {
+                2.0 * (al + n * be) + n * ga
+            } else {
+                0.0
+            }
+        }
+        (K::AllReduce, Algorithm::Mesh) => 2.0 * al + 2.0 * frac * n * be + frac * n * ga,
+        (K::ReduceScatter | K::ReduceScatterV, Algorithm::Ring) => {
+            (pf - 1.0) * al + frac * n * (be + ga)
+        }
+        (K::ReduceScatter | K::ReduceScatterV, Algorithm::Mesh) => al + frac * n * (be + ga),
+        (K::AllGather | K::AllGatherV, Algorithm::Ring) => (pf - 1.0) * al + frac * n * be,
+        (K::AllGather | K::AllGatherV, Algorithm::HalvingDoubling) => {
+            lg * al + frac * n * be + if fold { 2.0 * al + n * be } else { 0.0 }
+        }
+        (K::AllGather | K::AllGatherV, Algorithm::Mesh) => al + frac * n * be,
+        (K::Broadcast | K::Reduce, Algorithm::Ring) => {
+            let c = 1.0_f64.max((n / (512.0 * 1024.0)).min(64.0)).floor();
+            let g = if kind == K::Reduce { ga } else { 0.0 };
+            if p <= 1 {
+                0.0
+            } else {
+                (pf - 2.0 + c) * (al + n / c * (be + g))
+            }
+        }
+        (K::Broadcast | K::Reduce, Algorithm::Tree) => {
+            let g = if kind == K::Reduce { ga } else { 0.0 };
+            log2_ceil(p) * (al + n * (be + g))
+        }
+        (K::Broadcast | K::Reduce, Algorithm::Mesh) => {
+            let g = if kind == K::Reduce {
+                ga * (pf - 1.0) * n
+            } else {
+                0.0
+            };
+            al + (pf - 1.0) * n * be + g
+        }
+        (K::Scatter | K::Gather, Algorithm::Ring) => (pf - 1.0) * al + frac * n * be,
+        (K::Scatter | K::Gather, Algorithm::Mesh) => al + frac * n * be,
+        (K::AllToAll | K::AllToAllV, Algorithm::Pairwise) => (pf - 1.0) * (al + n / pf * be),
+        (K::AllToAll | K::AllToAllV, Algorithm::Mesh) => al + frac * n * be,
+        (K::Barrier, _) => log2_ceil(p) * al,
+        (K::SendRecv | K::BatchSendRecv, _) => al + n * be,
+        _ => return None,
+    };
+    Some(t)
+}
+
+/// Predicted time of `spec` for `args` on `layout`, ns; None if the spec
+/// does not implement the collective or the layout does not fit it.
+pub fn predict(
+    args: &CollectiveArgs,
+    spec: &AlgoSpec,
+    layout: &GroupLayout,
+    cost: &CostModel,
+) -> Option<f64> {
+    use CollectiveKind as K;
+    let kind = args.kind;
+    let p = args.world_size;
+    let n = args.message_bytes() as f64;
+    let servers = layout.server_count();
+    match spec {
+        AlgoSpec::Flat(a) => {
+            // Flat traffic crosses the slowest level the layout has.
+            let pods = (0..p).map(|r| layout.pod_of(r)).max().unwrap_or(0) + 1;
+            let l = if pods > 1 {
+                &cost.level2
+            } else if servers > 1 {
+                &cost.level1
+            } else {
+                &cost.level0
+            };
+            if *a == Algorithm::Mesh
+                && (servers > 1 || p > 8)
+                && !matches!(kind, K::AllToAll | K::AllToAllV)
+            {
+                return None;
+            }
+            flat_cost(kind, *a, p, n, l)
+        }
+        AlgoSpec::Hierarchical(lv) => {
+            let shape = layout.regular().ok()?;
+            let k0 = shape.ranks_per_server;
+            let k1 = shape.servers_per_pod * shape.pods;
+            let a0 = lv.level0.unwrap_or(if k0 <= 8 {
+                Algorithm::Mesh
+            } else {
+                Algorithm::Ring
+            });
+            let a1 = lv.level1.unwrap_or(if k1.is_power_of_two() {
+                Algorithm::HalvingDoubling
+            } else {
+                Algorithm::Ring
+            });
+            let c0 = |kind, n| flat_cost(kind, a0, k0, n, &cost.level0);
+            let c1 = |kind, n| flat_cost(kind, a1, k1, n, &cost.level1);
+            match kind {
+                K::AllReduce => Some(
+                    c0(K::ReduceScatter, n)?
+                        + c1(K::AllReduce, n / k0 as f64)?
+                        + c0(K::AllGather, n)?,
+                ),
+                K::AllGather => Some(c0(K::AllGather, n / k1 as f64)? + c1(K::AllGather, n)?),
+                K::ReduceScatter => {
+                    Some(c1(K::ReduceScatter, n)? + c0(K::ReduceScatter, n / k1 as f64)?)
+                }
+                K::Broadcast => Some(c1(K::Broadcast, n)? + c0(K::Broadcast, n)?),
+                K::Reduce => Some(c0(K::Reduce, n)? + c1(K::Reduce, n)?),
+                _ => None,
+            }
+        }
+    }
+}
+
+/// Every candidate for `args` on `layout` with its predicted time, cheapest
+/// first: the flat algorithms implementing the collective and, when the
+/// layout has several servers and is regular, level0 × level1 combinations.
+pub fn explain(args: &CollectiveArgs, layout: &GroupLayout, cost: &CostModel) -> Vec<Candidate> {
+    let mut specs: Vec<AlgoSpec> = Algorithm::ALL.into_iter().map(AlgoSpec::Flat).collect();
+    if layout.server_count() > 1 && layout.regular().is_ok() {
+        for l0 in [Algorithm::Mesh, Algorithm::Ring] {
+            for l1 in [
+                Algorithm::Ring,
+                Algorithm::HalvingDoubling,
+                Algorithm::Tree,
+                Algorithm::Mesh,
+            ] {
+                specs.push(AlgoSpec::Hierarchical(Levels {
+                    level0: Some(l0),
+                    level1: Some(l1),
+                    level2: None,
+                }));
+            }
+        }
+    }
+    let mut out: Vec<Candidate> = specs
+        .into_iter()
+        .filter_map(|spec| {
+            predict(args, &spec, layout, cost).map(|t| Candidate {
+                spec,
+                predicted_ns: t,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.predicted_ns.total_cmp(&b.predicted_ns));
+    out
+}
+
+/// Picks the algorithm: the `HCCL_ALGO` override for this collective if
+/// any, else the cheapest candidate of [`explain`] (ring if none is costable).
+pub fn select(
+    args: &CollectiveArgs,
+    layout: &GroupLayout,
+    cost: &CostModel,
+    env: Option<&HcclAlgo>,
+) -> Selection {
+    if let Some(spec) = env.and_then(|e| e.spec_for(args.kind)) {
+        return Selection {
+            predicted_ns: predict(args, &spec, layout, cost),
+            spec,
+            reason: "HCCL_ALGO".into(),
+        };
+    }
+    let c = explain(args, layout, cost);
+    match c.first() {
+        Some(best) => Selection {
+            spec: best.spec,
+            predicted_ns: Some(best.predicted_ns),
+            reason: format!("cheapest of {} candidates", c.len()),
+        },
+        None => Selection {
+            spec: AlgoSpec::Flat(Algorithm::Ring),
+            predicted_ns: None,
+            reason: "no costable candidate; ring".into(),
+        },
+    }
+}
+
+/// A parsed `HCCL_ALGO` value.
+///
+/// Syntax (HCCL's docs, `hccl_env/HCCL_ALGO.md`): global
+/// `level0:NA;level1:<algo>[;level2:<algo>]`, or per op
+/// `<op>=level0:NA;level1:<algo>/<op>=...` with `<op>` one of `allgather`
+/// (also AllGatherV), `reducescatter` (also ReduceScatterV), `allreduce`,
+/// `broadcast`, `reduce`, `scatter`, `alltoall` (also AllToAllV). HCCL
+/// accepts only `NA` for level0; hccl-rs also accepts `ring` and `mesh`
+/// there. Level values: `ring`, `H-D_R`, `NHR`, `NB`, `pipeline`,
+/// `pairwise`, plus hccl-rs's `mesh` and `tree`; HCCL's `NHR_V1` and `AHC`
+/// are not implemented and are rejected.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct HcclAlgo {
+    /// Setting for every op without its own.
+    pub global: Option<Levels>,
+    /// Settings per HCCL op name.
+    pub per_op: BTreeMap<String, Levels>,
+}
+
+/// HCCL's op names in `HCCL_ALGO`.
+pub const HCCL_ALGO_OPS: [&str; 7] = [
+    "allgather",
+    "reducescatter",
+    "allreduce",
+    "broadcast",
+    "reduce",
+    "scatter",
+    "alltoall",
+];
+
+/// Error of parsing `HCCL_ALGO`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HcclAlgoError {
+    /// An op name HCCL does not accept.
+    #[error("HCCL_ALGO: unknown op {value:?}; accepted: {}", HCCL_ALGO_OPS.join(", "))]
+    Op {
+        /// The rejected op name.
+        value: String,
+    },
+    /// A level name other than level0/1/2.
+    #[error("HCCL_ALGO: unknown level {value:?} in {part:?}; accepted: level0, level1, level2")]
+    Level {
+        /// The rejected level.
+        value: String,
+        /// The setting it appeared in.
+        part: String,
+    },
+    /// An algorithm name that is not accepted.
+    #[error("HCCL_ALGO: unknown algorithm {value:?} for {level}; accepted: {accepted}")]
+    Algo {
+        /// The rejected algorithm.
+        value: String,
+        /// Its level.
+        level: String,
+        /// The accepted values.
+        accepted: String,
+    },
+    /// A setting without `levelN:value`.
+    #[error("HCCL_ALGO: malformed setting {part:?}; expected level0:NA;level1:<algo> or <op>=level0:NA;level1:<algo>/...")]
+    Syntax {
+        /// The malformed part.
+        part: String,
+    },
+    /// The same op set twice.
+    #[error("HCCL_ALGO: op {op:?} is set twice")]
+    Duplicate {
+        /// The op.
+        op: String,
+    },
+}
+
+fn parse_levels(s: &str) -> Result<Levels, HcclAlgoError> {
+    let mut l = Levels::default();
+    let mut any = false;
+    for part in s.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        let (level, value) = part
+            .split_once(':')
+            .ok_or_else(|| HcclAlgoError::Syntax { part: part.into() })?;
+        let (level, value) = (level.trim(), value.trim());
+        let accepted = match level {
+            "level0" => "NA, ring, mesh",
+            "level1" | "level2" => "NA, ring, H-D_R, NHR, NB, pipeline, pairwise, mesh, tree",
+            _ => {
+                return Err(HcclAlgoError::Level {
+                    value: level.into(),
+                    part: part.into(),
+                });
+            }
+        };
+        let algo = if value == "NA" {
+            None
+        } else {
+            let a = value
+                .parse::<Algorithm>()
+                .ok()
+                .filter(|a| level != "level0" || matches!(a, Algorithm::Ring | Algorithm::Mesh));
+            match a {
+                Some(a) => Some(a),
+                None => {
+                    return Err(HcclAlgoError::Algo {
+                        value: value.into(),
+                        level: level.into(),
+                        accepted: accepted.into(),
+                    })
+                }
+            }
+        };
+        match level {
+            "level0" => l.level0 = algo,
+            "level1" => l.level1 = algo,
+            _ => l.level2 = algo,
+        }
+        any = true;
+    }
+    if !any {
+        return Err(HcclAlgoError::Syntax { part: s.into() });
+    }
+    Ok(l)
+}
+
+impl HcclAlgo {
+    /// Parses an `HCCL_ALGO` value (see the type's docs).
+    ///
+    /// # Errors
+    /// [`HcclAlgoError`] naming the bad value and the accepted ones.
+    pub fn parse(s: &str) -> Result<HcclAlgo, HcclAlgoError> {
+        let s = s.trim();
+        let mut out = HcclAlgo::default();
+        if !s.contains('=') {
+            out.global = Some(parse_levels(s)?);
+            return Ok(out);
+        }
+        for item in s.split('/').map(str::trim).filter(|i| !i.is_empty()) {
+            let (op, levels) = item
+                .split_once('=')
+                .ok_or_else(|| HcclAlgoError::Syntax { part: item.into() })?;
+            let op = op.trim();
+            if !HCCL_ALGO_OPS.contains(&op) {
+                return Err(HcclAlgoError::Op { value: op.into() });
+            }
+            if out
+                .per_op
+                .insert(op.into(), parse_levels(levels)?)
+                .is_some()
+            {
+                return Err(HcclAlgoError::Duplicate { op: op.into() });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Reads and parses the `HCCL_ALGO` environment variable; `Ok(None)` if unset.
+    ///
+    /// # Errors
+    /// As [`HcclAlgo::parse`].
+    pub fn from_env() -> Result<Option<HcclAlgo>, HcclAlgoError> {
+        match std::env::var("HCCL_ALGO") {
+            Ok(v) if !v.trim().is_empty() => HcclAlgo::parse(&v).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// The forced spec for `kind`, if any: its op's setting, else the
+    /// global one. A setting with every level `NA` forces nothing.
+    pub fn spec_for(&self, kind: CollectiveKind) -> Option<AlgoSpec> {
+        let l = kind
+            .hccl_algo_name()
+            .and_then(|name| self.per_op.get(name))
+            .or(self.global.as_ref())?;
+        if l.level0.is_none() && l.level1.is_none() && l.level2.is_none() {
+            return None;
+        }
+        Some(AlgoSpec::Hierarchical(*l))
+    }
+}
+
+impl fmt::Display for Candidate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:<32} {:>14.1} us",
+            self.spec.to_string(),
+            self.predicted_ns / 1000.0
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::DataType;
+
+    #[test]
+    fn parses_hccl_examples() {
+        let g = HcclAlgo::parse("level0:NA;level1:H-D_R").unwrap();
+        assert_eq!(
+            g.global,
+            Some(Levels {
+                level0: None,
+                level1: Some(Algorithm::HalvingDoubling),
+                level2: None
+            })
+        );
+        let p = HcclAlgo::parse("allreduce=level0:NA;level1:ring/allgather=level0:NA;level1:H-D_R")
+            .unwrap();
+        assert_eq!(p.per_op["allreduce"].level1, Some(Algorithm::Ring));
+        assert_eq!(
+            p.spec_for(CollectiveKind::AllGatherV),
+            Some(AlgoSpec::Hierarchical(Levels {
+                level0: None,
+                level1: Some(Algorithm::HalvingDoubling),
+                level2: None
+            }))
+        );
+        assert_eq!(
+            p.spec_for(CollectiveKind::Broadcast),
+            None,
+            "unset ops are chosen automatically"
+        );
+        let l2 = HcclAlgo::parse("level0:NA;level1:NB;level2:ring").unwrap();
+        assert_eq!(l2.global.unwrap().level2, Some(Algorithm::Ring));
+    }
+
+    #[test]
+    fn bad_values_name_value_and_accepted() {
+        let e = HcclAlgo::parse("level0:NA;level1:fast")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("\"fast\"") && e.contains("H-D_R") && e.contains("level1"),
+            "{e}"
+        );
+        let e = HcclAlgo::parse("allreduse=level0:NA;level1:ring")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("\"allreduse\"") && e.contains("reducescatter"),
+            "{e}"
+        );
+        let e = HcclAlgo::parse("level3:ring").unwrap_err().to_string();
+        assert!(e.contains("\"level3\""), "{e}");
+        let e = HcclAlgo::parse("level0:H-D_R").unwrap_err().to_string();
+        assert!(e.contains("NA, ring, mesh"), "{e}");
+        let e = HcclAlgo::parse("level1:AHC").unwrap_err().to_string();
+        assert!(e.contains("\"AHC\""), "{e}");
+    }
+
+    #[test]
+    fn formulas_match_hand_computed_values() {
+        let l = LinkCost {
+            alpha_ns: 1000.0,
+            bandwidth_gbps: 10.0,
+            reduce_gbps: 20.0,
+        };
+        // Ring AllReduce, p = 4, n = 1e6 B: 6α + 1.5 nβ + 0.75 nγ = 6000 + 150000 + 37500.
+        let t = flat_cost(CollectiveKind::AllReduce, Algorithm::Ring, 4, 1e6, &l).unwrap();
+        assert!((t - 193_500.0).abs() < 1e-6, "{t}");
+        // H-D_R, p = 6: p' = 4: 4α + 1.5nβ + .75nγ + fold 2(α + nβ) + nγ.
+        let t = flat_cost(
+            CollectiveKind::AllReduce,
+            Algorithm::HalvingDoubling,
+            6,
+            1e6,
+            &l,
+        )
+        .unwrap();
+        assert!(
+            (t - (4000.0 + 150_000.0 + 37_500.0 + 2.0 * (1000.0 + 100_000.0) + 50_000.0)).abs()
+                < 1e-6,
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn small_messages_prefer_few_steps_large_prefer_bandwidth() {
+        let layout = GroupLayout::flat(64);
+        let cost = CostModel::default();
+        let small = CollectiveArgs::new(CollectiveKind::AllReduce, 16, DataType::Fp32, 64);
+        let s = select(&small, &layout, &cost, None);
+        assert_eq!(
+            s.spec,
+            AlgoSpec::Flat(Algorithm::HalvingDoubling),
+            "{:?}",
+            explain(&small, &layout, &cost)
+        );
+        let bcast = CollectiveArgs::new(CollectiveKind::Broadcast, 1 << 28, DataType::Fp32, 64);
+        assert_eq!(
+            select(&bcast, &layout, &cost, None).spec,
+            AlgoSpec::Flat(Algorithm::Ring),
+            "pipelined chain wins for 1 GiB"
+        );
+        let tiny = CollectiveArgs::new(CollectiveKind::Broadcast, 1, DataType::Fp32, 64);
+        assert_eq!(
+            select(&tiny, &layout, &cost, None).spec,
+            AlgoSpec::Flat(Algorithm::Tree)
+        );
+    }
+
+    #[test]
+    fn multi_server_prefers_hierarchical_and_env_overrides() {
+        let layout = GroupLayout::servers(4, 8);
+        let cost = CostModel::default();
+        let args = CollectiveArgs::new(CollectiveKind::AllReduce, 1 << 24, DataType::Fp32, 32);
+        let s = select(&args, &layout, &cost, None);
+        assert!(
+            matches!(s.spec, AlgoSpec::Hierarchical(_)),
+            "{:?}",
+            explain(&args, &layout, &cost)
+        );
+        let env = HcclAlgo::parse("allreduce=level0:NA;level1:ring").unwrap();
+        let s = select(&args, &layout, &cost, Some(&env));
+        assert_eq!(s.reason, "HCCL_ALGO");
+        assert_eq!(s.spec.to_string(), "level0:NA;level1:ring");
+    }
+}
