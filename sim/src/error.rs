@@ -43,6 +43,14 @@ pub enum SimError {
         /// Number of communicators.
         count: usize,
     },
+    /// An op id the scenario does not have.
+    #[error("op #{op} does not exist: the scenario has {count} ops")]
+    UnknownOp {
+        /// The id given.
+        op: usize,
+        /// Number of ops.
+        count: usize,
+    },
     /// A rank order names an op the rank cannot run.
     #[error("rank order of rank {rank}: op #{op} is on communicator '{comm}', which does not contain rank {rank}")]
     NotAMember {

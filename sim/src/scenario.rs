@@ -301,6 +301,21 @@ impl<'f> Scenario<'f> {
         self.push_op(comm, Rc::new(source), Some(inputs))
     }
 
+    /// Sets the data-mode inputs of an op already added (one per
+    /// communicator rank), replacing generated ones.
+    ///
+    /// # Errors
+    /// [`SimError::UnknownOp`] for an op id the scenario does not have.
+    pub fn set_inputs(&mut self, op: OpId, inputs: Vec<Vec<u8>>) -> Result<(), SimError> {
+        let count = self.ops.len();
+        let entry = self
+            .ops
+            .get_mut(op.0)
+            .ok_or(SimError::UnknownOp { op: op.0, count })?;
+        entry.inputs = Some(inputs);
+        Ok(())
+    }
+
     fn push_op(
         &mut self,
         comm: CommId,

@@ -26,6 +26,25 @@
 //!   chunk i at `(i+v)(α + ⌈C/β⌉) + vL`. The last rank gets the last chunk at
 //!   `T = (p+c−2)(α + ⌈C/β⌉) + (p−1)L` (Thakur et al.'s pipelined form with
 //!   latency kept apart from α).
+//!
+//! On the `full-mesh` preset every pair of ranks has its own link, so:
+//!
+//! - **Mesh AllGather / Broadcast**: all p−1 messages go at once on
+//!   distinct links: `T = α + ⌈B/β⌉ + L` (B = the block, resp. the buffer).
+//! - **Mesh ReduceScatter**: the p−1 receive-reduces accumulate into one
+//!   block, so each waits for the previous; with rendezvous the next
+//!   message starts only when its receive is posted:
+//!   `T = (p−1)(α + ⌈B/β⌉ + L + ⌈B/γ⌉)`.
+//! - **Mesh AllReduce** = that ReduceScatter on blocks `B = M/p`, then one
+//!   all-to-all round of the reduced blocks:
+//!   `T = (p−1)(α + ⌈B/β⌉ + L + ⌈B/γ⌉) + α + ⌈B/β⌉ + L`.
+//! - **H-D_R AllReduce**, p = 2^m (Thakur et al. 2005 §4.2, recursive
+//!   halving then doubling): step k exchanges `M/2^k` with the partner at
+//!   distance `2^(m−k)`, both directions at once:
+//!   `T = Σ_{k=1..m} (2α + 2⌈(M/2^k)/β⌉ + 2L + ⌈(M/2^k)/γ⌉)`.
+//! - **H-D_R AllGather**, p = 2^m: the own block is first copied into the
+//!   output (the first send reads it there), then step k sends `2^(k−1)B`:
+//!   `T = ⌈B/copy⌉ + Σ_{k=1..m} (α + ⌈2^(k−1)B/β⌉ + L)`.
 
 use hccl_algos::algo::{AlgoSpec, Algorithm};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
@@ -148,6 +167,57 @@ proptest! {
             + u64::from(c.p - 1) * c.lat;
         let sim = simulate(&f, c.costs, CollectiveKind::Broadcast, count, Algorithm::Ring);
         assert_close(sim, formula, "chain Broadcast");
+    }
+}
+
+fn mesh_fabric(p: u32, gbps: f64, latency_ns: u64) -> Fabric {
+    let opts = PresetOptions {
+        link_gbps: gbps,
+        link_latency_ns: latency_ns,
+        ..PresetOptions::default()
+    };
+    build_preset_with(Preset::FullMesh, p, &opts).unwrap()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    #[test]
+    fn mesh_collectives_match(c in case(), block_elems in 1u64..50_000) {
+        let f = mesh_fabric(c.p, c.gbps, c.lat);
+        let (a, l, g) = (c.costs.msg_overhead_ns, c.lat, c.costs.reduce_gbps);
+        let p = u64::from(c.p);
+        let b = block_elems * 4;
+        let hop = a + ceil(b, c.gbps) + l;
+        let ag = simulate(&f, c.costs, CollectiveKind::AllGather, block_elems, Algorithm::Mesh);
+        assert_close(ag, hop, "mesh AllGather");
+        let bc = simulate(&f, c.costs, CollectiveKind::Broadcast, block_elems, Algorithm::Mesh);
+        assert_close(bc, hop, "mesh Broadcast");
+        let rs = simulate(&f, c.costs, CollectiveKind::ReduceScatter, block_elems, Algorithm::Mesh);
+        assert_close(rs, (p - 1) * (hop + ceil(b, g)), "mesh ReduceScatter");
+        let ar = simulate(&f, c.costs, CollectiveKind::AllReduce, block_elems * p, Algorithm::Mesh);
+        assert_close(ar, (p - 1) * (hop + ceil(b, g)) + hop, "mesh AllReduce");
+    }
+
+    #[test]
+    fn halving_doubling_matches(c in case(), m in 1u32..=3, block_elems in 1u64..50_000) {
+        let p = 1u32 << m;
+        let f = mesh_fabric(p, c.gbps, c.lat);
+        let (a, l, g) = (c.costs.msg_overhead_ns, c.lat, c.costs.reduce_gbps);
+        let total = block_elems * u64::from(p) * 4; // M bytes, divisible by p
+        let ar_formula: u64 = (1..=m)
+            .map(|k| {
+                let part = total >> k;
+                2 * a + 2 * ceil(part, c.gbps) + 2 * l + ceil(part, g)
+            })
+            .sum();
+        let ar = simulate(&f, c.costs, CollectiveKind::AllReduce, total / 4, Algorithm::HalvingDoubling);
+        assert_close(ar, ar_formula, "H-D_R AllReduce");
+        let b = block_elems * 4;
+        let ag_formula = ceil(b, c.costs.copy_gbps)
+            + (1..=m).map(|k| a + ceil(b << (k - 1), c.gbps) + l).sum::<u64>();
+        let ag = simulate(&f, c.costs, CollectiveKind::AllGather, block_elems, Algorithm::HalvingDoubling);
+        assert_close(ag, ag_formula, "H-D_R AllGather");
     }
 }
 
