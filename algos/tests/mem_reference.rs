@@ -188,24 +188,42 @@ fn small_worlds_every_shape_exhaustively() {
 
 #[test]
 fn hierarchical_specs_match_the_reference_where_implemented() {
-    // Hierarchical composition over 2 servers x 3 ranks; combinations the
-    // planner does not implement yet are skipped (counted, not failed).
-    let layout = GroupLayout::servers(2, 3);
-    for kind in CollectiveKind::ALL {
-        for a0 in [Algorithm::Ring, Algorithm::Mesh] {
-            for a1 in [Algorithm::Ring, Algorithm::HalvingDoubling, Algorithm::Nhr] {
-                let spec = AlgoSpec::Hierarchical(Levels {
-                    level0: Some(a0),
-                    level1: Some(a1),
-                    level2: None,
-                });
-                for count in [0, 1, 5, 13] {
-                    let args = args_for(kind, 6, count, 4, DataType::Fp32, ReduceOp::Sum, count);
-                    check_equal(&args, &spec, &layout, count);
+    // Hierarchical composition over 2 servers x 3 ranks and 2 pods x 2
+    // servers x 2 ranks; combinations the planner does not implement are
+    // skipped, but some must run.
+    let mut ran = 0;
+    for (layout, p) in [
+        (GroupLayout::servers(2, 3), 6),
+        (GroupLayout::pods(2, 2, 2), 8),
+    ] {
+        for kind in CollectiveKind::ALL {
+            for a0 in [Algorithm::Ring, Algorithm::Mesh] {
+                for a1 in [Algorithm::Ring, Algorithm::HalvingDoubling, Algorithm::Nhr] {
+                    let spec = AlgoSpec::Hierarchical(Levels {
+                        level0: Some(a0),
+                        level1: Some(a1),
+                        level2: (p == 8).then_some(Algorithm::Ring),
+                    });
+                    for count in [0, 1, 5, 13] {
+                        for in_place in [false, true] {
+                            let args = args_for(
+                                kind,
+                                p,
+                                count,
+                                p - 2,
+                                DataType::Fp32,
+                                ReduceOp::Sum,
+                                count,
+                            )
+                            .with_in_place(in_place && in_place_ok(kind));
+                            ran += check_equal(&args, &spec, &layout, count) as u32;
+                        }
+                    }
                 }
             }
         }
     }
+    assert!(ran > 0, "no hierarchical combination is implemented");
 }
 
 /// Random floats with full mantissas: their sums depend on the order.
@@ -313,5 +331,32 @@ proptest! {
         if kind == CollectiveKind::AllReduce {
             prop_assert!(a.windows(2).all(|w| w[0] == w[1]), "AllReduce ranks differ: {}", describe(&args, &spec, seeds.0));
         }
+    }
+
+    /// Hierarchical specs on random regular layouts (servers x ranks per
+    /// server, sometimes two pods), random levels, kinds, dtypes, ops and
+    /// arrival orders; unimplemented combinations are skipped.
+    #[test]
+    fn hierarchical_output_equals_reference(
+        (pods, servers, per) in (1u32..=2, 1u32..=4, 1u32..=4),
+        levels in prop::array::uniform3(prop::sample::select(Algorithm::ALL.to_vec())),
+        k in 0usize..14,
+        count in 0u64..20,
+        root in any::<u32>(),
+        dtype in prop::sample::select(DataType::ALL.to_vec()),
+        op in prop::sample::select(ReduceOp::ALL.to_vec()),
+        in_place in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let p = pods * servers * per;
+        let kind = CollectiveKind::ALL[k];
+        let spec = AlgoSpec::Hierarchical(Levels {
+            level0: Some(levels[0]),
+            level1: Some(levels[1]),
+            level2: (pods > 1).then_some(levels[2]),
+        });
+        let args = args_for(kind, p, count, root % p, dtype, op, seed)
+            .with_in_place(in_place && in_place_ok(kind));
+        check_equal(&args, &spec, &GroupLayout::pods(pods, servers, per), seed);
     }
 }
