@@ -1,1 +1,5 @@
 //! hccl-rs: collective communication in the style of Huawei HCCL.
+
+pub mod comm;
+
+pub use comm::{BackendKind, Comm, CommError, Element, OpHandle, RootInfo};

@@ -124,11 +124,7 @@ fn run_allreduce(
         sig,
         describe: &describe,
     };
-    let bufs = OpBuffers {
-        input,
-        output: &mut out,
-        scratch: &mut [],
-    };
+    let bufs = OpBuffers::separate(input, &mut out, &mut []);
     t.run(
         &ctx(rank, seq),
         &info,
@@ -232,11 +228,7 @@ fn wrong_length_names_peer_op_and_both_lengths() {
             sig: [0; 32],
             describe: &describe,
         };
-        let bufs = OpBuffers {
-            input: &input,
-            output: &mut out,
-            scratch: &mut [],
-        };
+        let bufs = OpBuffers::separate(&input, &mut out, &mut []);
         let res = t.run(&ctx(r, 5), &info, bufs, plan);
         if r == 1 && res.is_ok() {
             // The sender finished its part first; the abort reaches it after.

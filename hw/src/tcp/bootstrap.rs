@@ -31,6 +31,8 @@ pub struct Mesh {
     pub session: SessionId,
     /// `streams[p]` is the connection to rank `p` (`None` for this rank).
     pub streams: Vec<Option<TcpStream>>,
+    /// Where this rank listened for its peers.
+    pub local_addr: SocketAddr,
 }
 
 /// Binds the data listener: on `ip`, port chosen by the OS when
@@ -352,6 +354,7 @@ pub async fn bootstrap(
         nranks,
         session,
         streams,
+        local_addr: data_addr,
     })
 }
 

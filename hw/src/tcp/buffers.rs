@@ -1,25 +1,36 @@
 //! An op's three buffers, addressed by schedule [`Region`]s with bounds
 //! checks: a bad region is an error, never a panic or an out-of-bounds write.
 
+use std::ops::Range;
+
 use hccl_algos::kernels;
 use hccl_algos::schedule::{BufKind, Region};
 use hccl_algos::{DataType, ReduceOp};
 
 use super::error::TcpError;
 
-/// The memory one op runs over: the user's input (read-only), output, and
-/// library scratch. Lengths are those the plan's `BufferSizes` asked for.
+/// The memory one op runs over: the user's input and output (separate, or
+/// one buffer for an in-place call, placed as `CollectiveArgs::alias` says)
+/// and library scratch. Lengths are those the plan's `BufferSizes` asked for.
 #[derive(Debug)]
 pub struct OpBuffers<'a> {
-    /// Input (send) buffer.
-    pub input: &'a [u8],
-    /// Output (receive) buffer.
-    pub output: &'a mut [u8],
-    /// Scratch buffer.
-    pub scratch: &'a mut [u8],
+    /// The input when separate; empty for in-place calls.
+    input: &'a [u8],
+    /// The output, or the whole user buffer for in-place calls.
+    user: &'a mut [u8],
+    scratch: &'a mut [u8],
+    /// In-place placement: (input_at, input_len, output_at, output_len) in `user`.
+    alias: Option<(u64, u64, u64, u64)>,
 }
 
-fn bad_region(r: Region, len: usize) -> TcpError {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Space {
+    In,
+    User,
+    Scratch,
+}
+
+fn bad_region(r: Region, len: u64) -> TcpError {
     TcpError::InvalidArgument(format!(
         "region {:?} [{}, {}) is outside its buffer of {len} bytes (schedule or buffer-size bug)",
         r.buf,
@@ -28,14 +39,7 @@ fn bad_region(r: Region, len: usize) -> TcpError {
     ))
 }
 
-fn range(r: Region, len: usize) -> Result<std::ops::Range<usize>, TcpError> {
-    if r.end() > len as u64 || r.offset.checked_add(r.len).is_none() {
-        return Err(bad_region(r, len));
-    }
-    Ok(r.offset as usize..r.end() as usize)
-}
-
-fn overlap(a: &std::ops::Range<usize>, b: &std::ops::Range<usize>) -> bool {
+fn overlap(a: &Range<usize>, b: &Range<usize>) -> bool {
     a.start < b.end && b.start < a.end
 }
 
@@ -43,13 +47,56 @@ fn kernel_err(e: kernels::KernelError) -> TcpError {
     TcpError::Kernel(e.to_string())
 }
 
-impl OpBuffers<'_> {
-    fn len_of(&self, b: BufKind) -> usize {
-        match b {
-            BufKind::Input => self.input.len(),
-            BufKind::Output => self.output.len(),
-            BufKind::Scratch => self.scratch.len(),
+impl<'a> OpBuffers<'a> {
+    /// Separate input and output buffers.
+    pub fn separate(input: &'a [u8], output: &'a mut [u8], scratch: &'a mut [u8]) -> OpBuffers<'a> {
+        OpBuffers {
+            input,
+            user: output,
+            scratch,
+            alias: None,
         }
+    }
+
+    /// One user buffer holding the input at `input_at` (`input_len` bytes)
+    /// and the output at `output_at` (`output_len` bytes), overlapping.
+    ///
+    /// # Errors
+    /// [`TcpError::InvalidArgument`] if either does not fit in `user`.
+    pub fn in_place(
+        user: &'a mut [u8],
+        (input_at, input_len): (u64, u64),
+        (output_at, output_len): (u64, u64),
+        scratch: &'a mut [u8],
+    ) -> Result<OpBuffers<'a>, TcpError> {
+        let len = user.len() as u64;
+        let fits = |at: u64, n: u64| at.checked_add(n).is_some_and(|e| e <= len);
+        if !fits(input_at, input_len) || !fits(output_at, output_len) {
+            return Err(TcpError::InvalidArgument(format!(
+                "in-place buffer of {len} bytes cannot hold input [{input_at}, +{input_len}) and output [{output_at}, +{output_len})"
+            )));
+        }
+        Ok(OpBuffers {
+            input: &[],
+            user,
+            scratch,
+            alias: Some((input_at, input_len, output_at, output_len)),
+        })
+    }
+
+    /// Where `r` lives: its space and byte range there.
+    fn locate(&self, r: Region) -> Result<(Space, Range<usize>), TcpError> {
+        let (space, base, len) = match (r.buf, self.alias) {
+            (BufKind::Input, None) => (Space::In, 0, self.input.len() as u64),
+            (BufKind::Input, Some((at, n, _, _))) => (Space::User, at, n),
+            (BufKind::Output, None) => (Space::User, 0, self.user.len() as u64),
+            (BufKind::Output, Some((_, _, at, n))) => (Space::User, at, n),
+            (BufKind::Scratch, _) => (Space::Scratch, 0, self.scratch.len() as u64),
+        };
+        if r.offset.checked_add(r.len).map_or(true, |e| e > len) {
+            return Err(bad_region(r, len));
+        }
+        Ok((space, (base + r.offset) as usize..(base + r.end()) as usize))
     }
 
     /// Checks that `r` lies inside its buffer.
@@ -57,10 +104,10 @@ impl OpBuffers<'_> {
     /// # Errors
     /// [`TcpError::InvalidArgument`] naming the region and buffer length.
     pub fn check(&self, r: Region) -> Result<(), TcpError> {
-        range(r, self.len_of(r.buf)).map(|_| ())
+        self.locate(r).map(|_| ())
     }
 
-    /// Checks that `r` lies inside a writable buffer.
+    /// Checks that `r` lies inside a writable buffer (not the input).
     ///
     /// # Errors
     /// [`TcpError::InvalidArgument`] if out of bounds or in the input.
@@ -78,12 +125,12 @@ impl OpBuffers<'_> {
     /// # Errors
     /// Out of bounds.
     pub fn get(&self, r: Region) -> Result<&[u8], TcpError> {
-        let buf: &[u8] = match r.buf {
-            BufKind::Input => self.input,
-            BufKind::Output => self.output,
-            BufKind::Scratch => self.scratch,
-        };
-        Ok(&buf[range(r, buf.len())?])
+        let (space, rg) = self.locate(r)?;
+        Ok(match space {
+            Space::In => &self.input[rg],
+            Space::User => &self.user[rg],
+            Space::Scratch => &self.scratch[rg],
+        })
     }
 
     /// The bytes of `r`, writable.
@@ -92,13 +139,11 @@ impl OpBuffers<'_> {
     /// Out of bounds, or `r` is in the input.
     pub fn get_mut(&mut self, r: Region) -> Result<&mut [u8], TcpError> {
         self.check_writable(r)?;
-        let buf: &mut [u8] = match r.buf {
-            BufKind::Input => unreachable_input(),
-            BufKind::Output => self.output,
-            BufKind::Scratch => self.scratch,
-        };
-        let rg = range(r, buf.len())?;
-        Ok(&mut buf[rg])
+        let (space, rg) = self.locate(r)?;
+        Ok(match space {
+            Space::Scratch => &mut self.scratch[rg],
+            _ => &mut self.user[rg],
+        })
     }
 
     /// Calls `f(dst, src)` with `dst` writable and `src` readable; when the
@@ -109,43 +154,40 @@ impl OpBuffers<'_> {
         dst: Region,
         f: impl FnOnce(&mut [u8], &[u8]) -> Result<T, TcpError>,
     ) -> Result<T, TcpError> {
-        self.check(src)?;
         self.check_writable(dst)?;
-        if src.buf != dst.buf {
-            // Separate buffers: no aliasing possible.
-            let OpBuffers {
-                input,
-                output,
-                scratch,
-            } = self;
-            let (s, d): (&[u8], &mut [u8]) = match (src.buf, dst.buf) {
-                (BufKind::Input, BufKind::Output) => (input, output),
-                (BufKind::Input, _) => (input, scratch),
-                (BufKind::Output, _) => (output, scratch),
-                (BufKind::Scratch, _) => (scratch, output),
-            };
-            let (sr, dr) = (range(src, s.len())?, range(dst, d.len())?);
-            return f(&mut d[dr], &s[sr]);
-        }
-        let buf: &mut [u8] = match dst.buf {
-            BufKind::Output => self.output,
-            _ => self.scratch,
+        let (ss, sr) = self.locate(src)?;
+        let (ds, dr) = self.locate(dst)?;
+        let OpBuffers {
+            input,
+            user,
+            scratch,
+            ..
+        } = self;
+        let (s, d): (&[u8], &mut [u8]) = match (ss, ds) {
+            (Space::In, Space::Scratch) => (input, scratch),
+            (Space::In, _) => (input, user),
+            (Space::User, Space::Scratch) => (user, scratch),
+            (Space::Scratch, Space::User) => (scratch, user),
+            (Space::User, _) | (Space::Scratch, _) => {
+                // Same buffer.
+                let buf: &mut [u8] = if ds == Space::User { user } else { scratch };
+                if overlap(&sr, &dr) {
+                    let tmp = buf[sr].to_vec();
+                    return f(&mut buf[dr], &tmp);
+                }
+                return if sr.start < dr.start {
+                    let (lo, hi) = buf.split_at_mut(dr.start);
+                    f(&mut hi[..dr.len()], &lo[sr])
+                } else {
+                    let (lo, hi) = buf.split_at_mut(sr.start);
+                    f(&mut lo[dr], &hi[..sr.len()])
+                };
+            }
         };
-        let (sr, dr) = (range(src, buf.len())?, range(dst, buf.len())?);
-        if overlap(&sr, &dr) {
-            let tmp = buf[sr].to_vec();
-            return f(&mut buf[dr], &tmp);
-        }
-        if sr.start < dr.start {
-            let (lo, hi) = buf.split_at_mut(dr.start);
-            f(&mut hi[..dr.len()], &lo[sr])
-        } else {
-            let (lo, hi) = buf.split_at_mut(sr.start);
-            f(&mut lo[dr], &hi[..sr.len()])
-        }
+        f(&mut d[dr], &s[sr])
     }
 
-    /// `dst = src` (equal lengths required).
+    /// `dst = src` (equal lengths required; a copy onto the same bytes is a no-op).
     ///
     /// # Errors
     /// Bounds, lengths.
@@ -156,13 +198,19 @@ impl OpBuffers<'_> {
                 src.len, dst.len
             )));
         }
-        if src == dst {
-            return self.check(src);
+        self.check_writable(dst)?;
+        if self.locate(src)? == self.locate(dst)? {
+            return Ok(());
         }
         self.with_pair(src, dst, |d, s| {
             d.copy_from_slice(s);
             Ok(())
         })
+    }
+
+    /// True if `a` and `b` are the same bytes (in-place aliasing included).
+    pub fn same_bytes(&self, a: Region, b: Region) -> bool {
+        matches!((self.locate(a), self.locate(b)), (Ok(x), Ok(y)) if x == y)
     }
 
     /// `dst = dst (op) src`, element-wise in `dtype`.
@@ -204,11 +252,6 @@ impl OpBuffers<'_> {
     }
 }
 
-/// `get_mut` checked `Input` away already; this arm cannot run.
-fn unreachable_input() -> &'static mut [u8] {
-    &mut []
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,11 +261,7 @@ mod tests {
         let input = [1u8, 2, 3, 4];
         let mut output = [0u8; 4];
         let mut scratch = [0u8; 0];
-        let mut b = OpBuffers {
-            input: &input,
-            output: &mut output,
-            scratch: &mut scratch,
-        };
+        let mut b = OpBuffers::separate(&input, &mut output, &mut scratch);
         assert!(b.get(Region::new(BufKind::Input, 2, 3)).is_err());
         assert!(b.get(Region::new(BufKind::Input, u64::MAX, 2)).is_err());
         assert!(b.get_mut(Region::new(BufKind::Input, 0, 1)).is_err());
@@ -231,24 +270,20 @@ mod tests {
             Region::new(BufKind::Output, 0, 4),
         )
         .unwrap();
-        assert_eq!(b.output, &[1, 2, 3, 4]);
+        assert_eq!(b.user, &[1, 2, 3, 4]);
     }
 
     #[test]
     fn same_buffer_copy_and_reduce_handle_overlap() {
         let mut output = [1u8, 2, 3, 4, 5, 6];
         let mut scratch = [0u8; 0];
-        let mut b = OpBuffers {
-            input: &[],
-            output: &mut output,
-            scratch: &mut scratch,
-        };
+        let mut b = OpBuffers::separate(&[], &mut output, &mut scratch);
         b.copy(
             Region::new(BufKind::Output, 0, 4),
             Region::new(BufKind::Output, 2, 4),
         )
         .unwrap();
-        assert_eq!(b.output, &[1, 2, 1, 2, 3, 4]);
+        assert_eq!(b.user, &[1, 2, 1, 2, 3, 4]);
         b.reduce(
             DataType::Uint8,
             ReduceOp::Sum,
@@ -256,7 +291,7 @@ mod tests {
             Region::new(BufKind::Output, 0, 2),
         )
         .unwrap();
-        assert_eq!(b.output, &[4, 6, 1, 2, 3, 4]);
+        assert_eq!(b.user, &[4, 6, 1, 2, 3, 4]);
         b.reduce(
             DataType::Uint8,
             ReduceOp::Sum,
@@ -264,6 +299,25 @@ mod tests {
             Region::new(BufKind::Output, 0, 2),
         )
         .unwrap();
-        assert_eq!(&b.output[..2], &[8, 12], "src == dst doubles");
+        assert_eq!(&b.user[..2], &[8, 12], "src == dst doubles");
+    }
+
+    #[test]
+    fn in_place_input_aliases_the_output_slot() {
+        // AllGather in place, rank 1 of 2: input is output bytes 2..4.
+        let mut user = [0u8, 0, 7, 9];
+        let mut scratch = [0u8; 0];
+        let mut b = OpBuffers::in_place(&mut user, (2, 2), (0, 4), &mut scratch).unwrap();
+        let inp = Region::new(BufKind::Input, 0, 2);
+        assert_eq!(b.get(inp).unwrap(), &[7, 9]);
+        assert!(b.same_bytes(inp, Region::new(BufKind::Output, 2, 2)));
+        b.copy(inp, Region::new(BufKind::Output, 0, 2)).unwrap();
+        assert_eq!(b.user, &[7, 9, 7, 9]);
+        assert!(
+            b.get(Region::new(BufKind::Input, 1, 2)).is_err(),
+            "input is 2 bytes long"
+        );
+        let mut small = [0u8; 3];
+        assert!(OpBuffers::in_place(&mut small, (2, 2), (0, 3), &mut []).is_err());
     }
 }

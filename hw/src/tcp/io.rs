@@ -37,6 +37,8 @@ pub enum Outgoing {
     },
     /// A control frame (op start, abort, bye): no completion.
     Control(Vec<u8>),
+    /// Answer on the channel once every earlier frame is written.
+    Flush(std::sync::mpsc::Sender<()>),
 }
 
 /// What the I/O tasks tell the caller.
@@ -92,6 +94,8 @@ pub enum Event {
         /// True if the peer said goodbye first (destroyed its communicator).
         graceful: bool,
     },
+    /// The user aborted the communicator from another thread.
+    LocalAbort,
     /// `peer` sent bytes that are not a valid frame; the connection is dropped.
     Protocol {
         /// The peer.
@@ -112,6 +116,11 @@ pub async fn writer(
         let (bytes, done) = match out {
             Outgoing::Data { bytes, seq, step } => (bytes, Some((seq, step))),
             Outgoing::Control(bytes) => (bytes, None),
+            Outgoing::Flush(ack) => {
+                let _ = w.flush().await;
+                let _ = ack.send(());
+                continue;
+            }
         };
         if let Err(e) = w.write_all(&bytes).await {
             let _ = ev.send(Event::Closed {

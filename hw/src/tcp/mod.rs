@@ -28,5 +28,5 @@ pub mod wire;
 pub use buffers::OpBuffers;
 pub use config::TcpConfig;
 pub use error::TcpError;
-pub use rank::{OpInfo, TcpOp, TcpRank};
+pub use rank::{AbortHandle, OpInfo, TcpOp, TcpRank};
 pub use root::RootInfo;

@@ -51,6 +51,9 @@ use crate::sync::{ByteBudget, Permit};
 /// Longest a destroy waits for writers to flush and peers to say goodbye.
 pub const LINGER: Duration = Duration::from_secs(10);
 
+/// Longest a failing op waits for its abort frames to be written.
+pub const ABORT_FLUSH: Duration = Duration::from_secs(1);
+
 /// What an op is, for error messages and the consistency check.
 pub struct OpInfo<'a> {
     /// Its name as printed ("AllReduce").
@@ -145,6 +148,21 @@ pub struct TcpRank {
     broken: Option<TcpError>,
     closed: bool,
     start: Instant,
+    /// Kept to build [`AbortHandle`]s.
+    ev_tx: Sender<Event>,
+    local_ip: std::net::IpAddr,
+}
+
+/// Interrupts a [`TcpRank`]'s running op from another thread: the op fails
+/// at once with [`TcpError::Broken`] (HCCL's `HcclCommAbort` semantics).
+#[derive(Clone, Debug)]
+pub struct AbortHandle(Sender<Event>);
+
+impl AbortHandle {
+    /// Fails the running op (or the next one) of the rank.
+    pub fn abort(&self) {
+        let _ = self.0.send(Event::LocalAbort);
+    }
 }
 
 impl std::fmt::Debug for TcpRank {
@@ -223,7 +241,19 @@ impl TcpRank {
             broken: None,
             closed: false,
             start: Instant::now(),
+            ev_tx,
+            local_ip: mesh.local_addr.ip(),
         })
+    }
+
+    /// A handle that can interrupt this rank's op from another thread.
+    pub fn abort_handle(&self) -> AbortHandle {
+        AbortHandle(self.ev_tx.clone())
+    }
+
+    /// The IP this rank listened on for its peers.
+    pub fn local_ip(&self) -> std::net::IpAddr {
+        self.local_ip
     }
 
     /// This rank.
@@ -360,9 +390,25 @@ impl TcpRank {
         };
         let mut bytes = h.encode().to_vec();
         bytes.extend_from_slice(&text);
+        let (ack_tx, ack_rx) = mpsc::channel();
+        let mut waiting = 0;
         for p in 0..self.nranks {
             if p != self.rank && self.peers[p as usize].dead.is_none() {
                 self.send_control(p, bytes.clone());
+                if let Some(tx) = &self.peers[p as usize].tx {
+                    waiting += u32::from(tx.send(Outgoing::Flush(ack_tx.clone())).is_ok());
+                }
+            }
+        }
+        // The abort must reach the peers before this process may exit: wait
+        // (bounded) until the writers have handed it to the kernel.
+        let end = Instant::now() + ABORT_FLUSH;
+        for _ in 0..waiting {
+            if ack_rx
+                .recv_timeout(end.saturating_duration_since(Instant::now()))
+                .is_err()
+            {
+                break;
             }
         }
     }
@@ -625,6 +671,10 @@ impl TcpRank {
                     }
                 }
             }
+            Event::LocalAbort => Err(TcpError::Broken(format!(
+                "rank {} was aborted by the user",
+                self.rank
+            ))),
             Event::Protocol { peer, error } => {
                 self.peers[peer as usize].dead = Some(format!("protocol error: {error}"));
                 Err(TcpError::Protocol {
@@ -699,7 +749,7 @@ fn apply_chunk(
         RecvKind::Copy { dst } => bufs.get_mut(sub(dst))?.copy_from_slice(data),
         RecvKind::Reduce { local, dst, op } => {
             let (l, d) = (sub(local), sub(dst));
-            if l != d {
+            if !bufs.same_bytes(l, d) {
                 bufs.copy(l, d)?;
             }
             bufs.reduce_from(dtype, op, d, data)?;

@@ -53,6 +53,15 @@ pub struct RootInfo {
 pub struct RootInfoParseError(String);
 
 impl RootInfo {
+    /// HCCL's `HcclGetRootInfo`: [`RootInfo::create`] with the settings of
+    /// the environment ([`TcpConfig::from_env`]).
+    ///
+    /// # Errors
+    /// Bad variables; [`TcpError::Bind`] at once if the port is in use.
+    pub fn new() -> Result<RootInfo, TcpError> {
+        RootInfo::create(&TcpConfig::from_env()?)
+    }
+
     /// Starts a root for the next bootstrap: listens on the IP chosen by
     /// `HCCL_IF_IP` / `HCCL_SOCKET_IFNAME` (see [`super::iface`]) and on
     /// `HCCL_IF_BASE_PORT` (0 = the OS chooses), then serves in a background
@@ -76,13 +85,27 @@ impl RootInfo {
         addr: SocketAddr,
         var: &'static str,
     ) -> Result<RootInfo, TcpError> {
+        RootInfo::serve(cfg, addr, rand::random::<u128>(), var)
+    }
+
+    /// Like [`RootInfo::create_at`] with a session id every rank already
+    /// knows (rank-table bootstraps derive it from the table's bytes).
+    ///
+    /// # Errors
+    /// [`TcpError::Bind`] if the address cannot be bound.
+    pub fn serve(
+        cfg: &TcpConfig,
+        addr: SocketAddr,
+        session: SessionId,
+        var: &'static str,
+    ) -> Result<RootInfo, TcpError> {
         let listener = bind(addr, var)?;
         let local = listener
             .local_addr()
             .map_err(|e| TcpError::io("root listener address", e))?;
         let info = RootInfo {
             addr: local,
-            session: rand::random::<u128>(),
+            session,
         };
         let timeout = cfg.connect_timeout;
         std::thread::Builder::new()

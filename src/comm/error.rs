@@ -1,0 +1,103 @@
+//! The communicator's error type and its HCCL result codes.
+
+use hccl_algos::algo::AlgoError;
+use hccl_algos::collective::ArgsError;
+use hccl_hw::tcp::TcpError;
+use hccl_topology::TopologyError;
+
+/// Everything a [`super::Comm`] call can fail with.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommError {
+    /// Bad collective arguments (root out of range, in-place not supported, ...).
+    #[error(transparent)]
+    Args(#[from] ArgsError),
+    /// No algorithm can run the call.
+    #[error(transparent)]
+    Algo(#[from] AlgoError),
+    /// A buffer has the wrong length for the call.
+    #[error("{op}: {what} has {got} bytes, the call needs {expected}")]
+    Buffer {
+        /// The op.
+        op: String,
+        /// Which buffer.
+        what: &'static str,
+        /// Bytes needed.
+        expected: u64,
+        /// Bytes given.
+        got: u64,
+    },
+    /// A typed buffer cannot be split as the collective needs.
+    #[error("{op}: {detail}")]
+    Shape {
+        /// The op.
+        op: String,
+        /// What does not divide or match.
+        detail: String,
+    },
+    /// The TCP transport failed (bootstrap, peer, timeout, mismatch, ...).
+    #[error(transparent)]
+    Tcp(#[from] TcpError),
+    /// The simulator backend failed.
+    #[error("simulator: {0}")]
+    Sim(String),
+    /// An environment variable is missing or malformed.
+    #[error("{var}={value:?}: {reason}")]
+    Env {
+        /// The variable.
+        var: &'static str,
+        /// Its value ("" if unset).
+        value: String,
+        /// What is wrong and what to do.
+        reason: String,
+    },
+    /// The rank table cannot be used (the topology error, printed).
+    #[error("rank table: {0}")]
+    RankTable(String),
+    /// The call is not available on this backend or configuration.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// The communicator was aborted or failed before; destroy it.
+    #[error("communicator is unusable: {0}")]
+    Broken(String),
+}
+
+impl From<TopologyError> for CommError {
+    fn from(e: TopologyError) -> CommError {
+        CommError::RankTable(e.to_string())
+    }
+}
+
+impl CommError {
+    /// The matching `HcclResult` code (`hccl_types.h`: 1 `HCCL_E_PARA`,
+    /// 5 `HCCL_E_NOT_SUPPORT`, 4 `HCCL_E_INTERNAL`, 9 `HCCL_E_TIMEOUT`,
+    /// 10 `HCCL_E_OPEN_FILE_FAILURE`, 11 `HCCL_E_TCP_CONNECT`,
+    /// 13 `HCCL_E_TCP_TRANSFER`, 21 `HCCL_E_REMOTE`).
+    pub fn hccl_result(&self) -> u32 {
+        match self {
+            CommError::Args(_)
+            | CommError::Buffer { .. }
+            | CommError::Shape { .. }
+            | CommError::Env { .. } => 1,
+            CommError::Algo(_) | CommError::Unsupported(_) => 5,
+            CommError::RankTable(_) => 10,
+            CommError::Tcp(e) => match e {
+                TcpError::Config { .. } | TcpError::InvalidArgument(_) => 1,
+                TcpError::Timeout { .. } | TcpError::BootstrapTimeout { .. } => 9,
+                TcpError::Mismatch { .. } | TcpError::Aborted { .. } => 21,
+                TcpError::Bind { .. }
+                | TcpError::Interface { .. }
+                | TcpError::SessionExpired { .. }
+                | TcpError::Rejected { .. }
+                | TcpError::RootUnreachable { .. }
+                | TcpError::PeerConnect { .. } => 11,
+                TcpError::PeerLost { .. }
+                | TcpError::LengthMismatch { .. }
+                | TcpError::Protocol { .. }
+                | TcpError::BufferFull { .. } => 13,
+                _ => 4,
+            },
+            CommError::Sim(_) | CommError::Broken(_) => 4,
+        }
+    }
+}

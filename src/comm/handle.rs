@@ -1,0 +1,64 @@
+//! The handle of an asynchronous collective.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use hccl_hw::sync::DoneSlot;
+
+use super::CommError;
+
+/// A collective running on its own thread. Ops on one communicator still
+/// run in the order they were called (each takes its sequence number when
+/// called). Dropping the handle without waiting lets the op finish in the
+/// background; its result is then lost (errors still break the communicator
+/// and show in [`super::Comm::async_error`]).
+#[derive(Debug)]
+pub struct OpHandle<T> {
+    slot: Arc<DoneSlot<Result<T, CommError>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl<T: Send + 'static> OpHandle<T> {
+    pub(crate) fn spawn(
+        name: String,
+        f: impl FnOnce() -> Result<T, CommError> + Send + 'static,
+    ) -> OpHandle<T> {
+        let slot = DoneSlot::new();
+        let s = Arc::clone(&slot);
+        let thread = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || s.set(f()));
+        match thread {
+            Ok(t) => OpHandle {
+                slot,
+                thread: Some(t),
+            },
+            Err(e) => {
+                slot.set(Err(CommError::Unsupported(format!(
+                    "cannot start a thread for the op: {e}"
+                ))));
+                OpHandle { slot, thread: None }
+            }
+        }
+    }
+
+    /// True once the op has finished (successfully or not). Never blocks.
+    pub fn is_done(&self) -> bool {
+        self.slot.is_set()
+    }
+
+    /// Blocks until the op finishes and returns its output buffer.
+    ///
+    /// # Errors
+    /// The op's error.
+    pub fn wait(mut self) -> Result<T, CommError> {
+        let r = self
+            .slot
+            .wait_take()
+            .unwrap_or_else(|| Err(CommError::Broken("op result already taken".into())));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        r
+    }
+}

@@ -1,0 +1,235 @@
+//! Where a communicator's bootstrap information comes from: torchrun-style
+//! and Open MPI environment variables, or an HCCL rank table.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use hccl_topology::RankTable;
+
+use super::CommError;
+
+/// torch.distributed's default `MASTER_PORT`, used when it is unset.
+pub const DEFAULT_MASTER_PORT: u16 = 29500;
+/// HCCL's default `HCCL_IF_BASE_PORT` (CANN env var reference), used as
+/// the root port of rank-table bootstraps when the variable is unset.
+pub const DEFAULT_RANK_TABLE_PORT: u16 = 60000;
+
+/// Rank, world size and root address of this process, from the environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnvLaunch {
+    /// `RANK`, else `OMPI_COMM_WORLD_RANK`, else `PMI_RANK`.
+    pub rank: u32,
+    /// `WORLD_SIZE`, else `OMPI_COMM_WORLD_SIZE`, else `PMI_SIZE`.
+    pub world_size: u32,
+    /// `LOCAL_RANK`, else `OMPI_COMM_WORLD_LOCAL_RANK` (informational).
+    pub local_rank: Option<u32>,
+    /// `MASTER_ADDR:MASTER_PORT` (defaults 127.0.0.1 and 29500).
+    pub root: SocketAddr,
+    /// Session id shared by every rank without an exchange: `HCCL_SESSION_ID`
+    /// if set (use a shared secret to keep strangers out), else a hash of the
+    /// root address, world size and the launcher's job id (`TORCHELASTIC_RUN_ID`,
+    /// `PMIX_NAMESPACE`, `OMPI_MCA_ess_base_jobid`, `SLURM_JOB_ID`) — enough to
+    /// keep two jobs apart, not to authenticate.
+    pub session: u128,
+}
+
+fn num(
+    get: &dyn Fn(&str) -> Option<String>,
+    names: &[&'static str],
+) -> Result<Option<u32>, CommError> {
+    for &n in names {
+        if let Some(v) = get(n).filter(|v| !v.trim().is_empty()) {
+            return v.trim().parse().map(Some).map_err(|_| CommError::Env {
+                var: n,
+                value: v,
+                reason: "not a whole number".into(),
+            });
+        }
+    }
+    Ok(None)
+}
+
+/// FNV-1a over `parts`, twice with different seeds, as a 128-bit id.
+pub(crate) fn hash128(parts: &[&[u8]]) -> u128 {
+    let fnv = |seed: u64| {
+        let mut h = seed;
+        for p in parts {
+            for &b in *p {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+            h ^= 0xff;
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        h
+    };
+    (u128::from(fnv(0xcbf2_9ce4_8422_2325)) << 64) | u128::from(fnv(0x6c62_272e_07bb_0142))
+}
+
+impl EnvLaunch {
+    /// Reads the process environment.
+    ///
+    /// # Errors
+    /// [`CommError::Env`] naming a missing or malformed variable.
+    pub fn from_env() -> Result<EnvLaunch, CommError> {
+        EnvLaunch::from_lookup(&|k| std::env::var(k).ok())
+    }
+
+    /// Reads variables through `get`, for tests.
+    ///
+    /// # Errors
+    /// [`CommError::Env`] naming a missing or malformed variable.
+    pub fn from_lookup(get: &dyn Fn(&str) -> Option<String>) -> Result<EnvLaunch, CommError> {
+        let rank = num(get, &["RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"])?.ok_or_else(|| {
+            CommError::Env {
+                var: "RANK",
+                value: String::new(),
+                reason: "unset: launch with torchrun-style RANK/WORLD_SIZE or under mpirun".into(),
+            }
+        })?;
+        let world_size = num(get, &["WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"])?
+            .ok_or_else(|| CommError::Env {
+                var: "WORLD_SIZE",
+                value: String::new(),
+                reason: "unset: launch with torchrun-style RANK/WORLD_SIZE or under mpirun".into(),
+            })?;
+        if world_size == 0 || rank >= world_size {
+            return Err(CommError::Env {
+                var: "RANK",
+                value: rank.to_string(),
+                reason: format!("must be below WORLD_SIZE = {world_size}"),
+            });
+        }
+        let local_rank = num(get, &["LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"])?;
+        let host = get("MASTER_ADDR")
+            .filter(|v| !v.trim().is_empty())
+            .unwrap_or_else(|| "127.0.0.1".into());
+        let port = match get("MASTER_PORT").filter(|v| !v.trim().is_empty()) {
+            None => DEFAULT_MASTER_PORT,
+            Some(v) => v.trim().parse().map_err(|_| CommError::Env {
+                var: "MASTER_PORT",
+                value: v.clone(),
+                reason: "not a port number".into(),
+            })?,
+        };
+        let root = (host.trim(), port)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(|| CommError::Env {
+                var: "MASTER_ADDR",
+                value: host.clone(),
+                reason: "does not resolve to an address".into(),
+            })?;
+        let session = match get("HCCL_SESSION_ID").filter(|v| !v.is_empty()) {
+            Some(s) => hash128(&[b"secret", s.as_bytes()]),
+            None => {
+                let job: Vec<String> = [
+                    "TORCHELASTIC_RUN_ID",
+                    "PMIX_NAMESPACE",
+                    "OMPI_MCA_ess_base_jobid",
+                    "SLURM_JOB_ID",
+                ]
+                .iter()
+                .map(|k| get(k).unwrap_or_default())
+                .collect();
+                hash128(&[
+                    root.to_string().as_bytes(),
+                    &world_size.to_le_bytes(),
+                    job.join("|").as_bytes(),
+                ])
+            }
+        };
+        Ok(EnvLaunch {
+            rank,
+            world_size,
+            local_rank,
+            root,
+            session,
+        })
+    }
+}
+
+/// What a rank-table bootstrap needs: world size and root address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TableLaunch {
+    pub world_size: u32,
+    pub root: SocketAddr,
+    pub session: u128,
+}
+
+/// The root of a rank-table bootstrap is the host of rank 0 (its
+/// `host_ip`, else its `server_id` as an IP) at `HCCL_IF_BASE_PORT`
+/// (default 60000); the session id is a hash of the table's bytes, so every
+/// rank must read the same file.
+pub(crate) fn from_rank_table(bytes: &[u8], base_port: u16) -> Result<TableLaunch, CommError> {
+    let table = RankTable::from_slice(bytes)?;
+    let server = table
+        .servers()
+        .iter()
+        .find(|s| s.devices().iter().any(|d| d.rank() == 0))
+        .ok_or_else(|| CommError::Unsupported("rank table has no rank 0".into()))?;
+    let ip = server.host_ip().or_else(|| server.server_id().parse().ok()).ok_or_else(|| {
+        CommError::Unsupported(format!(
+            "server {:?} (rank 0) has neither host_ip nor an IP as server_id; the TCP root needs one",
+            server.server_id()
+        ))
+    })?;
+    let port = if base_port == 0 {
+        DEFAULT_RANK_TABLE_PORT
+    } else {
+        base_port
+    };
+    Ok(TableLaunch {
+        world_size: table.world_size(),
+        root: SocketAddr::new(ip, port),
+        session: hash128(&[b"rank-table", bytes]),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(a, _)| *a == k)
+                .map(|(_, b)| b.to_string())
+        }
+    }
+
+    #[test]
+    fn torchrun_and_mpirun_variables() {
+        let t = EnvLaunch::from_lookup(&env(&[
+            ("RANK", "1"),
+            ("WORLD_SIZE", "4"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "1234"),
+        ]))
+        .unwrap();
+        assert_eq!((t.rank, t.world_size, t.root.port()), (1, 4, 1234));
+        let m = EnvLaunch::from_lookup(&env(&[
+            ("OMPI_COMM_WORLD_RANK", "3"),
+            ("OMPI_COMM_WORLD_SIZE", "4"),
+        ]))
+        .unwrap();
+        assert_eq!((m.rank, m.world_size), (3, 4));
+        assert_eq!(
+            m.root,
+            "127.0.0.1:29500".parse().unwrap(),
+            "documented defaults"
+        );
+        let other_job = EnvLaunch::from_lookup(&env(&[
+            ("OMPI_COMM_WORLD_RANK", "3"),
+            ("OMPI_COMM_WORLD_SIZE", "4"),
+            ("PMIX_NAMESPACE", "job2"),
+        ]))
+        .unwrap();
+        assert_ne!(m.session, other_job.session);
+        let e = EnvLaunch::from_lookup(&env(&[("RANK", "4"), ("WORLD_SIZE", "4")])).unwrap_err();
+        assert!(e.to_string().contains("WORLD_SIZE = 4"), "{e}");
+        let e = EnvLaunch::from_lookup(&env(&[("WORLD_SIZE", "4")])).unwrap_err();
+        assert!(e.to_string().starts_with("RANK=\"\""), "{e}");
+    }
+}

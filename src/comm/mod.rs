@@ -1,0 +1,884 @@
+//! The communicator API, in HCCL's model.
+//!
+//! | HCCL | here |
+//! | --- | --- |
+//! | `HcclGetRootInfo` | [`RootInfo::new`] (`hccl_hw::tcp::RootInfo`) |
+//! | `HcclCommInitRootInfo` | [`Comm::init_root_info`] |
+//! | `HcclCommInitClusterInfo` | [`Comm::init_cluster_info`] |
+//! | `HcclCommInitAll` | [`Comm::init_all`] |
+//! | (torchrun / mpirun env) | [`Comm::from_env`] |
+//! | `HcclCommSplit` (NCCL `ncclCommSplit`) | [`Comm::split`] |
+//! | `HcclAllReduce`, ... | [`Comm::all_reduce`], ... (typed), [`Comm::collective`] (bytes) |
+//! | `HcclGetCommAsyncError` | [`Comm::async_error`] |
+//! | `HcclCommAbort` / `HcclCommDestroy` | [`Comm::abort`] / [`Comm::destroy`] or drop |
+//!
+//! **Backends.** `HCCL_BACKEND=tcp` (default) runs ranks as processes or
+//! threads over TCP ([`hccl_hw::tcp`]); `HCCL_BACKEND=sim` runs the ranks of
+//! [`Comm::init_all`] on the simulator ([`hccl_sim`], data mode), so a
+//! program written against `Comm` moves to a simulated cluster by changing
+//! one variable. The simulator backend needs every rank in one process.
+//!
+//! **Algorithms.** `HCCL_ALGO` (HCCL's syntax, e.g. `level0:ring` or
+//! `allreduce=level0:NA;level1:H-D_R`) if it names one for the collective,
+//! else `hccl_algos::select` with host-TCP link costs.
+//!
+//! **Ordering.** Ops on one communicator run in the order they are called,
+//! from any thread; async ops take their sequence number when called.
+
+mod element;
+mod error;
+mod handle;
+pub mod launch;
+mod signature;
+mod sim_backend;
+
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use hccl_algos::algo::AlgoSpec;
+use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
+use hccl_algos::layout::GroupLayout;
+use hccl_algos::select::{select, CostModel, HcclAlgo, LinkCost};
+use hccl_algos::transport::OpContext;
+use hccl_hw::tcp::{AbortHandle, OpBuffers, OpInfo, TcpConfig, TcpRank};
+
+pub use element::Element;
+pub use error::CommError;
+pub use handle::OpHandle;
+pub use hccl_algos::{DataType, ReduceOp};
+
+use element::{bytes, bytes_mut};
+use sim_backend::SimWorld;
+
+/// Which backend runs a communicator's ops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendKind {
+    /// Real TCP connections between processes, hosts or threads.
+    Tcp,
+    /// The discrete-event simulator, all ranks in this process.
+    Sim,
+}
+
+impl BackendKind {
+    /// `HCCL_BACKEND` (`tcp` or `sim`), default `tcp`.
+    ///
+    /// # Errors
+    /// [`CommError::Env`] for another value.
+    pub fn from_env() -> Result<BackendKind, CommError> {
+        match std::env::var("HCCL_BACKEND").ok().as_deref().map(str::trim) {
+            None | Some("") | Some("tcp") => Ok(BackendKind::Tcp),
+            Some("sim") => Ok(BackendKind::Sim),
+            Some(v) => Err(CommError::Env {
+                var: "HCCL_BACKEND",
+                value: v.into(),
+                reason: "accepted: tcp, sim".into(),
+            }),
+        }
+    }
+}
+
+/// The root info of a bootstrap (HCCL's `HcclRootInfo`): an opaque,
+/// serializable blob (address, port, 128-bit session id). See
+/// [`hccl_hw::tcp::RootInfo`] for its byte and string forms.
+pub type RootInfo = hccl_hw::tcp::RootInfo;
+
+enum Backend {
+    Tcp(Box<TcpRank>),
+    Sim(Arc<SimWorld>),
+}
+
+struct State {
+    backend: Option<Backend>,
+    /// Sequence number of the op allowed to run now.
+    turn: u64,
+    scratch: Vec<u8>,
+}
+
+struct Shared {
+    rank: u32,
+    size: u32,
+    id: u64,
+    name: String,
+    state: Mutex<State>,
+    turn_cv: Condvar,
+    /// Next sequence number to hand out.
+    tickets: Mutex<u64>,
+    /// First error (kept outside `state` so queries never wait for an op).
+    error: Mutex<Option<CommError>>,
+    abort: Option<AbortHandle>,
+    aborted: Mutex<bool>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A communicator: one rank's handle on a group of ranks. See the module
+/// docs. `Send + Sync`; ops from several threads run one at a time in call order.
+pub struct Comm {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Comm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Comm")
+            .field("name", &self.shared.name)
+            .field("rank", &self.shared.rank)
+            .field("size", &self.shared.size)
+            .finish()
+    }
+}
+
+/// The user's memory for one call.
+enum UserBufs<'a> {
+    Separate(&'a [u8], &'a mut [u8]),
+    InPlace(&'a mut [u8]),
+}
+
+/// `fnv1a64(name)`: a communicator id every member computes alike.
+fn comm_id(name: &str) -> u64 {
+    launch::hash128(&[name.as_bytes()]) as u64
+}
+
+/// Host TCP costs for the selector: α ≈ 30 µs per message (loopback round
+/// trip through two I/O threads, measured order of magnitude), ≈ 3 GB/s per
+/// connection, host reduce ≈ 5 GB/s. Round figures for ranking algorithms.
+const TCP_COST: LinkCost = LinkCost {
+    alpha_ns: 30_000.0,
+    bandwidth_gbps: 3.0,
+    reduce_gbps: 5.0,
+};
+
+/// The algorithm for `args`: `HCCL_ALGO` if it names one for this
+/// collective, else the selector's cheapest under [`TCP_COST`].
+fn pick_algo(args: &CollectiveArgs) -> Result<AlgoSpec, CommError> {
+    let env = HcclAlgo::from_env().map_err(|e| CommError::Env {
+        var: "HCCL_ALGO",
+        value: std::env::var("HCCL_ALGO").unwrap_or_default(),
+        reason: e.to_string(),
+    })?;
+    let cost = CostModel {
+        level0: TCP_COST,
+        level1: TCP_COST,
+        level2: TCP_COST,
+    };
+    let layout = GroupLayout::flat(args.world_size);
+    Ok(select(args, &layout, &cost, env.as_ref()).spec)
+}
+
+impl Comm {
+    fn new(name: String, rank: u32, size: u32, backend: Backend) -> Comm {
+        let abort = match &backend {
+            Backend::Tcp(t) => Some(t.abort_handle()),
+            Backend::Sim(_) => None,
+        };
+        Comm {
+            shared: Arc::new(Shared {
+                rank,
+                size,
+                id: comm_id(&name),
+                name,
+                state: Mutex::new(State {
+                    backend: Some(backend),
+                    turn: 0,
+                    scratch: Vec::new(),
+                }),
+                turn_cv: Condvar::new(),
+                tickets: Mutex::new(0),
+                error: Mutex::new(None),
+                abort,
+                aborted: Mutex::new(false),
+            }),
+        }
+    }
+
+    fn tcp(
+        name: &str,
+        cfg: TcpConfig,
+        root: &RootInfo,
+        nranks: u32,
+        rank: u32,
+    ) -> Result<Comm, CommError> {
+        let t = TcpRank::connect(cfg, root, nranks, rank, comm_id(name))?;
+        Ok(Comm::new(
+            name.to_string(),
+            rank,
+            nranks,
+            Backend::Tcp(Box::new(t)),
+        ))
+    }
+
+    /// Joins a communicator of `nranks` ranks as `rank`, through the root
+    /// `root_info` (from [`RootInfo::new`] on one rank, sent to the
+    /// others). Blocks until every rank has joined or `HCCL_CONNECT_TIMEOUT`
+    /// passes. HCCL's `HcclCommInitRootInfo`.
+    ///
+    /// # Errors
+    /// Bootstrap failures ("bootstrap timed out after N s: k of n ranks
+    /// connected, missing [...]", "session expired", port in use, ...).
+    pub fn init_root_info(nranks: u32, root_info: &RootInfo, rank: u32) -> Result<Comm, CommError> {
+        if BackendKind::from_env()? == BackendKind::Sim {
+            return Err(CommError::Unsupported(
+                "HCCL_BACKEND=sim runs every rank in one process: use Comm::init_all".into(),
+            ));
+        }
+        Comm::tcp("world", TcpConfig::from_env()?, root_info, nranks, rank)
+    }
+
+    /// Joins the communicator described by an HCCL rank table (JSON, version
+    /// 1.0 or 1.2) as `rank`. The root is rank 0's host (`host_ip`, else an IP
+    /// `server_id`) at `HCCL_IF_BASE_PORT` (default 60000, HCCL's); rank 0's
+    /// process serves it. HCCL's `HcclCommInitClusterInfo`.
+    ///
+    /// # Errors
+    /// Unreadable or invalid table (naming the JSON path), bootstrap failures.
+    pub fn init_cluster_info(
+        rank_table_path: impl AsRef<Path>,
+        rank: u32,
+    ) -> Result<Comm, CommError> {
+        let path = rank_table_path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| CommError::Env {
+            var: "rank table",
+            value: path.display().to_string(),
+            reason: format!("cannot read: {e}"),
+        })?;
+        let cfg = TcpConfig::from_env()?;
+        let t = launch::from_rank_table(&bytes, cfg.base_port)?;
+        let root = if rank == 0 {
+            RootInfo::serve(&cfg, t.root, t.session, "HCCL_IF_BASE_PORT")?
+        } else {
+            RootInfo {
+                addr: t.root,
+                session: t.session,
+            }
+        };
+        Comm::tcp("world", cfg, &root, t.world_size, rank)
+    }
+
+    /// All `ndev` ranks in this process, one thread each during setup
+    /// (HCCL's `HcclCommInitAll`). On TCP they talk over loopback; with
+    /// `HCCL_BACKEND=sim` they run on the simulator. Use each `Comm` from its
+    /// own thread: a collective blocks until every rank has called it.
+    ///
+    /// # Errors
+    /// Any rank's bootstrap error.
+    pub fn init_all(ndev: u32) -> Result<Vec<Comm>, CommError> {
+        Comm::init_all_on(BackendKind::from_env()?, ndev)
+    }
+
+    /// [`Comm::init_all`] on an explicit backend (the one-line switch
+    /// between TCP and the simulator).
+    ///
+    /// # Errors
+    /// Any rank's bootstrap error.
+    pub fn init_all_on(backend: BackendKind, ndev: u32) -> Result<Vec<Comm>, CommError> {
+        if ndev == 0 {
+            return Err(CommError::Unsupported(
+                "init_all(0): a communicator has at least one rank".into(),
+            ));
+        }
+        let mut cfg = TcpConfig::from_env()?;
+        match backend {
+            BackendKind::Sim => {
+                let w = SimWorld::new(ndev, cfg.exec_timeout)?;
+                Ok((0..ndev)
+                    .map(|r| Comm::new("world".into(), r, ndev, Backend::Sim(Arc::clone(&w))))
+                    .collect())
+            }
+            BackendKind::Tcp => {
+                if cfg.if_ip.is_none() && cfg.socket_ifname.is_none() {
+                    cfg.if_ip = Some(std::net::Ipv4Addr::LOCALHOST.into());
+                }
+                let root = RootInfo::create(&cfg)?;
+                let hs: Vec<_> = (0..ndev)
+                    .map(|r| {
+                        let cfg = cfg.clone();
+                        std::thread::spawn(move || Comm::tcp("world", cfg, &root, ndev, r))
+                    })
+                    .collect();
+                hs.into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(CommError::Sim("a setup thread panicked".into()))
+                        })
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// Joins the communicator a launcher describes in the environment:
+    /// torchrun's `MASTER_ADDR`, `MASTER_PORT`, `RANK`, `WORLD_SIZE`,
+    /// `LOCAL_RANK`, or Open MPI's `OMPI_COMM_WORLD_RANK` /
+    /// `OMPI_COMM_WORLD_SIZE` (so `mpirun -n 4 prog` works). Rank 0 serves
+    /// the root at `MASTER_ADDR:MASTER_PORT` (defaults `127.0.0.1:29500`,
+    /// torch's); see [`launch::EnvLaunch`] for the session id.
+    ///
+    /// # Errors
+    /// Missing or bad variables; `MASTER_PORT` in use; bootstrap failures.
+    pub fn from_env() -> Result<Comm, CommError> {
+        let l = launch::EnvLaunch::from_env()?;
+        let cfg = TcpConfig::from_env()?;
+        if BackendKind::from_env()? == BackendKind::Sim {
+            return Err(CommError::Unsupported(
+                "HCCL_BACKEND=sim runs every rank in one process: use Comm::init_all".into(),
+            ));
+        }
+        let root = if l.rank == 0 {
+            RootInfo::serve(&cfg, l.root, l.session, "MASTER_PORT")?
+        } else {
+            RootInfo {
+                addr: l.root,
+                session: l.session,
+            }
+        };
+        Comm::tcp("world", cfg, &root, l.world_size, l.rank)
+    }
+
+    /// This rank, `0..size`.
+    pub fn rank(&self) -> u32 {
+        self.shared.rank
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> u32 {
+        self.shared.size
+    }
+
+    /// The communicator's name (`world`, or `world/split0/color3`, ...).
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The backend running this communicator.
+    pub fn backend(&self) -> BackendKind {
+        match lock(&self.shared.state).backend {
+            Some(Backend::Sim(_)) => BackendKind::Sim,
+            _ => BackendKind::Tcp,
+        }
+    }
+
+    /// The error that broke the communicator, if any (HCCL's
+    /// `HcclGetCommAsyncError`). Never waits for a running op.
+    pub fn async_error(&self) -> Option<CommError> {
+        if let Some(e) = lock(&self.shared.error).clone() {
+            return Some(e);
+        }
+        let mut st = self.shared.state.try_lock().ok()?;
+        if let Some(Backend::Tcp(t)) = st.backend.as_mut() {
+            if let Some(e) = t.async_error() {
+                let e = CommError::Tcp(e);
+                lock(&self.shared.error).get_or_insert(e.clone());
+                return Some(e);
+            }
+        }
+        None
+    }
+
+    /// Aborts the communicator: interrupts a running op, tells the peers,
+    /// closes the connections. Every later op fails. A second call is a no-op.
+    pub fn abort(&self) {
+        {
+            let mut a = lock(&self.shared.aborted);
+            if *a {
+                return;
+            }
+            *a = true;
+        }
+        if let Some(h) = &self.shared.abort {
+            h.abort();
+        }
+        let mut st = lock(&self.shared.state);
+        if let Some(Backend::Tcp(t)) = st.backend.as_mut() {
+            t.abort();
+        }
+        st.backend = None;
+        lock(&self.shared.error).get_or_insert(CommError::Broken(format!(
+            "rank {} aborted the communicator",
+            self.shared.rank
+        )));
+        self.shared.turn_cv.notify_all();
+    }
+
+    /// Destroys the communicator (HCCL's `HcclCommDestroy`): says goodbye to
+    /// the peers and closes the connections once pending async ops finish.
+    /// Dropping a `Comm` does the same.
+    pub fn destroy(self) {}
+
+    fn take_ticket(&self) -> u64 {
+        let mut t = lock(&self.shared.tickets);
+        let s = *t;
+        *t += 1;
+        s
+    }
+
+    /// Runs `args` with seq `seq` once it is that op's turn.
+    fn run_at(
+        shared: &Shared,
+        seq: u64,
+        args: &CollectiveArgs,
+        user: UserBufs<'_>,
+    ) -> Result<(), CommError> {
+        let mut st = lock(&shared.state);
+        while st.turn != seq && st.backend.is_some() {
+            st = shared.turn_cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+        let r = Comm::run_locked(shared, &mut st, seq, args, user);
+        st.turn = st.turn.max(seq + 1);
+        shared.turn_cv.notify_all();
+        if let Err(e) = &r {
+            lock(&shared.error).get_or_insert(e.clone());
+        }
+        r
+    }
+
+    fn run_locked(
+        shared: &Shared,
+        st: &mut State,
+        seq: u64,
+        args: &CollectiveArgs,
+        user: UserBufs<'_>,
+    ) -> Result<(), CommError> {
+        if let Some(e) = lock(&shared.error).clone() {
+            return Err(CommError::Broken(e.to_string()));
+        }
+        let op = format!("{:?}", args.kind);
+        args.validate()?;
+        let rank = shared.rank;
+        let (inb, outb) = args.io_bytes(rank);
+        // Check the user's memory against the call before anything moves.
+        let need = |what, expected: u64, got: usize| {
+            if expected != got as u64 {
+                Err(CommError::Buffer {
+                    op: op.clone(),
+                    what,
+                    expected,
+                    got: got as u64,
+                })
+            } else {
+                Ok(())
+            }
+        };
+        let alias = args.alias(rank);
+        match &user {
+            UserBufs::Separate(i, o) => {
+                need("send buffer", inb, i.len())?;
+                need("receive buffer", outb, o.len())?;
+            }
+            UserBufs::InPlace(b) => {
+                let len = match alias {
+                    Some(a) => (a.input_at + inb).max(a.output_at + outb),
+                    None => inb.max(outb),
+                };
+                need("in-place buffer", len, b.len())?;
+            }
+        }
+        let spec = pick_algo(args)?;
+        let State {
+            backend, scratch, ..
+        } = st;
+        match backend.as_mut() {
+            None => Err(CommError::Broken("the communicator was aborted".into())),
+            Some(Backend::Sim(w)) => {
+                let (input, out_at) = match (&user, alias) {
+                    (UserBufs::Separate(i, _), _) => (i.to_vec(), 0),
+                    (UserBufs::InPlace(b), Some(a)) => (
+                        b[a.input_at as usize..(a.input_at + inb) as usize].to_vec(),
+                        a.output_at,
+                    ),
+                    (UserBufs::InPlace(b), None) => (b[..inb as usize].to_vec(), 0),
+                };
+                let out = w.run(rank, seq, args, spec, input)?;
+                let dst: &mut [u8] = match user {
+                    UserBufs::Separate(_, o) => o,
+                    UserBufs::InPlace(b) => &mut b[out_at as usize..(out_at + outb) as usize],
+                };
+                if out.len() != dst.len() {
+                    return Err(CommError::Sim(format!(
+                        "{op}: simulator returned {} bytes for a {}-byte output",
+                        out.len(),
+                        dst.len()
+                    )));
+                }
+                dst.copy_from_slice(&out);
+                Ok(())
+            }
+            Some(Backend::Tcp(t)) => {
+                let layout = GroupLayout::flat(shared.size);
+                let (sizes, plan) = hccl_algos::algo::plan(args, &spec, &layout, rank)?;
+                scratch.clear();
+                scratch.resize(sizes.scratch as usize, 0);
+                let sig = args.signature();
+                let describe = |remote: &hccl_hw::tcp::wire::Signature, peer| {
+                    signature::describe(&sig, rank, remote, peer)
+                };
+                let info = OpInfo {
+                    name: &op,
+                    sig: signature::encode(&sig),
+                    describe: &describe,
+                };
+                let bufs = match (user, alias) {
+                    (UserBufs::Separate(i, o), _) => OpBuffers::separate(i, o, scratch),
+                    (UserBufs::InPlace(b), Some(a)) => {
+                        OpBuffers::in_place(b, (a.input_at, inb), (a.output_at, outb), scratch)?
+                    }
+                    (UserBufs::InPlace(b), None) if outb == 0 => {
+                        OpBuffers::separate(b, &mut [], scratch)
+                    }
+                    (UserBufs::InPlace(b), None) => OpBuffers::separate(&[], b, scratch),
+                };
+                let ctx = OpContext {
+                    comm: shared.id,
+                    seq,
+                    rank,
+                    dtype: args.dtype,
+                };
+                t.run(&ctx, &info, bufs, plan)?;
+                Ok(())
+            }
+        }
+    }
+
+    /// Runs a collective on bytes: `input` and `output` sized as
+    /// `args.io_bytes(rank)` says (HCCL's untyped calls with a data type).
+    /// `args.world_size` must be this communicator's size.
+    ///
+    /// # Errors
+    /// Argument, buffer-size, transport and consistency errors.
+    pub fn collective(
+        &self,
+        args: &CollectiveArgs,
+        input: &[u8],
+        output: &mut [u8],
+    ) -> Result<(), CommError> {
+        self.check_world(args)?;
+        let seq = self.take_ticket();
+        Comm::run_at(&self.shared, seq, args, UserBufs::Separate(input, output))
+    }
+
+    /// Runs a collective in place on one buffer placed as
+    /// `CollectiveArgs::alias` says (`args.in_place` is set for you).
+    ///
+    /// # Errors
+    /// As [`Comm::collective`]; kinds without an in-place form.
+    pub fn collective_in_place(
+        &self,
+        args: &CollectiveArgs,
+        buf: &mut [u8],
+    ) -> Result<(), CommError> {
+        self.check_world(args)?;
+        let args = args.clone().with_in_place(true);
+        let seq = self.take_ticket();
+        Comm::run_at(&self.shared, seq, &args, UserBufs::InPlace(buf))
+    }
+
+    /// [`Comm::collective`] on its own thread, with owned buffers: returns
+    /// the output buffer (allocated to `args.io_bytes(rank).1` bytes).
+    pub fn collective_async(&self, args: CollectiveArgs, input: Vec<u8>) -> OpHandle<Vec<u8>> {
+        let shared = Arc::clone(&self.shared);
+        let checked = self.check_world(&args);
+        let seq = self.take_ticket();
+        OpHandle::spawn(format!("hccl-op-{seq}"), move || {
+            let r = checked.and_then(|()| {
+                let mut out = vec![0u8; args.io_bytes(shared.rank).1 as usize];
+                Comm::run_at(&shared, seq, &args, UserBufs::Separate(&input, &mut out))
+                    .map(|()| out)
+            });
+            if r.is_err() {
+                // Keep later ops from waiting for this turn forever.
+                let mut st = lock(&shared.state);
+                st.turn = st.turn.max(seq + 1);
+                shared.turn_cv.notify_all();
+            }
+            r
+        })
+    }
+
+    fn check_world(&self, args: &CollectiveArgs) -> Result<(), CommError> {
+        if args.world_size != self.shared.size {
+            return Err(CommError::Shape {
+                op: format!("{:?}", args.kind),
+                detail: format!(
+                    "args.world_size = {} but the communicator has {} ranks",
+                    args.world_size, self.shared.size
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    fn args(&self, kind: CollectiveKind, count: u64, dtype: DataType) -> CollectiveArgs {
+        CollectiveArgs::new(kind, count, dtype, self.shared.size)
+    }
+
+    fn per_rank(&self, kind: CollectiveKind, total: usize) -> Result<u64, CommError> {
+        let n = self.shared.size as usize;
+        if total % n != 0 {
+            return Err(CommError::Shape {
+                op: format!("{kind:?}"),
+                detail: format!("{total} elements do not split into {n} equal blocks"),
+            });
+        }
+        Ok((total / n) as u64)
+    }
+
+    /// AllReduce: `recv[i] = op over ranks of send[i]`; equal lengths.
+    ///
+    /// # Errors
+    /// Lengths differ; transport and consistency errors.
+    pub fn all_reduce<T: Element>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
+        let a = self
+            .args(CollectiveKind::AllReduce, send.len() as u64, T::DTYPE)
+            .with_op(op);
+        self.collective(&a, bytes(send), bytes_mut(recv))
+    }
+
+    /// AllReduce in place on `buf`.
+    ///
+    /// # Errors
+    /// Transport and consistency errors.
+    pub fn all_reduce_in_place<T: Element>(
+        &self,
+        buf: &mut [T],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
+        let a = self
+            .args(CollectiveKind::AllReduce, buf.len() as u64, T::DTYPE)
+            .with_op(op);
+        self.collective_in_place(&a, bytes_mut(buf))
+    }
+
+    /// AllReduce on its own thread; returns the reduced buffer.
+    pub fn all_reduce_async<T: Element>(&self, send: Vec<T>, op: ReduceOp) -> OpHandle<Vec<T>> {
+        let a = self
+            .args(CollectiveKind::AllReduce, send.len() as u64, T::DTYPE)
+            .with_op(op);
+        let h = self.collective_async(a, bytes(&send).to_vec());
+        OpHandle::spawn("hccl-op-cast".into(), move || {
+            h.wait().map(|b| {
+                let mut v =
+                    vec![<T as bytemuck::Zeroable>::zeroed(); b.len() / std::mem::size_of::<T>()];
+                bytes_mut(&mut v).copy_from_slice(&b);
+                v
+            })
+        })
+    }
+
+    /// ReduceScatter: `send` holds `size` blocks of `recv.len()` elements;
+    /// rank r gets the reduction of every rank's block r.
+    ///
+    /// # Errors
+    /// `send.len() != size * recv.len()`; transport and consistency errors.
+    pub fn reduce_scatter<T: Element>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
+        let a = self
+            .args(CollectiveKind::ReduceScatter, recv.len() as u64, T::DTYPE)
+            .with_op(op);
+        self.collective(&a, bytes(send), bytes_mut(recv))
+    }
+
+    /// ReduceScatter in place: `buf` is the send buffer; rank r's result
+    /// lands in its own block `buf[r*count..(r+1)*count]`.
+    ///
+    /// # Errors
+    /// `buf.len()` not a multiple of `size`; transport and consistency errors.
+    pub fn reduce_scatter_in_place<T: Element>(
+        &self,
+        buf: &mut [T],
+        op: ReduceOp,
+    ) -> Result<(), CommError> {
+        let count = self.per_rank(CollectiveKind::ReduceScatter, buf.len())?;
+        let a = self
+            .args(CollectiveKind::ReduceScatter, count, T::DTYPE)
+            .with_op(op);
+        self.collective_in_place(&a, bytes_mut(buf))
+    }
+
+    /// AllGather: `recv` = every rank's `send`, in rank order.
+    ///
+    /// # Errors
+    /// `recv.len() != size * send.len()`; transport and consistency errors.
+    pub fn all_gather<T: Element>(&self, send: &[T], recv: &mut [T]) -> Result<(), CommError> {
+        let a = self.args(CollectiveKind::AllGather, send.len() as u64, T::DTYPE);
+        self.collective(&a, bytes(send), bytes_mut(recv))
+    }
+
+    /// AllGather in place: rank r's input is its own block of `buf`.
+    ///
+    /// # Errors
+    /// `buf.len()` not a multiple of `size`; transport and consistency errors.
+    pub fn all_gather_in_place<T: Element>(&self, buf: &mut [T]) -> Result<(), CommError> {
+        let count = self.per_rank(CollectiveKind::AllGather, buf.len())?;
+        let a = self.args(CollectiveKind::AllGather, count, T::DTYPE);
+        self.collective_in_place(&a, bytes_mut(buf))
+    }
+
+    /// Broadcast `buf` from `root` to every rank (HCCL's `HcclBroadcast`, in place).
+    ///
+    /// # Errors
+    /// Root out of range; transport and consistency errors.
+    pub fn broadcast<T: Element>(&self, buf: &mut [T], root: u32) -> Result<(), CommError> {
+        let a = self
+            .args(CollectiveKind::Broadcast, buf.len() as u64, T::DTYPE)
+            .with_root(root);
+        self.collective_in_place(&a, bytes_mut(buf))
+    }
+
+    /// Reduce to `root`: `recv` (root only; empty elsewhere) = op over ranks of `send`.
+    ///
+    /// # Errors
+    /// Root out of range, lengths; transport and consistency errors.
+    pub fn reduce<T: Element>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        op: ReduceOp,
+        root: u32,
+    ) -> Result<(), CommError> {
+        let a = self
+            .args(CollectiveKind::Reduce, send.len() as u64, T::DTYPE)
+            .with_op(op)
+            .with_root(root);
+        self.collective(&a, bytes(send), bytes_mut(recv))
+    }
+
+    /// Scatter from `root`: rank r gets block r of the root's `send`
+    /// (`size * recv.len()` elements on the root, empty elsewhere).
+    ///
+    /// # Errors
+    /// Root out of range, lengths; transport and consistency errors.
+    pub fn scatter<T: Element>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        root: u32,
+    ) -> Result<(), CommError> {
+        let a = self
+            .args(CollectiveKind::Scatter, recv.len() as u64, T::DTYPE)
+            .with_root(root);
+        self.collective(&a, bytes(send), bytes_mut(recv))
+    }
+
+    /// Gather to `root`: the root's `recv` = every rank's `send` in rank order.
+    ///
+    /// # Errors
+    /// Root out of range, lengths; transport and consistency errors.
+    pub fn gather<T: Element>(
+        &self,
+        send: &[T],
+        recv: &mut [T],
+        root: u32,
+    ) -> Result<(), CommError> {
+        let a = self
+            .args(CollectiveKind::Gather, send.len() as u64, T::DTYPE)
+            .with_root(root);
+        self.collective(&a, bytes(send), bytes_mut(recv))
+    }
+
+    /// AllToAll: block j of rank i's `send` goes to block i of rank j's
+    /// `recv`; both hold `size` equal blocks.
+    ///
+    /// # Errors
+    /// Lengths; transport and consistency errors.
+    pub fn all_to_all<T: Element>(&self, send: &[T], recv: &mut [T]) -> Result<(), CommError> {
+        let count = self.per_rank(CollectiveKind::AllToAll, send.len())?;
+        let a = self.args(CollectiveKind::AllToAll, count, T::DTYPE);
+        self.collective(&a, bytes(send), bytes_mut(recv))
+    }
+
+    /// Returns once every rank has entered the barrier.
+    ///
+    /// # Errors
+    /// Transport errors.
+    pub fn barrier(&self) -> Result<(), CommError> {
+        let a = self.args(CollectiveKind::Barrier, 0, DataType::Uint8);
+        self.collective(&a, &[], &mut [])
+    }
+
+    /// Splits the communicator (NCCL's `ncclCommSplit`): ranks with the same
+    /// `color` form a new communicator, ordered by (`key`, old rank);
+    /// `color = None` takes no part and gets `None`. Every rank must call it.
+    /// On TCP the new communicator bootstraps through a root hosted by its
+    /// lowest member, announced over this one.
+    ///
+    /// # Errors
+    /// This communicator's op errors; the new bootstrap's errors.
+    pub fn split(&self, color: Option<u32>, key: u32) -> Result<Option<Comm>, CommError> {
+        let n = self.shared.size as usize;
+        // 1. Everyone learns everyone's (color, key).
+        let mine = [color.map_or(u32::MAX, |c| c), key];
+        let mut all = vec![0u32; 2 * n];
+        self.all_gather(&mine, &mut all)?;
+        let split_no = *lock(&self.shared.tickets);
+        let Some(color) = color else {
+            // Still take part in the root-info exchange below.
+            let mut infos = vec![0u8; hccl_hw::tcp::root::ROOT_INFO_LEN * n];
+            if self.backend() == BackendKind::Tcp {
+                self.all_gather(&[0u8; hccl_hw::tcp::root::ROOT_INFO_LEN], &mut infos)?;
+            }
+            return Ok(None);
+        };
+        let mut members: Vec<(u32, usize)> = (0..n)
+            .filter(|&r| all[2 * r] == color)
+            .map(|r| (all[2 * r + 1], r))
+            .collect();
+        members.sort();
+        let new_rank = members
+            .iter()
+            .position(|&(_, r)| r == self.shared.rank as usize)
+            .unwrap_or(0) as u32;
+        let size = members.len() as u32;
+        let name = format!("{}/split{split_no}/color{color}", self.shared.name);
+        if let Some(Backend::Sim(w)) = &lock(&self.shared.state).backend {
+            let sub = w.split_world(split_no, color, size)?;
+            return Ok(Some(Comm::new(name, new_rank, size, Backend::Sim(sub))));
+        }
+        // 2. The lowest member of each color starts a root; all infos are gathered.
+        let len = hccl_hw::tcp::root::ROOT_INFO_LEN;
+        let mut cfg = TcpConfig::from_env()?;
+        if cfg.if_ip.is_none() && cfg.socket_ifname.is_none() {
+            // Listen where this rank already listens for the parent.
+            if let Some(Backend::Tcp(t)) = &lock(&self.shared.state).backend {
+                cfg.if_ip = Some(t.local_ip());
+            }
+        }
+        let leader = new_rank == 0;
+        let my_info = if leader {
+            RootInfo::create(&TcpConfig {
+                base_port: 0,
+                ..cfg.clone()
+            })?
+            .to_bytes()
+        } else {
+            [0u8; hccl_hw::tcp::root::ROOT_INFO_LEN]
+        };
+        let mut infos = vec![0u8; len * n];
+        self.all_gather(&my_info, &mut infos)?;
+        let leader_rank = members[0].1;
+        let root = RootInfo::from_bytes(&infos[leader_rank * len..(leader_rank + 1) * len])
+            .map_err(|e| CommError::Unsupported(format!("split: {e}")))?;
+        Comm::tcp(&name, cfg, &root, size, new_rank).map(Some)
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Closing the backend (TcpRank's drop) says goodbye to the peers.
+        lock(&self.state).backend = None;
+    }
+}
+
+/// A short per-op timeout for tests and examples: `HCCL_EXEC_TIMEOUT` parsed.
+pub fn exec_timeout() -> Option<Duration> {
+    TcpConfig::from_env().ok().and_then(|c| c.exec_timeout)
+}

@@ -1,0 +1,98 @@
+//! Op signatures on the wire: 32 bytes, normalized so that byte equality
+//! is exactly `OpSignature::check_consistent` (the op only for reductions,
+//! the root only for rooted kinds).
+
+use hccl_algos::collective::{CollectiveKind, OpSignature};
+use hccl_algos::schedule::Rank;
+use hccl_algos::{DataType, ReduceOp};
+use hccl_hw::tcp::wire::Signature;
+
+/// Encodes `s`: kind, dtype, op (0xFF if unused), root (u32::MAX if unused), count.
+pub(crate) fn encode(s: &OpSignature) -> Signature {
+    let mut b = [0u8; 32];
+    b[0] = CollectiveKind::ALL
+        .iter()
+        .position(|k| *k == s.kind)
+        .unwrap_or(0xFF) as u8;
+    b[1] = s.dtype as u32 as u8;
+    b[2] = if s.kind.is_reduction() {
+        s.op as u32 as u8
+    } else {
+        0xFF
+    };
+    let root = if s.kind.is_rooted() { s.root } else { u32::MAX };
+    b[4..8].copy_from_slice(&root.to_le_bytes());
+    b[8..16].copy_from_slice(&s.count.to_le_bytes());
+    b
+}
+
+/// Decodes [`encode`]'s bytes (unused fields come back as 0 / sum).
+pub(crate) fn decode(b: &Signature) -> Option<OpSignature> {
+    let kind = *CollectiveKind::ALL.get(b[0] as usize)?;
+    let dtype = DataType::from_hccl(b[1].into())?;
+    let op = ReduceOp::ALL
+        .get(b[2] as usize)
+        .copied()
+        .unwrap_or(ReduceOp::Sum);
+    let root = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+    let mut c = [0u8; 8];
+    c.copy_from_slice(&b[8..16]);
+    Some(OpSignature {
+        kind,
+        count: u64::from_le_bytes(c),
+        dtype,
+        op,
+        root: if root == u32::MAX { 0 } else { root },
+    })
+}
+
+/// The mismatch message: field, both values, both ranks.
+pub(crate) fn describe(local: &OpSignature, me: Rank, remote: &Signature, peer: Rank) -> String {
+    let Some(r) = decode(remote) else {
+        return format!("rank {peer} sent an op signature this build cannot read (a different hccl-rs version?)");
+    };
+    match OpSignature::check_consistent(local, &r, peer) {
+        Err(e) => format!(
+            "{} mismatch, local {} (rank {me}), remote {} (rank {peer}); every rank must call the collective with the same arguments",
+            e.field, e.local, e.remote
+        ),
+        Ok(()) => format!("rank {peer} runs a different op (signature bytes differ)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sig(kind: CollectiveKind, count: u64, op: ReduceOp, root: u32) -> OpSignature {
+        OpSignature {
+            kind,
+            count,
+            dtype: DataType::Fp32,
+            op,
+            root,
+        }
+    }
+
+    #[test]
+    fn byte_equality_is_consistency() {
+        // The op is ignored for data movement, the root for unrooted kinds.
+        let a = sig(CollectiveKind::AllGather, 4, ReduceOp::Sum, 0);
+        let b = sig(CollectiveKind::AllGather, 4, ReduceOp::Max, 3);
+        assert_eq!(encode(&a), encode(&b));
+        let c = sig(CollectiveKind::Reduce, 4, ReduceOp::Sum, 1);
+        let d = sig(CollectiveKind::Reduce, 4, ReduceOp::Sum, 2);
+        assert_ne!(encode(&c), encode(&d));
+        assert_eq!(decode(&encode(&c)), Some(c));
+    }
+
+    #[test]
+    fn describe_names_field_values_and_ranks() {
+        let local = sig(CollectiveKind::AllReduce, 6, ReduceOp::Sum, 0);
+        let remote = encode(&sig(CollectiveKind::AllReduce, 4, ReduceOp::Sum, 0));
+        assert_eq!(
+            describe(&local, 2, &remote, 1),
+            "count mismatch, local 6 (rank 2), remote 4 (rank 1); every rank must call the collective with the same arguments"
+        );
+    }
+}

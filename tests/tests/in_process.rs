@@ -1,0 +1,108 @@
+//! The same conformance cases with every rank a thread of this process:
+//! on the simulator (`BackendKind::Sim`) and on TCP over loopback
+//! (`Comm::init_all`), plus split, async ops and abort.
+
+use std::sync::Arc;
+
+use hccl::comm::{BackendKind, ReduceOp};
+use hccl::Comm;
+
+/// Runs every case on `world` ranks of `backend`, one thread per rank.
+fn conformance(backend: BackendKind, world: u32) {
+    let comms = Comm::init_all_on(backend, world).expect("init_all");
+    let hs: Vec<_> = comms
+        .into_iter()
+        .map(|c| {
+            std::thread::spawn(move || {
+                for (i, case) in hccl_conformance::cases(c.size()).iter().enumerate() {
+                    hccl_conformance::run_case(&c, case, i as u64)
+                        .map_err(|e| format!("{}: {e}", case.name()))?;
+                }
+                Ok::<_, String>(())
+            })
+        })
+        .collect();
+    for (r, h) in hs.into_iter().enumerate() {
+        h.join()
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{backend:?} rank {r} of {world}: {e}"));
+    }
+}
+
+#[test]
+fn sim_conformance_2_and_3_ranks() {
+    conformance(BackendKind::Sim, 2);
+    conformance(BackendKind::Sim, 3);
+}
+
+#[test]
+fn tcp_threads_conformance_4_ranks() {
+    conformance(BackendKind::Tcp, 4);
+}
+
+/// Split, typed and async calls, and the same program on both backends.
+fn program(backend: BackendKind) -> Vec<Vec<f32>> {
+    let comms = Comm::init_all_on(backend, 4).unwrap();
+    let hs: Vec<_> = comms
+        .into_iter()
+        .map(|c| {
+            std::thread::spawn(move || {
+                let r = c.rank() as f32;
+                // Even and odd ranks form two communicators.
+                let sub = c.split(Some(c.rank() % 2), c.rank()).unwrap().unwrap();
+                assert_eq!(sub.size(), 2);
+                let mut v = vec![r; 3];
+                sub.all_reduce_in_place(&mut v, ReduceOp::Sum).unwrap();
+                let h = c.all_reduce_async(vec![r + 1.0; 2], ReduceOp::Max);
+                let m = h.wait().unwrap();
+                let mut g = vec![0.0f32; 4];
+                c.all_gather(&[r * 10.0], &mut g).unwrap();
+                vec![v, m, g]
+            })
+        })
+        .collect();
+    hs.into_iter().flat_map(|h| h.join().unwrap()).collect()
+}
+
+#[test]
+fn same_program_same_answers_on_tcp_and_sim() {
+    let tcp = program(BackendKind::Tcp);
+    let sim = program(BackendKind::Sim);
+    assert_eq!(tcp, sim);
+    // Rank 0 (even group {0, 2}): 0 + 2; max of r+1 is 4; gather 0,10,20,30.
+    assert_eq!(tcp[0], vec![2.0; 3]);
+    assert_eq!(tcp[1], vec![4.0; 2]);
+    assert_eq!(tcp[2], vec![0.0, 10.0, 20.0, 30.0]);
+    // Rank 1 (odd group {1, 3}).
+    assert_eq!(tcp[3], vec![4.0; 3]);
+}
+
+#[test]
+fn abort_twice_is_a_noop_and_peers_fail() {
+    let comms: Vec<Arc<Comm>> = Comm::init_all_on(BackendKind::Tcp, 2)
+        .unwrap()
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    comms[0].abort();
+    comms[0].abort();
+    let e = comms[0]
+        .all_reduce(&[1.0f32], &mut [0.0], ReduceOp::Sum)
+        .unwrap_err();
+    assert!(e.to_string().contains("aborted"), "{e}");
+    let e = comms[1]
+        .all_reduce(&[1.0f32], &mut [0.0], ReduceOp::Sum)
+        .unwrap_err();
+    assert!(e.to_string().contains("rank 0"), "{e}");
+    assert!(comms[1].async_error().is_some());
+}
+
+#[test]
+fn wrong_buffer_length_is_an_error_before_anything_moves() {
+    let comms = Comm::init_all_on(BackendKind::Sim, 2).unwrap();
+    let e = comms[0].all_gather(&[1u8, 2], &mut [0u8; 3]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "AllGather: receive buffer has 3 bytes, the call needs 4"
+    );
+}

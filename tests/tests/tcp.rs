@@ -1,0 +1,224 @@
+//! The conformance suite and the fault tests on TCP, with every rank a real
+//! process of the `conformance_rank` binary over loopback. Each child is
+//! killed if it outlives its bound, so no test can hang.
+
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_conformance_rank");
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Job {
+    port: u16,
+    world: u32,
+    env: Vec<(String, String)>,
+}
+
+impl Job {
+    fn new(world: u32, env: &[(&str, &str)]) -> Job {
+        let port = free_port();
+        let mut e: Vec<(String, String)> = vec![
+            ("HCCL_IF_IP".into(), "127.0.0.1".into()),
+            ("HCCL_CONNECT_TIMEOUT".into(), "10".into()),
+            ("HCCL_EXEC_TIMEOUT".into(), "5".into()),
+            ("MASTER_ADDR".into(), "127.0.0.1".into()),
+            ("MASTER_PORT".into(), port.to_string()),
+            ("WORLD_SIZE".into(), world.to_string()),
+            ("HCCL_SESSION_ID".into(), format!("test-{port}")),
+        ];
+        for (k, v) in env {
+            e.retain(|(a, _)| a != k);
+            e.push((k.to_string(), v.to_string()));
+        }
+        Job {
+            port,
+            world,
+            env: e,
+        }
+    }
+
+    fn spawn(&self, rank: u32) -> Child {
+        Command::new(BIN)
+            .envs(self.env.iter().cloned())
+            .env("RANK", rank.to_string())
+            .env_remove("HCCL_BACKEND")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn conformance_rank")
+    }
+}
+
+/// Waits for `child` at most `bound`, killing it past that; returns (exit code, stdout).
+fn finish(mut child: Child, bound: Duration) -> (Option<i32>, String) {
+    let end = Instant::now() + bound;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            _ if Instant::now() >= end => {
+                let _ = child.kill();
+                break;
+            }
+            _ => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    let out = child.wait_with_output().expect("child output");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+fn run_all(job: &Job, bound: Duration) -> Vec<(Option<i32>, String)> {
+    let kids: Vec<Child> = (0..job.world).map(|r| job.spawn(r)).collect();
+    kids.into_iter().map(|c| finish(c, bound)).collect()
+}
+
+fn assert_conformance(world: u32, env: &[(&str, &str)]) {
+    let job = Job::new(world, env);
+    let outs = run_all(&job, Duration::from_secs(120));
+    let n_cases = hccl_conformance::cases(world).len();
+    for (r, (code, out)) in outs.iter().enumerate() {
+        let ok = out.lines().filter(|l| l.starts_with("CASE ok")).count();
+        assert_eq!(*code, Some(0), "rank {r} of {world} failed:\n{out}");
+        assert_eq!(
+            ok, n_cases,
+            "rank {r}: {ok} of {n_cases} cases passed:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn conformance_2_ranks_selected_algorithms() {
+    assert_conformance(2, &[]);
+}
+
+#[test]
+fn conformance_3_ranks_ring() {
+    let ring = "allreduce=level0:ring/allgather=level0:ring/reducescatter=level0:ring/broadcast=level0:ring/reduce=level0:ring";
+    assert_conformance(3, &[("HCCL_ALGO", ring)]);
+}
+
+#[test]
+fn conformance_4_ranks_mesh_allreduce() {
+    assert_conformance(4, &[("HCCL_ALGO", "allreduce=level0:mesh")]);
+}
+
+/// Runs the fault job; returns every rank's (code, stdout).
+fn fault(world: u32, fault: &str, extra: &[(&str, &str)]) -> Vec<(Option<i32>, String)> {
+    let mut env = vec![
+        ("HCCL_TEST_MODE", "fault"),
+        ("HCCL_TEST_FAULT", fault),
+        ("HCCL_TEST_VICTIM", "1"),
+    ];
+    env.extend_from_slice(extra);
+    run_all(&Job::new(world, &env), Duration::from_secs(30))
+}
+
+fn survivors_fail_with(outs: &[(Option<i32>, String)], victim: usize, needles: &[&str]) {
+    for (r, (code, out)) in outs.iter().enumerate() {
+        if r == victim {
+            continue;
+        }
+        assert_eq!(*code, Some(3), "rank {r} should fail the op:\n{out}");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("OPERR"))
+            .unwrap_or_default();
+        assert!(line.contains("AllReduce #"), "rank {r}: {line}");
+        for n in needles {
+            assert!(line.contains(n), "rank {r}: {line:?} lacks {n:?}");
+        }
+    }
+}
+
+#[test]
+fn killed_rank_fails_every_survivor_naming_it() {
+    let outs = fault(3, "kill", &[]);
+    survivors_fail_with(&outs, 1, &["lost rank 1"]);
+}
+
+#[test]
+fn closed_sockets_fail_every_survivor_naming_the_rank() {
+    let outs = fault(3, "exit", &[]);
+    survivors_fail_with(&outs, 1, &["lost rank 1"]);
+}
+
+#[test]
+fn rank_delayed_past_exec_timeout_fails_everyone() {
+    let outs = fault(
+        3,
+        "delay",
+        &[("HCCL_EXEC_TIMEOUT", "1.5"), ("HCCL_TEST_DELAY_MS", "4000")],
+    );
+    survivors_fail_with(&outs, 1, &["timed out after 1.5 s"]);
+    let (code, out) = &outs[1];
+    assert_eq!(*code, Some(3), "the late rank fails too:\n{out}");
+}
+
+#[test]
+fn count_mismatch_fails_every_rank_with_both_values() {
+    let outs = fault(3, "count", &[]);
+    survivors_fail_with(&outs, usize::MAX, &["count mismatch", "1048576", "1048577"]);
+}
+
+#[test]
+fn stranger_on_the_root_port_is_ignored() {
+    let job = Job::new(
+        2,
+        &[("HCCL_TEST_MODE", "fault"), ("HCCL_TEST_FAULT", "none")],
+    );
+    let root = job.spawn(0);
+    let end = Instant::now() + Duration::from_secs(10);
+    let mut s = loop {
+        match TcpStream::connect(("127.0.0.1", job.port)) {
+            Ok(s) => break s,
+            Err(_) if Instant::now() < end => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => panic!("root never listened: {e}"),
+        }
+    };
+    s.write_all(b"\x16\x03\x01 hello, is this TLS?").unwrap();
+    let other = job.spawn(1);
+    for (r, c) in [root, other].into_iter().enumerate() {
+        let (code, out) = finish(c, Duration::from_secs(30));
+        assert_eq!(code, Some(0), "rank {r}:\n{out}");
+        assert!(out.contains("OPOK"), "rank {r}:\n{out}");
+    }
+}
+
+#[test]
+fn bootstrap_timeout_names_missing_rank_and_late_rank_gets_expired() {
+    let job = Job::new(
+        3,
+        &[
+            ("HCCL_CONNECT_TIMEOUT", "1.5"),
+            ("HCCL_TEST_MODE", "fault"),
+            ("HCCL_TEST_LINGER_MS", "4000"),
+        ],
+    );
+    let early: Vec<Child> = [0, 1].into_iter().map(|r| job.spawn(r)).collect();
+    std::thread::sleep(Duration::from_millis(2500));
+    let late = job.spawn(2);
+    for (r, c) in early.into_iter().enumerate() {
+        let (code, out) = finish(c, Duration::from_secs(30));
+        assert_eq!(code, Some(2), "rank {r}:\n{out}");
+        assert!(
+            out.contains(
+                "INITERR bootstrap timed out after 1.5 s: 2 of 3 ranks connected, missing [2]"
+            ),
+            "rank {r}:\n{out}"
+        );
+    }
+    let (code, out) = finish(late, Duration::from_secs(30));
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("INITERR session expired"), "{out}");
+}
