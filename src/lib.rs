@@ -1,5 +1,6 @@
 //! hccl-rs: collective communication in the style of Huawei HCCL.
 
 pub mod comm;
+pub mod profiling;
 
 pub use comm::{BackendKind, Comm, CommError, Element, OpHandle, RootInfo};

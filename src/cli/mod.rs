@@ -1,4 +1,5 @@
 //! One module per subcommand of the `hccl` binary.
 
 pub mod ranktable;
+pub mod test;
 pub mod topo;

@@ -1,0 +1,601 @@
+//! `hccl test` (also the `hccl-test` binary): CANN's `hccl_test` and
+//! nccl-tests on the simulator.
+//!
+//! Flags keep hccl_test's names, meanings and defaults (CANN
+//! `tools/hccl_test` README and `hccl_test_common.cc`): `-b/-e` 64M,
+//! `-i` (max-min)/10, `-f` off, `-o sum`, `-r 0`, `-d fp32`, `-n 20`,
+//! `-w 5`, `-c 1`, `-p` = the NPUs of a server. The cluster defaults to one
+//! simulated Atlas 800T A2 server.
+//!
+//! Iterations: each row runs `-w` warmup and `-n` timed ops back to back
+//! in virtual time, and reports `(end of the last timed op - start of the
+//! first) / n`, the window hccl_test measures with stream events. The
+//! simulator is deterministic, so warmups change nothing; they run anyway
+//! so the virtual timeline has the shape of the real one. The check runs
+//! once per row, on a separate data-mode run of one op.
+
+mod check;
+mod cluster;
+mod output;
+mod plot;
+mod runner;
+mod sizes;
+mod trace;
+pub mod workload;
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, ValueEnum};
+use hccl_algos::algo::{self, AlgoSpec};
+use hccl_algos::collective::CollectiveKind;
+use hccl_algos::select::{self, HcclAlgo};
+use hccl_algos::{DataType, ReduceOp};
+use hccl_sim::busbw_factor;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use hccl::profiling::{self, LinkInfo, OpRecord, ProfileWriter, ProfilingConfig, StepRecord};
+
+use check::Check;
+use output::{ClusterInfo, Row};
+use runner::{Recorder, RowRun};
+use workload::TestCollective;
+
+/// Largest estimated memory of one data-mode check (inputs, outputs and
+/// reference of every rank): 8 GiB. 8 ranks × 64 MiB AllReduce needs ~2 GiB.
+pub const DATA_LIMIT_BYTES: u64 = 8 << 30;
+
+/// Timing-only or data mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    /// Real bytes: every row's result is checked against the reference.
+    Data,
+    /// Lengths only (for large clusters): the check is skipped.
+    Timing,
+}
+
+/// Arguments of `hccl test` (hccl_test's flags, plus the simulator's).
+#[derive(Debug, Clone, Args)]
+#[command(
+    after_help = "Sizes take K, M, G suffixes (powers of 1024). Times are simulated (hccl-sim).\n\
+                  Example: hccl test all_reduce -b 8K -e 64M -f 2 -d fp32 -o sum -p 8"
+)]
+pub struct TestArgs {
+    /// The collective (hccl_test's binary name without `_test`).
+    #[arg(value_enum)]
+    pub collective: TestCollective,
+    /// Smallest size in bytes (K/M/G suffixes).
+    #[arg(short = 'b', long = "minbytes", default_value = "64M", value_parser = parse_size_arg)]
+    pub minbytes: u64,
+    /// Largest size in bytes (K/M/G suffixes).
+    #[arg(short = 'e', long = "maxbytes", default_value = "64M", value_parser = parse_size_arg)]
+    pub maxbytes: u64,
+    /// Size increment in bytes; default (max - min) / 10.
+    #[arg(short = 'i', long = "stepbytes", value_parser = parse_size_arg)]
+    pub stepbytes: Option<u64>,
+    /// Size multiplication factor (> 1); wins over -i.
+    #[arg(short = 'f', long = "stepfactor")]
+    pub stepfactor: Option<f64>,
+    /// Reduction: sum, prod, max, min, avg.
+    #[arg(short = 'o', long = "op", default_value = "sum", value_parser = parse_op)]
+    pub op: ReduceOp,
+    /// Root rank of broadcast, reduce, scatter and gather.
+    #[arg(short = 'r', long = "root", default_value_t = 0)]
+    pub root: u32,
+    /// Data type: int8 int16 int32 int64 uint8 uint16 uint32 uint64 fp16 fp32 fp64 bf16 (HCCL's names such as bfp16 also accepted).
+    #[arg(short = 'd', long = "datatype", default_value = "fp32", value_parser = parse_dtype)]
+    pub datatype: DataType,
+    /// Timed iterations per size (at least 1).
+    #[arg(short = 'n', long = "iters", default_value_t = 20)]
+    pub iters: u32,
+    /// Warmup iterations per size (not timed).
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5)]
+    pub warmup_iters: u32,
+    /// Check results: 1 on, 0 off.
+    #[arg(short = 'c', long = "check", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub check: u8,
+    /// NPUs per server (default: all NPUs of the preset's server).
+    #[arg(short = 'p', long = "npus")]
+    pub npus: Option<u32>,
+    /// Servers of the preset.
+    #[arg(long, default_value_t = 1)]
+    pub servers: u32,
+    /// Cluster preset: atlas800t-a2, atlas800-910a, atlas900-a3-superpod, ring, full-mesh, leaf-spine, torus2d.
+    #[arg(long, default_value = "atlas800t-a2")]
+    pub preset: String,
+    /// An HCCL rank table (JSON 1.0 or 1.2) instead of a preset.
+    #[arg(long, value_name = "FILE", conflicts_with = "fabric")]
+    pub rank_table: Option<PathBuf>,
+    /// A fabric file instead of a preset.
+    #[arg(long, value_name = "FILE")]
+    pub fabric: Option<PathBuf>,
+    /// Algorithm: a name (ring, mesh, H-D_R, NHR, NB, pairwise, tree, pipeline), HCCL_ALGO syntax, or `all` for every algorithm valid for the collective. Default: $HCCL_ALGO, else the selector.
+    #[arg(long)]
+    pub algo: Option<String>,
+    /// A fault plan for the simulator (JSON).
+    #[arg(long, value_name = "FILE")]
+    pub faults: Option<PathBuf>,
+    /// Seed of the simulator and of the check's inputs.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// data: check results; timing: lengths only, for large clusters.
+    #[arg(long, value_enum, default_value = "data")]
+    pub mode: ModeArg,
+    /// Write the rows as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write a Chrome trace (Perfetto) of one op per row.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Write an SVG of busbw against size, one line per algorithm.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+}
+
+fn parse_size_arg(s: &str) -> Result<u64, String> {
+    sizes::parse_size(s).map_err(|e| e.to_string())
+}
+
+fn parse_op(s: &str) -> Result<ReduceOp, String> {
+    s.parse::<ReduceOp>().map_err(|e| e.to_string())
+}
+
+fn parse_dtype(s: &str) -> Result<DataType, String> {
+    s.parse::<DataType>().map_err(|e| e.to_string())
+}
+
+/// A usage error in clap's style (one line, usage, hint), exit status 2.
+fn usage_error(bin: &'static str, msg: impl std::fmt::Display) -> ExitCode {
+    let mut cmd = TestArgs::augment_args(clap::Command::new(bin));
+    let e = cmd.error(clap::error::ErrorKind::ValueValidation, msg);
+    let _ = e.print();
+    ExitCode::from(2)
+}
+
+/// How the algorithm of each row is chosen.
+enum AlgoChoice {
+    /// The selector (α–β–γ model over the fabric's costs).
+    Selector,
+    /// One spec for every row, from `--algo` or `HCCL_ALGO`.
+    Forced(AlgoSpec, &'static str),
+    /// `--algo all`.
+    All,
+}
+
+fn parse_algo(
+    value: &str,
+    kind: CollectiveKind,
+    source: &'static str,
+) -> Result<AlgoChoice, String> {
+    let v = value.trim();
+    if v.eq_ignore_ascii_case("all") {
+        return Ok(AlgoChoice::All);
+    }
+    if !v.contains('=') {
+        return v
+            .parse::<AlgoSpec>()
+            .map(|s| AlgoChoice::Forced(s, source))
+            .map_err(|e| format!("{source} {v:?}: {e}"));
+    }
+    let h = HcclAlgo::parse(v).map_err(|e| format!("{source}: {e}"))?;
+    Ok(match h.spec_for(kind) {
+        Some(s) => AlgoChoice::Forced(s, source),
+        None => AlgoChoice::Selector,
+    })
+}
+
+fn display_algo(kind: CollectiveKind, spec: &AlgoSpec) -> String {
+    match kind {
+        CollectiveKind::BatchSendRecv | CollectiveKind::SendRecv => "p2p".into(),
+        CollectiveKind::Barrier => "barrier".into(),
+        _ => spec.to_string(),
+    }
+}
+
+/// Runs `hccl test`; `bin` is the program name for usage errors
+/// (`hccl test` or `hccl-test`).
+///
+/// Exit status: 0 when every row passed or was not checked, 1 when a
+/// check failed or the run could not finish, 2 for bad flags.
+///
+/// # Errors
+/// Files that cannot be read or written, a simulation that fails.
+pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
+    let coll = a.collective;
+    let kind = coll.kind();
+    let profiling = match ProfilingConfig::from_env() {
+        Ok(p) => p,
+        Err(e) => return Ok(usage_error(bin, e)),
+    };
+    if a.iters == 0 {
+        return Ok(usage_error(
+            bin,
+            "-n/--iters 0: run at least one timed iteration",
+        ));
+    }
+    if a.faults.is_some() {
+        return Ok(usage_error(
+            bin,
+            "--faults: the simulator has no fault-plan API yet (issue 4); run without --faults",
+        ));
+    }
+    let sweep = if kind == CollectiveKind::Barrier {
+        Ok(vec![0])
+    } else {
+        let step = sizes::Step::from_flags(a.stepfactor, a.stepbytes, a.minbytes, a.maxbytes);
+        sizes::sweep(a.minbytes, a.maxbytes, step)
+    };
+    let sizes = match sweep {
+        Ok(s) => s,
+        Err(e) => return Ok(usage_error(bin, e)),
+    };
+    let source = match (&a.rank_table, &a.fabric) {
+        (Some(p), _) => cluster::Source::RankTable(p),
+        (None, Some(p)) => cluster::Source::FabricFile(p),
+        (None, None) => cluster::Source::Preset {
+            name: &a.preset,
+            servers: a.servers,
+            npus: a.npus,
+        },
+    };
+    let built = match cluster::build(&source) {
+        Ok(c) => c,
+        Err(cluster::ClusterError::Usage(m)) => return Ok(usage_error(bin, m)),
+        Err(e) => return Err(e).context("cannot build the cluster"),
+    };
+    let fabric = &built.fabric;
+    let n = fabric.world_size();
+    if let (Some(p), false) = (a.npus, matches!(source, cluster::Source::Preset { .. })) {
+        if cluster::shape(fabric).1 != Some(p) {
+            return Ok(usage_error(
+                bin,
+                format!(
+                    "-p/--npus {p} does not match the {} ({:?} NPUs per server); drop -p",
+                    built.origin,
+                    cluster::shape(fabric).1
+                ),
+            ));
+        }
+    }
+    if coll.uses_root() && a.root >= n {
+        return Ok(usage_error(
+            bin,
+            format!(
+                "-r/--root {} is outside the world of {n} ranks; use 0..{}",
+                a.root,
+                n - 1
+            ),
+        ));
+    }
+    let layout = cluster::layout(fabric);
+    let costs = cluster::cost_model(fabric);
+    let env_algo = std::env::var("HCCL_ALGO")
+        .ok()
+        .filter(|v| !v.trim().is_empty());
+    let choice = match (&a.algo, &env_algo) {
+        (Some(v), _) => parse_algo(v, kind, "--algo"),
+        (None, Some(v)) => parse_algo(v, kind, "HCCL_ALGO"),
+        (None, None) => Ok(AlgoChoice::Selector),
+    };
+    let choice = match choice {
+        Ok(c) => c,
+        Err(m) => return Ok(usage_error(bin, m)),
+    };
+    let args_of = |bytes| workload::args_for(coll, bytes, a.datatype, a.op, a.root, n);
+    let first_args = match args_of(sizes[0]) {
+        Ok(x) => x,
+        Err(e) => return Ok(usage_error(bin, e)),
+    };
+    if let AlgoChoice::Forced(spec, src) = &choice {
+        if let Err(e) = algo::plan(&first_args, spec, &layout, 0) {
+            return Ok(usage_error(bin, format!("{src}: {e}")));
+        }
+    }
+    let check = a.check == 1 && a.mode == ModeArg::Data;
+    if check {
+        let largest = *sizes.last().unwrap_or(&0);
+        let need = args_of(largest)
+            .map(|x| runner::data_check_bytes(&x))
+            .unwrap_or(0);
+        if need > DATA_LIMIT_BYTES {
+            return Ok(usage_error(
+                bin,
+                format!(
+                    "checking {} bytes on {n} ranks needs about {:.1} GiB of host memory (limit {} GiB); use --mode timing, -c 0, or a smaller -e",
+                    largest,
+                    need as f64 / f64::from(1u32 << 30),
+                    DATA_LIMIT_BYTES >> 30
+                ),
+            ));
+        }
+    }
+
+    let info = ClusterInfo::of(&built.origin, fabric);
+    let algo_setting = match &choice {
+        AlgoChoice::Selector => "selector".to_string(),
+        AlgoChoice::Forced(s, src) => format!("{s} ({src})"),
+        AlgoChoice::All => "all".to_string(),
+    };
+    let mut settings = format!(
+        "{coll} -b {} -e {} {} -d {} -o {} -r {} -n {} -w {} -c {} -p {} --servers {} --mode {} --seed {} --algo {}",
+        a.minbytes,
+        a.maxbytes,
+        match (a.stepfactor, a.stepbytes) {
+            (Some(f), _) => format!("-f {f}"),
+            (None, Some(i)) => format!("-i {i}"),
+            (None, None) => "-i default".into(),
+        },
+        a.datatype,
+        a.op,
+        a.root,
+        a.iters,
+        a.warmup_iters,
+        a.check,
+        cluster::shape(fabric).1.map_or_else(|| "-".to_string(), |p| p.to_string()),
+        cluster::shape(fabric).0,
+        match a.mode {
+            ModeArg::Data => "data",
+            ModeArg::Timing => "timing",
+        },
+        a.seed,
+        algo_setting,
+    );
+    if kind == CollectiveKind::Barrier {
+        settings.push_str(" (barrier: one row of size 0)");
+    }
+    let check_note = match (a.mode, a.check) {
+        (ModeArg::Timing, _) => "skipped in timing mode (no data); check column NULL".to_string(),
+        (_, 0) => "off (-c 0); check column NULL".to_string(),
+        _ => "every element of every rank against the sequential reference, verifiable inputs (exact in every dtype)".to_string(),
+    };
+    let mut out = std::io::stdout().lock();
+    for line in output::header_lines(
+        &format!(
+            "hccl test {coll} (hccl-rs {}, simulator)",
+            env!("CARGO_PKG_VERSION")
+        ),
+        &info,
+        &settings,
+        &check_note,
+    ) {
+        writeln!(out, "{line}")?;
+    }
+    writeln!(
+        out,
+        "# iterations: {} warmup + {} timed ops back to back in virtual time; time = timed window / {}",
+        a.warmup_iters, a.iters, a.iters
+    )?;
+    writeln!(out, "#")?;
+    writeln!(out, "{}", output::table_header())?;
+    out.flush()?;
+
+    // Rows to run: sizes × algorithms.
+    let mut plan: Vec<(u64, AlgoSpec, String)> = Vec::new();
+    for &bytes in &sizes {
+        let args = match args_of(bytes) {
+            Ok(x) => x,
+            Err(e) => return Ok(usage_error(bin, e)),
+        };
+        match &choice {
+            AlgoChoice::Selector => {
+                let s = select::select(&args, &layout, &costs, None);
+                plan.push((bytes, s.spec, "selector".into()));
+            }
+            AlgoChoice::Forced(spec, src) => plan.push((bytes, *spec, (*src).into())),
+            AlgoChoice::All => {
+                for spec in workload::all_specs(&args, &layout) {
+                    plan.push((bytes, spec, "--algo all".into()));
+                }
+            }
+        }
+    }
+    let bar = if std::io::stderr().is_terminal() && plan.len() > 1 {
+        let b = ProgressBar::new(plan.len() as u64);
+        b.set_style(
+            ProgressStyle::with_template("{bar:40} {pos}/{len} rows {msg} [{elapsed}]")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        b
+    } else {
+        ProgressBar::hidden()
+    };
+
+    let mut profile = profiling
+        .clone()
+        .map(|c| ProfileWriter::new(c, format!("{coll}_{}ranks", n)));
+    let mut tracer = a.trace.as_ref().map(|_| trace::TraceBuilder::new());
+    let w = a.warmup_iters as usize;
+    let last_timed = w + a.iters as usize - 1;
+    let mut rows = Vec::with_capacity(plan.len());
+    let mut failed = false;
+    for (bytes, spec, chosen_by) in plan {
+        let args = args_of(bytes).map_err(anyhow::Error::from)?;
+        bar.set_message(format!("{} B {}", bytes, display_algo(kind, &spec)));
+        let row_run = RowRun {
+            fabric,
+            layout: &layout,
+            args: &args,
+            spec,
+            warmup: a.warmup_iters,
+            iters: a.iters,
+            seed: a.seed,
+            check,
+        };
+        let observe = profile.is_some() || tracer.is_some();
+        let mut recorder = Recorder::new(w..=if profile.is_some() { last_timed } else { w });
+        let measured = runner::run_row(
+            &row_run,
+            observe.then_some(&mut recorder as &mut dyn hccl_sim::Hooks),
+        )
+        .with_context(|| format!("{coll} {bytes} bytes, algorithm {spec}"))?;
+        let size = args.message_bytes();
+        let esz = args.dtype.size();
+        let algbw = if measured.time_ns > 0.0 {
+            size as f64 / measured.time_ns
+        } else {
+            0.0
+        };
+        let busbw = algbw * busbw_factor(kind, n);
+        let row = Row {
+            size_bytes: size,
+            count: size / esz,
+            dtype: args.dtype.to_string(),
+            redop: coll.uses_op().then(|| args.op.to_string()),
+            root: coll.uses_root().then_some(args.root),
+            time_us: measured.time_ns / 1000.0,
+            algbw_gbps: algbw,
+            busbw_gbps: busbw,
+            algorithm: display_algo(kind, &spec),
+            chosen_by,
+            predicted_us: select::predict(&args, &spec, &layout, &costs).map(|t| t / 1000.0),
+            check: measured.check,
+        };
+        failed |= matches!(row.check, Check::Failed(_));
+        let line = output::format_row(&row);
+        bar.suspend(|| {
+            let mut o = std::io::stdout().lock();
+            let _ = writeln!(o, "{line}");
+            let _ = o.flush();
+        });
+        let label = format!("{} {} B {}", coll, size, row.algorithm);
+        if let Some(t) = tracer.as_mut() {
+            if let Some(op) = measured.report.ops.get(w) {
+                t.add_row(&label, fabric, w, op, &recorder.messages);
+            }
+        }
+        if let Some(p) = profile.as_mut() {
+            for i in w..=last_timed {
+                if let Some(op) = measured.report.ops.get(i) {
+                    p.push(op_record(
+                        fabric,
+                        &args,
+                        &row,
+                        coll,
+                        op,
+                        i,
+                        &recorder.messages,
+                    ));
+                }
+            }
+        }
+        rows.push(row);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+
+    if let Some(path) = &a.json {
+        let doc = output::JsonReport {
+            tool: "hccl test",
+            version: env!("CARGO_PKG_VERSION"),
+            collective: coll.name(),
+            simulated: true,
+            cluster: &info,
+            settings: &settings,
+            rows: &rows,
+        };
+        std::fs::write(path, serde_json::to_vec_pretty(&doc)?)
+            .with_context(|| format!("cannot write --json {}", path.display()))?;
+        writeln!(out, "# json: {}", path.display())?;
+    }
+    if let Some(path) = &a.plot {
+        let title = format!(
+            "{coll}, {} ({n} ranks), {}: busbw vs size (simulated)",
+            built.origin, a.datatype
+        );
+        plot::write_svg(path, &title, &rows).map_err(anyhow::Error::msg)?;
+        writeln!(out, "# plot: {}", path.display())?;
+    }
+    if let (Some(path), Some(t)) = (&a.trace, tracer) {
+        std::fs::write(path, serde_json::to_vec(&t.finish())?)
+            .with_context(|| format!("cannot write --trace {}", path.display()))?;
+        writeln!(
+            out,
+            "# trace: {} (open in https://ui.perfetto.dev)",
+            path.display()
+        )?;
+    }
+    if let Some(p) = profile {
+        let path = p.finish()?;
+        writeln!(out, "# profiling: {}", path.display())?;
+    }
+    if failed {
+        writeln!(out, "# some rows FAILED their check")?;
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The profiling record of scenario op `i` of a row.
+fn op_record(
+    fabric: &hccl_topology::Fabric,
+    args: &hccl_algos::collective::CollectiveArgs,
+    row: &Row,
+    coll: TestCollective,
+    op: &hccl_sim::OpResult,
+    i: usize,
+    messages: &[runner::Message],
+) -> OpRecord {
+    let start = op.start_ns.iter().flatten().copied().min().unwrap_or(0);
+    let end = op.end_ns.iter().flatten().copied().max().unwrap_or(start);
+    let mine: Vec<(&runner::Message, StepRecord)> = messages
+        .iter()
+        .filter(|m| m.op == i)
+        .map(|m| {
+            (
+                m,
+                StepRecord {
+                    src: m.src,
+                    dst: m.dst,
+                    tag: m.tag,
+                    bytes: m.bytes,
+                    start_ns: m.start_ns,
+                    end_ns: m.end_ns,
+                },
+            )
+        })
+        .collect();
+    let links = profiling::link_records(mine.iter().map(|(m, s)| (s, m.route.as_slice())), |l| {
+        let e = hccl_topology::EdgeIndex::new(l as usize);
+        let (from, to) = fabric
+            .graph()
+            .edge_endpoints(e)
+            .map(|(x, y)| {
+                (
+                    fabric.graph()[x].name.clone(),
+                    fabric.graph()[y].name.clone(),
+                )
+            })
+            .unwrap_or_default();
+        let link = fabric.link(e);
+        LinkInfo {
+            from,
+            to,
+            class: link.class.to_string(),
+            bandwidth_gbps: link.bandwidth_gbps,
+        }
+    });
+    let time = end.saturating_sub(start) as f64;
+    let algbw = if time > 0.0 {
+        row.size_bytes as f64 / time
+    } else {
+        0.0
+    };
+    OpRecord {
+        op: coll.name().into(),
+        comm: op.comm.clone(),
+        seq: op.seq,
+        algorithm: row.algorithm.clone(),
+        count: args.count,
+        dtype: args.dtype.to_string(),
+        bytes: row.size_bytes,
+        start_ns: start,
+        end_ns: end,
+        algbw_gbps: algbw,
+        busbw_gbps: algbw * busbw_factor(args.kind, args.world_size),
+        simulated: true,
+        steps: mine.into_iter().map(|(_, s)| s).collect(),
+        links,
+    }
+}

@@ -1,0 +1,240 @@
+//! The simulated cluster a run uses: a preset (with `--servers` and `-p`),
+//! a rank table, or a fabric file; its group layout and selector costs.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::Path;
+
+use hccl_algos::layout::GroupLayout;
+use hccl_algos::select::{CostModel, LinkCost};
+use hccl_topology::{
+    build_preset, build_preset_with, Fabric, Preset, PresetOptions, RankTable, Version,
+};
+
+/// Where the cluster comes from.
+#[derive(Debug, Clone)]
+pub enum Source<'a> {
+    /// A named preset, `servers` servers of `npus` NPUs (`None`: the
+    /// machine's NPUs per server, 8 for generic shapes).
+    Preset {
+        /// Preset name.
+        name: &'a str,
+        /// Servers.
+        servers: u32,
+        /// `-p`.
+        npus: Option<u32>,
+    },
+    /// An HCCL rank table file.
+    RankTable(&'a Path),
+    /// A fabric file.
+    FabricFile(&'a Path),
+}
+
+/// Why the cluster could not be built. Each is a usage error (exit 2)
+/// except [`ClusterError::Topology`] on files, which is a bad input file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClusterError {
+    /// `-p` or `--servers` out of range for the preset.
+    #[error("{0}")]
+    Usage(String),
+    /// The topology crate rejected the preset or file.
+    #[error(transparent)]
+    Topology(#[from] hccl_topology::TopologyError),
+}
+
+/// NPUs per server of the machine presets (None for generic shapes).
+fn machine_npus(p: Preset) -> Option<u32> {
+    match p {
+        Preset::Atlas800tA2 | Preset::Atlas800With910a => {
+            Some(hccl_topology::presets::sources::A2_NPUS_PER_SERVER)
+        }
+        Preset::AtlasA3SuperPod => Some(hccl_topology::presets::sources::A3_NPUS_PER_SERVER),
+        _ => None,
+    }
+}
+
+/// A built cluster: the fabric and where it came from, for the header.
+pub struct Cluster {
+    /// The fabric.
+    pub fabric: Fabric,
+    /// `atlas800t-a2`, `rank table FILE`, `fabric file FILE`.
+    pub origin: String,
+}
+
+/// Builds the cluster.
+///
+/// With a machine preset, `-p` below the machine's NPUs per server uses the
+/// first `p` NPUs of each server (a generated rank table, as hccl_test
+/// does with `-p` on a real server); above it is an error, as in hccl_test.
+///
+/// # Errors
+/// [`ClusterError`].
+pub fn build(src: &Source<'_>) -> Result<Cluster, ClusterError> {
+    match *src {
+        Source::Preset {
+            name,
+            servers,
+            npus,
+        } => {
+            let preset = Preset::parse(name).map_err(|e| ClusterError::Usage(e.to_string()))?;
+            if servers == 0 {
+                return Err(ClusterError::Usage(
+                    "--servers 0: a cluster has at least one server".into(),
+                ));
+            }
+            if npus == Some(0) {
+                return Err(ClusterError::Usage(
+                    "-p/--npus 0: use at least one NPU per server".into(),
+                ));
+            }
+            let fabric = match machine_npus(preset) {
+                Some(full) => {
+                    let p = npus.unwrap_or(full);
+                    if p > full {
+                        return Err(ClusterError::Usage(format!(
+                            "-p/--npus {p} is larger than a {preset} server ({full} NPUs); use 1..={full}"
+                        )));
+                    }
+                    if p == full {
+                        build_preset(preset, servers)?
+                    } else {
+                        partial_server(preset, servers, p)?
+                    }
+                }
+                None => build_preset_with(
+                    preset,
+                    servers,
+                    &PresetOptions {
+                        devices_per_server: Some(npus.unwrap_or(8)),
+                        ..PresetOptions::default()
+                    },
+                )?,
+            };
+            Ok(Cluster {
+                fabric,
+                origin: format!("preset {preset}"),
+            })
+        }
+        Source::RankTable(path) => {
+            let table = RankTable::from_file(path)?;
+            Ok(Cluster {
+                fabric: Fabric::for_rank_table(&table)?,
+                origin: format!("rank table {}", path.display()),
+            })
+        }
+        Source::FabricFile(path) => Ok(Cluster {
+            fabric: Fabric::from_fabric_file(path)?,
+            origin: format!("fabric file {}", path.display()),
+        }),
+    }
+}
+
+/// The first `p` NPUs of each server of a machine preset, through a
+/// generated rank table (v1.0 → Atlas 800T A2 servers, v1.2 → A3).
+fn partial_server(preset: Preset, servers: u32, p: u32) -> Result<Fabric, ClusterError> {
+    let version = match preset {
+        Preset::Atlas800tA2 => Version::V1_0,
+        Preset::AtlasA3SuperPod => Version::V1_2,
+        _ => {
+            return Err(ClusterError::Usage(format!(
+                "-p/--npus below a full server is supported for atlas800t-a2 and atlas900-a3-superpod, not {preset}"
+            )))
+        }
+    };
+    let hosts: Vec<IpAddr> = (0..servers)
+        .map(|s| IpAddr::V4(Ipv4Addr::from(0x0A00_0001u32 + s)))
+        .collect();
+    let base = (servers > 1).then_some(IpAddr::V4(Ipv4Addr::new(192, 168, 0, 1)));
+    let table = RankTable::generate(&hosts, p, base, version)?;
+    Ok(Fabric::for_rank_table(&table)?)
+}
+
+/// Server and super pod of every rank, for hierarchical algorithms.
+pub fn layout(fabric: &Fabric) -> GroupLayout {
+    let c = fabric.cluster();
+    let n = c.world_size();
+    let server_of = (0..n).map(|r| c.server_of(r).unwrap_or(0)).collect();
+    let pod_of = (0..n).map(|r| c.super_pod_of(r).unwrap_or(0)).collect();
+    GroupLayout::from_parts(server_of, pod_of).unwrap_or_else(|_| GroupLayout::flat(n.max(1)))
+}
+
+/// The selector's α–β–γ costs read off the fabric: per level, the
+/// bottleneck bandwidth and latency of a route from rank 0 to the first
+/// rank on another NPU of its server (level 0), another server (level 1)
+/// and another super pod (level 2); α = the device's per-message overhead
+/// plus the route latency; γ = the device's reduce bandwidth. A level the
+/// cluster does not have copies the level below.
+pub fn cost_model(fabric: &Fabric) -> CostModel {
+    let c = fabric.cluster();
+    let params = fabric.params();
+    let n = c.world_size();
+    let probe = |pick: &dyn Fn(u32) -> bool| -> Option<LinkCost> {
+        let dst = (1..n).find(|&r| pick(r))?;
+        let route = fabric.route(0, dst).ok()?;
+        Some(LinkCost {
+            alpha_ns: params.msg_overhead_ns as f64 + fabric.latency_ns(&route) as f64,
+            bandwidth_gbps: fabric.bottleneck_gbps(&route),
+            reduce_gbps: params.reduce_gbps,
+        })
+    };
+    let s0 = c.server_of(0);
+    let p0 = c.super_pod_of(0);
+    let fallback = LinkCost {
+        alpha_ns: params.msg_overhead_ns as f64,
+        bandwidth_gbps: 1.0,
+        reduce_gbps: params.reduce_gbps,
+    };
+    let l0 = probe(&|r| c.server_of(r) == s0);
+    let l1 = probe(&|r| c.server_of(r) != s0 && c.super_pod_of(r) == p0);
+    let l2 = probe(&|r| c.super_pod_of(r) != p0);
+    let level0 = l0.or(l1).or(l2).unwrap_or(fallback);
+    let level1 = l1.or(l2).unwrap_or(level0);
+    let level2 = l2.unwrap_or(level1);
+    CostModel {
+        level0,
+        level1,
+        level2,
+    }
+}
+
+/// Servers and NPUs per server, for the header (`None` per server when
+/// servers differ in size).
+pub fn shape(fabric: &Fabric) -> (u32, Option<u32>) {
+    let c = fabric.cluster();
+    (c.server_count(), c.ranks_per_server())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_servers_keep_the_a2_links() {
+        let c = build(&Source::Preset {
+            name: "atlas800t-a2",
+            servers: 2,
+            npus: Some(4),
+        })
+        .unwrap();
+        assert_eq!(c.fabric.world_size(), 8);
+        assert_eq!(shape(&c.fabric), (2, Some(4)));
+        let costs = cost_model(&c.fabric);
+        assert_eq!(costs.level0.bandwidth_gbps, 56.0);
+        assert_eq!(costs.level1.bandwidth_gbps, 25.0);
+        let l = layout(&c.fabric);
+        assert_eq!((l.server_of(3), l.server_of(4)), (0, 1));
+    }
+
+    #[test]
+    fn too_many_npus_is_a_usage_error() {
+        let e = build(&Source::Preset {
+            name: "atlas800t-a2",
+            servers: 1,
+            npus: Some(9),
+        })
+        .err()
+        .unwrap();
+        assert!(matches!(e, ClusterError::Usage(_)));
+        assert!(e.to_string().contains("-p/--npus 9"), "{e}");
+    }
+}

@@ -1,0 +1,251 @@
+//! What `hccl test` prints and writes: the header, the aligned table and
+//! the JSON document with the same rows.
+
+use hccl_topology::Fabric;
+use serde::Serialize;
+
+use super::check::Check;
+
+/// One row: one size with one algorithm.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    /// nccl-tests' size of the op, bytes (`count × dtype size`).
+    pub size_bytes: u64,
+    /// Elements of that size.
+    pub count: u64,
+    /// Element type.
+    pub dtype: String,
+    /// Reduction (`None` for data movement).
+    pub redop: Option<String>,
+    /// Root (`None` for unrooted collectives).
+    pub root: Option<u32>,
+    /// Average simulated time of one op, µs.
+    pub time_us: f64,
+    /// `size / time`, GB/s (G = 10^9).
+    pub algbw_gbps: f64,
+    /// `algbw ×` nccl-tests' bus factor, GB/s.
+    pub busbw_gbps: f64,
+    /// Algorithm run (HCCL's names).
+    pub algorithm: String,
+    /// Why this algorithm: `selector`, `--algo`, `HCCL_ALGO`, `--algo all`.
+    pub chosen_by: String,
+    /// The selector's α–β–γ prediction for it, µs (when costable).
+    pub predicted_us: Option<f64>,
+    /// The check.
+    pub check: Check,
+}
+
+/// Column widths of the table; a value wider than its column widens it.
+const COLS: [(&str, usize); 10] = [
+    ("size(B)", 13),
+    ("count(elems)", 13),
+    ("dtype", 7),
+    ("redop", 6),
+    ("root", 5),
+    ("time(us)", 12),
+    ("algbw(GB/s)", 12),
+    ("busbw(GB/s)", 12),
+    ("algorithm", 26),
+    ("check", 0),
+];
+
+/// The table's column titles, aligned like [`format_row`].
+pub fn table_header() -> String {
+    let mut s = String::new();
+    for (i, (name, w)) in COLS.iter().enumerate() {
+        if i < 8 {
+            s.push_str(&format!("{name:>w$} "));
+        } else {
+            s.push_str(&format!(" {name:<w$}"));
+        }
+    }
+    s.trim_end().to_string()
+}
+
+/// One table line.
+pub fn format_row(r: &Row) -> String {
+    let dash = || "-".to_string();
+    let cells = [
+        r.size_bytes.to_string(),
+        r.count.to_string(),
+        r.dtype.clone(),
+        r.redop.clone().unwrap_or_else(dash),
+        r.root.map_or_else(dash, |x| x.to_string()),
+        format!("{:.2}", r.time_us),
+        format!("{:.3}", r.algbw_gbps),
+        format!("{:.3}", r.busbw_gbps),
+        r.algorithm.clone(),
+        r.check.to_string(),
+    ];
+    let mut s = String::new();
+    for (i, (cell, (_, w))) in cells.iter().zip(COLS.iter()).enumerate() {
+        if i < 8 {
+            s.push_str(&format!("{cell:>w$} "));
+        } else {
+            s.push_str(&format!(" {cell:<w$}"));
+        }
+    }
+    s.trim_end().to_string()
+}
+
+/// The cluster part of the header and JSON.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClusterInfo {
+    /// `preset atlas800t-a2`, `rank table FILE`, `fabric file FILE`.
+    pub origin: String,
+    /// The fabric's name.
+    pub fabric: String,
+    /// Ranks.
+    pub ranks: u32,
+    /// Servers.
+    pub servers: u32,
+    /// NPUs per server (`None` when servers differ).
+    pub npus_per_server: Option<u32>,
+    /// Link classes.
+    pub links: Vec<LinkClassInfo>,
+    /// α: per-message overhead, ns.
+    pub alpha_ns: u64,
+    /// γ: reduce bandwidth, GB/s.
+    pub reduce_gbps: f64,
+    /// Device copy bandwidth, GB/s.
+    pub copy_gbps: f64,
+}
+
+/// One link class of the fabric.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LinkClassInfo {
+    /// `hccs`, `roce`, ...
+    pub class: String,
+    /// Bandwidth per direction, GB/s.
+    pub bandwidth_gbps: f64,
+    /// Latency per hop, ns.
+    pub latency_ns: u64,
+    /// Directed links of this class.
+    pub count: usize,
+}
+
+impl ClusterInfo {
+    /// Facts about `fabric`.
+    pub fn of(origin: &str, fabric: &Fabric) -> ClusterInfo {
+        let (servers, per) = super::cluster::shape(fabric);
+        let p = fabric.params();
+        ClusterInfo {
+            origin: origin.to_string(),
+            fabric: fabric.name().to_string(),
+            ranks: fabric.world_size(),
+            servers,
+            npus_per_server: per,
+            links: fabric
+                .link_classes()
+                .into_iter()
+                .map(|l| LinkClassInfo {
+                    class: l.class.to_string(),
+                    bandwidth_gbps: l.bandwidth_gbps,
+                    latency_ns: l.latency_ns,
+                    count: l.count,
+                })
+                .collect(),
+            alpha_ns: p.msg_overhead_ns,
+            reduce_gbps: p.reduce_gbps,
+            copy_gbps: p.copy_gbps,
+        }
+    }
+}
+
+/// The header printed above the table (each line starts with `#`).
+pub fn header_lines(title: &str, c: &ClusterInfo, settings: &str, check_note: &str) -> Vec<String> {
+    let per = c.npus_per_server.map_or_else(
+        || "uneven servers".to_string(),
+        |p| format!("{p} NPUs each"),
+    );
+    let mut v = vec![
+        format!("# {title}"),
+        format!(
+            "# cluster: {} ({}): {} ranks, {} server{} of {}",
+            c.origin,
+            c.fabric,
+            c.ranks,
+            c.servers,
+            if c.servers == 1 { "" } else { "s" },
+            per
+        ),
+    ];
+    for l in &c.links {
+        v.push(format!(
+            "#   link {:<6} {:>7.1} GB/s per direction, {:>5} ns per hop, {} directed links",
+            l.class, l.bandwidth_gbps, l.latency_ns, l.count
+        ));
+    }
+    v.push(format!("# settings: {settings}"));
+    v.push(format!(
+        "# times are SIMULATED by hccl-sim, not measured: alpha-beta-gamma model with max-min fair \
+         flows on the links above, alpha = {:.1} us per message, gamma = {:.1} GB/s reduce, copy {:.1} GB/s",
+        c.alpha_ns as f64 / 1000.0,
+        c.reduce_gbps,
+        c.copy_gbps
+    ));
+    v.push(format!("# check: {check_note}"));
+    v
+}
+
+/// The `--json` document.
+#[derive(Debug, Clone, Serialize)]
+pub struct JsonReport<'a> {
+    /// `hccl test`.
+    pub tool: &'static str,
+    /// hccl-rs version.
+    pub version: &'static str,
+    /// The collective.
+    pub collective: &'a str,
+    /// Always true here: times come from the simulator.
+    pub simulated: bool,
+    /// The cluster.
+    pub cluster: &'a ClusterInfo,
+    /// The settings line.
+    pub settings: &'a str,
+    /// Every row, in the printed order.
+    pub rows: &'a [Row],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row() -> Row {
+        Row {
+            size_bytes: 67_108_864,
+            count: 16_777_216,
+            dtype: "fp32".into(),
+            redop: Some("sum".into()),
+            root: None,
+            time_us: 2630.21,
+            algbw_gbps: 25.5146,
+            busbw_gbps: 44.65,
+            algorithm: "mesh".into(),
+            chosen_by: "selector".into(),
+            predicted_us: None,
+            check: Check::Success,
+        }
+    }
+
+    #[test]
+    fn rows_line_up_under_the_header() {
+        let h = table_header();
+        let r = format_row(&row());
+        // Right-aligned numeric columns end where their titles end.
+        for (title, cell) in [
+            ("size(B)", "67108864"),
+            ("time(us)", "2630.21"),
+            ("busbw(GB/s)", "44.650"),
+        ] {
+            let end = h.find(title).unwrap() + title.len();
+            assert!(r[..end].ends_with(cell), "{title}: {r}");
+        }
+        assert!(r.contains(" 2630.21 "), "{r}");
+        assert!(r.contains("   -  "), "root dash: {r}");
+        assert!(r.ends_with("success"), "{r}");
+        // Left-aligned columns start where their titles start.
+        let a = h.find("algorithm").unwrap();
+        assert_eq!(&r[a..a + 4], "mesh");
+    }
+}

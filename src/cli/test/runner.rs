@@ -1,0 +1,249 @@
+//! Running one row on the simulator: a timing run of `-w` warmup and `-n`
+//! timed ops back to back, and (data mode, `-c 1`) one data run whose
+//! every output element is compared with the sequential reference.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use hccl_algos::algo::AlgoSpec;
+use hccl_algos::collective::CollectiveArgs;
+use hccl_algos::layout::GroupLayout;
+use hccl_algos::reference;
+use hccl_sim::{
+    Collective, Ctl, Delivered, Hooks, MessageFate, MessageInfo, Mode, NoHooks, OpResult, Scenario,
+    SimReport,
+};
+use hccl_topology::Fabric;
+
+use super::check::{self, Check};
+
+/// One message seen by a [`Recorder`].
+#[derive(Debug, Clone)]
+pub struct Message {
+    /// Scenario op index.
+    pub op: usize,
+    /// Sending rank.
+    pub src: u32,
+    /// Receiving rank.
+    pub dst: u32,
+    /// Tag.
+    pub tag: u32,
+    /// Bytes.
+    pub bytes: u64,
+    /// Match time, ns.
+    pub start_ns: u64,
+    /// Delivery time, ns.
+    pub end_ns: u64,
+    /// Links crossed (fabric edge indices).
+    pub route: Vec<u32>,
+}
+
+/// A [`Hooks`] observer that keeps every message of the ops in `ops`
+/// (scenario indices, inclusive range), with match and delivery times.
+#[derive(Debug)]
+pub struct Recorder {
+    ops: std::ops::RangeInclusive<usize>,
+    open: BTreeMap<(usize, u32, u32, u32), VecDeque<(u64, Vec<u32>)>>,
+    /// Delivered messages, in delivery order.
+    pub messages: Vec<Message>,
+}
+
+impl Recorder {
+    /// Records the ops `ops` (scenario indices).
+    pub fn new(ops: std::ops::RangeInclusive<usize>) -> Recorder {
+        Recorder {
+            ops,
+            open: BTreeMap::new(),
+            messages: Vec::new(),
+        }
+    }
+}
+
+impl Hooks for Recorder {
+    fn on_message(&mut self, ctl: &mut Ctl<'_, '_>, msg: &MessageInfo<'_>) -> MessageFate {
+        if self.ops.contains(&msg.op) {
+            self.open
+                .entry((msg.op, msg.src, msg.dst, msg.tag))
+                .or_default()
+                .push_back((ctl.now(), msg.route.to_vec()));
+        }
+        MessageFate::Deliver
+    }
+
+    fn on_delivered(&mut self, ctl: &mut Ctl<'_, '_>, d: &Delivered) {
+        let key = (d.op, d.src, d.dst, d.tag);
+        let Some(q) = self.open.get_mut(&key) else {
+            return;
+        };
+        // Messages on one (src, dst) channel are delivered in FIFO order.
+        if let Some((start_ns, route)) = q.pop_front() {
+            self.messages.push(Message {
+                op: d.op,
+                src: d.src,
+                dst: d.dst,
+                tag: d.tag,
+                bytes: d.bytes,
+                start_ns,
+                end_ns: ctl.now(),
+                route,
+            });
+        }
+        if q.is_empty() {
+            self.open.remove(&key);
+        }
+    }
+}
+
+/// What one row measured.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// Average simulated time of one timed op, ns.
+    pub time_ns: f64,
+    /// The timing run's report (per op results, link usage).
+    pub report: SimReport,
+    /// Result of the check.
+    pub check: Check,
+}
+
+/// Why a row could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// The simulator rejected the scenario.
+    #[error(transparent)]
+    Sim(#[from] hccl_sim::SimError),
+    /// The reference could not be computed.
+    #[error(transparent)]
+    Reference(#[from] reference::RefError),
+    /// Ranks never finished (a hang): the stall summary.
+    #[error("the simulation stopped with ranks unfinished at {time_ns} ns ({ranks} ranks stuck); first: {first}")]
+    Stalled {
+        /// Virtual time of the stop.
+        time_ns: u64,
+        /// Ranks stuck.
+        ranks: usize,
+        /// The first stuck rank, described.
+        first: String,
+    },
+}
+
+/// The inputs of a row.
+pub struct RowRun<'a> {
+    /// The fabric.
+    pub fabric: &'a Fabric,
+    /// Rank placement.
+    pub layout: &'a GroupLayout,
+    /// Arguments.
+    pub args: &'a CollectiveArgs,
+    /// Algorithm.
+    pub spec: AlgoSpec,
+    /// `-w`.
+    pub warmup: u32,
+    /// `-n` (at least 1).
+    pub iters: u32,
+    /// `--seed`.
+    pub seed: u64,
+    /// Run the data check.
+    pub check: bool,
+}
+
+fn collective(r: &RowRun<'_>) -> Collective {
+    Collective {
+        args: r.args.clone(),
+        algo: r.spec,
+        layout: r.layout.clone(),
+    }
+}
+
+fn stalled(report: &SimReport) -> Option<RunError> {
+    let s = report.stall.as_ref()?;
+    let first = s.ranks.first().map_or_else(
+        || "none".to_string(),
+        |w| {
+            format!(
+                "rank {} ({:?}) in op {:?}, waiting on {} steps",
+                w.rank,
+                w.status,
+                w.op,
+                w.in_flight.len()
+            )
+        },
+    );
+    Some(RunError::Stalled {
+        time_ns: s.time_ns,
+        ranks: s.ranks.len(),
+        first,
+    })
+}
+
+fn window(ops: &[OpResult]) -> (u64, u64) {
+    let start = ops
+        .first()
+        .map(|o| o.start_ns.iter().flatten().copied().min().unwrap_or(0))
+        .unwrap_or(0);
+    let end = ops
+        .last()
+        .map(|o| o.end_ns.iter().flatten().copied().max().unwrap_or(0))
+        .unwrap_or(0);
+    (start, end.max(start))
+}
+
+/// Runs one row. `hooks` observes the timing run (ops `0..w+n`, the timed
+/// ones are `w..w+n`).
+///
+/// # Errors
+/// [`RunError`].
+pub fn run_row(r: &RowRun<'_>, hooks: Option<&mut dyn Hooks>) -> Result<Measured, RunError> {
+    let iters = r.iters.max(1);
+    let mut sc = Scenario::new(r.fabric).seed(r.seed).mode(Mode::Timing);
+    let world = sc.world();
+    for _ in 0..r.warmup + iters {
+        sc.op(world, collective(r))?;
+    }
+    let report = match hooks {
+        Some(h) => sc.run_with_hooks(h)?,
+        None => sc.run_with_hooks(&mut NoHooks)?,
+    };
+    if let Some(e) = stalled(&report) {
+        return Err(e);
+    }
+    let (window_start_ns, window_end_ns) = window(&report.ops[r.warmup as usize..]);
+    let time_ns = (window_end_ns - window_start_ns) as f64 / f64::from(iters);
+    let check = if r.check { data_check(r)? } else { Check::Null };
+    Ok(Measured {
+        time_ns,
+        report,
+        check,
+    })
+}
+
+/// One op in data mode with verifiable inputs, compared with the reference.
+fn data_check(r: &RowRun<'_>) -> Result<Check, RunError> {
+    let inputs = reference::verifiable_inputs(r.args, r.seed);
+    let expected = reference::reference(r.args, &inputs)?;
+    let mut sc = Scenario::new(r.fabric).seed(r.seed).mode(Mode::Data);
+    let world = sc.world();
+    sc.op_with_inputs(world, collective(r), inputs)?;
+    let report = sc.run()?;
+    if let Some(e) = stalled(&report) {
+        return Err(e);
+    }
+    let got = report
+        .ops
+        .into_iter()
+        .next()
+        .and_then(|o| o.outputs)
+        .unwrap_or_default();
+    Ok(check::compare(r.args.dtype, &expected, &got))
+}
+
+/// Bytes a data check of `args` holds at once, estimated: every rank's
+/// input and output in the simulator, the reference's outputs, and about
+/// one more output's worth for scratch and messages in flight.
+pub fn data_check_bytes(args: &CollectiveArgs) -> u64 {
+    (0..args.world_size)
+        .map(|r| {
+            let (i, o) = args.io_bytes(r);
+            i.saturating_mul(2).saturating_add(o.saturating_mul(3))
+        })
+        .fold(0u64, u64::saturating_add)
+}
