@@ -23,6 +23,8 @@ enum Command {
     /// Show a cluster topology: a preset, a rank table or a fabric file.
     #[command(subcommand)]
     Topo(cli::topo::TopoCommand),
+    /// Print a rank's schedule for a collective, its cost estimate and the verifier's verdict.
+    Plan(cli::plan::PlanArgs),
     /// Benchmark a collective over a size sweep, as CANN's hccl_test / nccl-tests, on a simulated cluster.
     Test(Box<cli::test::TestArgs>),
 }
@@ -32,6 +34,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Ranktable(c) => cli::ranktable::run(c),
         Command::Topo(c) => cli::topo::run(c),
+        Command::Plan(c) => cli::plan::run(c),
         Command::Test(c) => cli::test::run(*c, "hccl test"),
     };
     match result {

@@ -1,5 +1,6 @@
 //! One module per subcommand of the `hccl` binary.
 
+pub mod plan;
 pub mod ranktable;
 pub mod test;
 pub mod topo;

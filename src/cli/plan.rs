@@ -1,0 +1,294 @@
+//! `hccl plan`: print one rank's schedule for a collective, its cost
+//! estimate and the verifier's verdict.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use hccl_algos::algo::{schedule, AlgoSpec};
+use hccl_algos::collective::{CollectiveArgs, CollectiveKind, P2p};
+use hccl_algos::layout::GroupLayout;
+use hccl_algos::select::{explain, predict, select, CostModel, HcclAlgo};
+use hccl_algos::verify::verify;
+use hccl_algos::{DataType, Op, RankSchedule, ReduceOp};
+
+/// Arguments of `hccl plan`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct PlanArgs {
+    /// Collective, as hccl_test names it: all_reduce, reduce_scatter,
+    /// all_gather, broadcast, reduce, scatter, gather, alltoall, barrier, ...
+    collective: String,
+    /// Number of ranks.
+    #[arg(long)]
+    ranks: u32,
+    /// Count in elements, with HCCL's meaning for the collective (per rank
+    /// for all_reduce; per-rank receive count for reduce_scatter; ...).
+    #[arg(long, default_value_t = 0)]
+    count: u64,
+    /// Element type (fp32, fp16, bf16, int8, ...).
+    #[arg(long, default_value = "fp32")]
+    dtype: String,
+    /// Reduce op (sum, prod, max, min, avg).
+    #[arg(long, default_value = "sum")]
+    op: String,
+    /// Root rank of broadcast / reduce / scatter / gather.
+    #[arg(long, default_value_t = 0)]
+    root: u32,
+    /// Algorithm: ring, mesh, H-D_R, tree, pairwise, or per level
+    /// "level0:mesh;level1:H-D_R". Default: HCCL_ALGO if set, else the selector.
+    #[arg(long)]
+    algo: Option<String>,
+    /// Number of servers (ranks are split evenly, server by server).
+    #[arg(long, default_value_t = 1)]
+    servers: u32,
+    /// Rank whose schedule is printed.
+    #[arg(long, default_value_t = 0)]
+    rank: u32,
+    /// Send and receive buffers alias (HCCL's in-place form).
+    #[arg(long)]
+    in_place: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `hccl plan`.
+pub fn run(a: PlanArgs) -> anyhow::Result<ExitCode> {
+    let (text, ok) = render(&a)?;
+    println!("{text}");
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
+fn collective_args(a: &PlanArgs) -> anyhow::Result<CollectiveArgs> {
+    let kind: CollectiveKind = a.collective.parse()?;
+    let dtype: DataType = a.dtype.parse()?;
+    let op: ReduceOp = a.op.parse()?;
+    let p = a.ranks;
+    let args = match kind {
+        CollectiveKind::AllGatherV | CollectiveKind::ReduceScatterV => CollectiveArgs::v_counts(
+            kind == CollectiveKind::ReduceScatterV,
+            vec![a.count; p as usize],
+            dtype,
+        )?,
+        CollectiveKind::AllToAllV => {
+            CollectiveArgs::all_to_all_v(vec![vec![a.count; p as usize]; p as usize], dtype)?
+        }
+        CollectiveKind::SendRecv | CollectiveKind::BatchSendRecv => {
+            let pair = P2p {
+                src: a.root,
+                dst: (a.root + 1) % p.max(1),
+                count: a.count,
+            };
+            CollectiveArgs::p2p(kind == CollectiveKind::BatchSendRecv, vec![pair], dtype, p)
+        }
+        _ => CollectiveArgs::new(kind, a.count, dtype, p).with_root(a.root),
+    };
+    let args = args.with_op(op).with_in_place(a.in_place);
+    args.validate()?;
+    Ok(args)
+}
+
+fn layout(a: &PlanArgs) -> anyhow::Result<GroupLayout> {
+    if a.servers == 0 || a.ranks % a.servers != 0 {
+        anyhow::bail!(
+            "--servers {} does not divide --ranks {} evenly",
+            a.servers,
+            a.ranks
+        );
+    }
+    Ok(GroupLayout::servers(a.servers, a.ranks / a.servers))
+}
+
+fn op_line(op: &Op) -> String {
+    match *op {
+        Op::Send { peer, tag, src } => format!("send        -> {peer:<4} tag {tag:<9} {src}"),
+        Op::Recv { peer, tag, dst } => format!("recv        <- {peer:<4} tag {tag:<9} {dst}"),
+        Op::RecvReduce {
+            peer,
+            tag,
+            local,
+            dst,
+            op,
+        } => {
+            let label = format!("recv-{op}");
+            format!("{label:<11} <- {peer:<4} tag {tag:<9} {dst} = {local} {op} received")
+        }
+        Op::Copy { src, dst } if src.len == 0 && dst.len == 0 => {
+            "join (waits for all earlier steps)".to_string()
+        }
+        Op::Copy { src, dst } => format!("copy                            {dst} = {src}"),
+        Op::LocalReduce { src, dst, op } => {
+            format!("reduce-{op:<5}                    {dst} {op}= {src}")
+        }
+        Op::Divide { dst, divisor } => {
+            format!("divide                          {dst} /= {divisor}")
+        }
+    }
+}
+
+fn deps_text(s: &hccl_algos::Step) -> String {
+    if s.deps.all_before {
+        "after all".into()
+    } else if s.deps.ids().is_empty() {
+        String::new()
+    } else {
+        let ids: Vec<String> = s.deps.ids().iter().map(|d| format!("#{d}")).collect();
+        format!("after {}", ids.join(","))
+    }
+}
+
+/// The text (or JSON) `hccl plan` prints, and whether the verifier passed.
+pub fn render(a: &PlanArgs) -> anyhow::Result<(String, bool)> {
+    let args = collective_args(a)?;
+    let layout = layout(a)?;
+    if a.rank >= a.ranks {
+        anyhow::bail!("--rank {} is outside 0..{}", a.rank, a.ranks);
+    }
+    let cost = CostModel::default();
+    let (spec, how) = match &a.algo {
+        Some(s) => (s.parse::<AlgoSpec>()?, "--algo".to_string()),
+        None => {
+            let env = HcclAlgo::from_env()?;
+            let sel = select(&args, &layout, &cost, env.as_ref());
+            (sel.spec, format!("selector: {}", sel.reason))
+        }
+    };
+    let scheds = schedule(&args, &spec, &layout)
+        .with_context(|| format!("planning {} with {spec}", args.kind))?;
+    let verdict = verify(&args, &scheds);
+    let mine: &RankSchedule = &scheds[a.rank as usize];
+    let predicted = predict(&args, &spec, &layout, &cost);
+    if a.json {
+        let v = serde_json::json!({
+            "collective": args.kind,
+            "ranks": a.ranks,
+            "servers": a.servers,
+            "count": args.count,
+            "dtype": args.dtype,
+            "op": args.op,
+            "root": args.root,
+            "algorithm": spec.to_string(),
+            "predicted_ns": predicted,
+            "schedule": mine,
+            "verifier": match &verdict {
+                Ok(r) => serde_json::json!({"ok": true, "messages": r.messages, "bytes_sent": r.bytes_sent, "critical_path_messages": r.critical_path_messages}),
+                Err(e) => serde_json::json!({"ok": false, "error": e.to_string()}),
+            },
+        });
+        return Ok((serde_json::to_string_pretty(&v)?, verdict.is_ok()));
+    }
+    let mut t = String::new();
+    let esz = args.dtype.size();
+    writeln!(
+        t,
+        "{} on {} ranks ({} servers), count {} x {} ({} bytes), op {}, root {}{}",
+        args.kind,
+        a.ranks,
+        a.servers,
+        args.count,
+        args.dtype,
+        args.count.saturating_mul(esz),
+        args.op,
+        args.root,
+        if args.in_place { ", in place" } else { "" }
+    )?;
+    writeln!(t, "algorithm: {spec} ({how})")?;
+    writeln!(
+        t,
+        "rank {}: input {} B, output {} B, scratch {} B, {} steps",
+        a.rank,
+        mine.buffers.input,
+        mine.buffers.output,
+        mine.buffers.scratch,
+        mine.steps.len()
+    )?;
+    for (i, s) in mine.steps.iter().enumerate() {
+        writeln!(t, "  #{i:<4} {:<72} {}", op_line(&s.op), deps_text(s))?;
+    }
+    writeln!(
+        t,
+        "cost estimate (alpha-beta-gamma, default A2-like links):"
+    )?;
+    match predicted {
+        Some(ns) => writeln!(t, "  this plan: {:.1} us", ns / 1000.0)?,
+        None => writeln!(t, "  this plan: not costable")?,
+    }
+    for c in explain(&args, &layout, &cost).iter().take(6) {
+        writeln!(t, "  {c}")?;
+    }
+    match &verdict {
+        Ok(r) => writeln!(
+            t,
+            "verifier: OK ({} messages, {} bytes sent, critical path {} messages)",
+            r.messages, r.bytes_sent, r.critical_path_messages
+        )?,
+        Err(e) => writeln!(t, "verifier: FAILED: {e}")?,
+    }
+    Ok((t.trim_end().to_string(), verdict.is_ok()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(collective: &str, ranks: u32, count: u64, algo: &str, servers: u32) -> PlanArgs {
+        PlanArgs {
+            collective: collective.into(),
+            ranks,
+            count,
+            dtype: "fp32".into(),
+            op: "sum".into(),
+            root: 0,
+            algo: Some(algo.into()),
+            servers,
+            rank: 0,
+            in_place: false,
+            json: false,
+        }
+    }
+
+    #[test]
+    fn ring_allreduce_p4() {
+        let (text, ok) = render(&args("all_reduce", 4, 10, "ring", 1)).unwrap();
+        assert!(ok);
+        insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn hd_allreduce_p6() {
+        // Rank 1 is active (rank 0 folds out; its plan is two steps).
+        let mut a = args("all_reduce", 6, 12, "H-D_R", 1);
+        a.rank = 1;
+        let (text, ok) = render(&a).unwrap();
+        assert!(ok);
+        insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn hierarchical_allreduce_2x4() {
+        let (text, ok) = render(&args("all_reduce", 8, 16, "level0:ring;level1:ring", 2)).unwrap();
+        assert!(ok);
+        insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn bad_input_is_an_error_not_a_panic() {
+        let e = render(&args("all_reduce", 6, 12, "ring", 4))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--servers 4 does not divide --ranks 6"), "{e}");
+        let e = render(&args("all_reduce", 4, 1, "fast", 1))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"fast\""), "{e}");
+        let e = render(&args("alltoall", 4, 1, "ring", 1)).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("use one of: mesh, pairwise"),
+            "{e:#}"
+        );
+    }
+}
