@@ -91,6 +91,10 @@ impl PlanSource for Collective {
     fn alias(&self, rank: Rank) -> Option<(u64, u64)> {
         self.args.alias(rank).map(|a| (a.input_at, a.output_at))
     }
+
+    fn collective(&self) -> Option<&Collective> {
+        Some(self)
+    }
 }
 
 #[cfg(test)]

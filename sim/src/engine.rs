@@ -271,13 +271,16 @@ impl<'a> Engine<'a> {
                 exec.handle_completion(c.step)
                     .map_err(|source| SimError::Exec { rank: r, source })?;
             }
+            let mut posted = false;
             while let Some((id, step)) = exec.poll_action() {
                 t.post(&ctx, id, &step.op)?;
+                posted = true;
             }
             if !self.core.ranks[r as usize].completions.is_empty() {
                 continue; // zero-cost steps completed while posting
             }
-            if self.core.ranks[r as usize].status != Status::Running || !exec.is_done() {
+            // A step just posted is in flight: the plan cannot be done.
+            if posted || self.core.ranks[r as usize].status != Status::Running || !exec.is_done() {
                 return Ok(());
             }
             self.finish_op(r);
@@ -346,13 +349,11 @@ impl<'a> Engine<'a> {
     }
 
     fn report(self, stall: Option<Stall>) -> SimReport {
-        let exec_bytes: usize = self
-            .execs
-            .iter()
-            .flatten()
-            .map(|_| self.sc.window.min(1024) * std::mem::size_of::<(hccl_algos::Step, u8)>())
-            .sum::<usize>()
-            + self.execs.capacity() * std::mem::size_of::<Option<Executor>>();
+        // Executors are dropped as ranks finish: count the peak, one full
+        // window per rank of the largest communicator-op (an upper bound).
+        let window_slot = std::mem::size_of::<(hccl_algos::Step, u8)>();
+        let exec_bytes = self.execs.len()
+            * (std::mem::size_of::<Option<Executor>>() + self.sc.window.min(1024) * window_slot);
         let c = self.core.counters;
         let stats = EngineStats {
             events: c.events,

@@ -183,4 +183,28 @@ impl Ctl<'_, '_> {
     pub fn world_size(&self) -> u32 {
         self.core.ranks.len() as u32
     }
+
+    /// The op (scenario index) fabric rank `rank` is running or is delayed
+    /// before; `None` when it is between ops, done, crashed or unknown.
+    pub fn current_op(&self, rank: u32) -> Option<usize> {
+        let rs = self.core.ranks.get(rank as usize)?;
+        matches!(
+            rs.status,
+            crate::core::Status::Running | crate::core::Status::Delayed
+        )
+        .then_some(rs.op as usize)
+    }
+
+    /// Where fabric rank `rank` is (`None` for an unknown rank).
+    pub fn rank_status(&self, rank: u32) -> Option<crate::report::RankStatus> {
+        use crate::core::Status;
+        use crate::report::RankStatus;
+        Some(match self.core.ranks.get(rank as usize)?.status {
+            Status::Idle => RankStatus::Idle,
+            Status::Running => RankStatus::Running,
+            Status::Delayed => RankStatus::Delayed,
+            Status::Done => RankStatus::Done,
+            Status::Crashed => RankStatus::Crashed,
+        })
+    }
 }

@@ -17,17 +17,22 @@
 //! - Determinism: events ordered by `(time, seq)`, one seeded ChaCha8 RNG
 //!   (for hooks), no wall clock, no hash-ordered collections — enforced by
 //!   this crate's `clippy.toml` (`disallowed-types`/`disallowed-methods`).
-//! - Faults and hang reports plug in through [`Hooks`] and [`Stall`].
+//! - Faults and hang reports plug in through [`Hooks`] and [`Stall`]:
+//!   [`faults`] (fault plans, the argument-consistency check) and [`hang`]
+//!   (hang reports with root causes).
 #![forbid(unsafe_code)]
 #![deny(clippy::disallowed_types, clippy::disallowed_methods)]
 
 mod collective;
+mod consistency;
 mod core;
 pub mod cost;
 mod data;
 mod engine;
 mod error;
+pub mod faults;
 pub mod flows;
+pub mod hang;
 mod hooks;
 mod queue;
 mod report;

@@ -51,8 +51,10 @@ pub struct EngineStats {
     pub peak_flows: u64,
     /// Largest connected component (flows) progressive filling had to solve.
     pub largest_component: u64,
-    /// Estimate of the engine's heap bytes at the end of the run (tables,
-    /// queue, executors' windows), excluding the fabric and data buffers.
+    /// Estimate of the engine's heap bytes: its tables and queue at the end
+    /// of the run plus one full executor window per rank (an upper bound of
+    /// the executors' peak); excludes the fabric, the plans' generator state
+    /// and data buffers.
     pub memory_bytes: u64,
 }
 

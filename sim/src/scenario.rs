@@ -82,6 +82,13 @@ pub trait PlanSource {
         let _ = rank;
         None
     }
+
+    /// The collective call this op makes, if it is one (fault injection
+    /// builds altered calls from it; the consistency check compares its
+    /// [`hccl_algos::collective::OpSignature`]). Default `None`.
+    fn collective(&self) -> Option<&Collective> {
+        None
+    }
 }
 
 /// Hand-written per-rank schedules as a [`PlanSource`] (tests, reproducing
