@@ -25,15 +25,16 @@ pub const CHUNK: u64 = 1 << 20;
 /// A frame for a writer task.
 #[derive(Debug)]
 pub enum Outgoing {
-    /// A data frame (header bytes followed by payload, in one buffer);
-    /// [`Event::SendDone`] follows once it is written.
+    /// A piece of a data frame (the first piece starts with the header);
+    /// [`Event::SendDone`] returns the buffer once it is written, naming the
+    /// step on the last piece of a message.
     Data {
-        /// Header and payload.
+        /// Bytes to write.
         bytes: Vec<u8>,
         /// Op sequence number, for the completion.
         seq: u64,
-        /// Step, for the completion.
-        step: StepId,
+        /// The step, on a message's last piece.
+        step: Option<StepId>,
     },
     /// A control frame (op start, abort, bye): no completion.
     Control(Vec<u8>),
@@ -76,14 +77,16 @@ pub enum Event {
         /// Its error.
         reason: String,
     },
-    /// A data frame was handed to the kernel.
+    /// A piece of a data frame was handed to the kernel.
     SendDone {
         /// Receiver.
         peer: u32,
         /// Op sequence number.
         seq: u64,
-        /// The send step.
-        step: StepId,
+        /// The send step, if this was the message's last piece.
+        step: Option<StepId>,
+        /// The piece's buffer, for reuse.
+        buf: Vec<u8>,
     },
     /// The connection to `peer` is gone.
     Closed {
@@ -131,7 +134,12 @@ pub async fn writer(
             return;
         }
         if let Some((seq, step)) = done {
-            let _ = ev.send(Event::SendDone { peer, seq, step });
+            let _ = ev.send(Event::SendDone {
+                peer,
+                seq,
+                step,
+                buf: bytes,
+            });
         }
     }
     let _ = w.shutdown().await;
@@ -145,6 +153,7 @@ pub async fn reader(
     session: SessionId,
     budget: Arc<ByteBudget>,
     ev: Sender<Event>,
+    mut recycled: UnboundedReceiver<Vec<u8>>,
 ) {
     let closed = |reason: String, graceful: bool| Event::Closed {
         peer,
@@ -202,8 +211,27 @@ pub async fn reader(
                     let Ok(permit) = budget.acquire(want).await else {
                         return;
                     };
-                    let mut data = vec![0u8; want as usize];
-                    if let Err(e) = r.read_exact(&mut data).await {
+                    // A buffer the caller gave back, if any: no allocation,
+                    // no zeroing (read_buf fills spare capacity).
+                    let mut data = recycled.try_recv().unwrap_or_default();
+                    data.clear();
+                    data.reserve(want as usize);
+                    let mut got = Ok(());
+                    while (data.len() as u64) < want {
+                        let limit = want - data.len() as u64;
+                        match (&mut r).take(limit).read_buf(&mut data).await {
+                            Ok(0) => {
+                                got = Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof));
+                                break;
+                            }
+                            Ok(_) => {}
+                            Err(e) => {
+                                got = Err(e);
+                                break;
+                            }
+                        }
+                    }
+                    if let Err(e) = got {
                         let _ = ev.send(closed(
                             format!("{e} after {} of {} bytes of a message", h.len - left, h.len),
                             false,

@@ -43,13 +43,17 @@ use super::config::TcpConfig;
 use super::error::TcpError;
 use super::io::{reader, writer, Event, Outgoing};
 use super::root::RootInfo;
-use super::wire::{
-    FrameHeader, FrameKind, SessionId, Signature, FRAME_HEADER_LEN, MAX_ABORT_REASON,
-};
+use super::wire::{FrameHeader, FrameKind, SessionId, Signature, MAX_ABORT_REASON};
 use crate::sync::{ByteBudget, Permit};
 
 /// Longest a destroy waits for writers to flush and peers to say goodbye.
 pub const LINGER: Duration = Duration::from_secs(10);
+
+/// Bytes of payload per piece handed to a writer: the writer starts on the
+/// first piece while the caller copies the next.
+pub const SEND_PIECE: usize = 1 << 20;
+/// Send piece buffers kept for reuse.
+const SEND_POOL: usize = 16;
 
 /// Longest a failing op waits for its abort frames to be written.
 pub const ABORT_FLUSH: Duration = Duration::from_secs(1);
@@ -121,6 +125,8 @@ struct Incoming {
 #[derive(Debug, Default)]
 struct Peer {
     tx: Option<UnboundedSender<Outgoing>>,
+    /// Consumed chunk buffers go back to the peer's reader for reuse.
+    recycle: Option<UnboundedSender<Vec<u8>>>,
     budget: Option<Arc<ByteBudget>>,
     incoming: Option<Incoming>,
     dead: Option<String>,
@@ -151,6 +157,8 @@ pub struct TcpRank {
     /// Kept to build [`AbortHandle`]s.
     ev_tx: Sender<Event>,
     local_ip: std::net::IpAddr,
+    /// Written send pieces, for reuse.
+    send_pool: Vec<Vec<u8>>,
 }
 
 /// Interrupts a [`TcpRank`]'s running op from another thread: the op fails
@@ -211,6 +219,7 @@ impl TcpRank {
             let s = s.map_err(|e| TcpError::io("moving a peer connection", e))?;
             let (r, w) = s.into_split();
             let (tx, rx) = unbounded_channel();
+            let (recycle, recycled) = unbounded_channel();
             let budget = ByteBudget::new(cfg.unexpected_bound);
             runtime.spawn(reader(
                 p as u32,
@@ -218,7 +227,9 @@ impl TcpRank {
                 mesh.session,
                 Arc::clone(&budget),
                 ev_tx.clone(),
+                recycled,
             ));
+            peers[p].recycle = Some(recycle);
             writers.push(runtime.spawn(writer(p as u32, w, rx, ev_tx.clone())));
             peers[p].tx = Some(tx);
             peers[p].budget = Some(budget);
@@ -243,6 +254,7 @@ impl TcpRank {
             start: Instant::now(),
             ev_tx,
             local_ip: mesh.local_addr.ip(),
+            send_pool: Vec::new(),
         })
     }
 
@@ -597,6 +609,9 @@ impl TcpRank {
                         };
                         apply_chunk(bufs, dtype, p, &data)?;
                         drop(permit);
+                        if let Some(tx) = &self.peers[peer as usize].recycle {
+                            let _ = tx.send(data);
+                        }
                         if p.got >= p.len {
                             let step = p.step;
                             self.posted.remove(&key);
@@ -637,7 +652,16 @@ impl TcpRank {
                     reason,
                 })
             }
-            Event::SendDone { peer, seq, step } => {
+            Event::SendDone {
+                peer,
+                seq,
+                step,
+                buf,
+            } => {
+                if self.send_pool.len() < SEND_POOL && buf.capacity() >= SEND_PIECE {
+                    self.send_pool.push(buf);
+                }
+                let Some(step) = step else { return Ok(()) };
                 let p = &mut self.peers[peer as usize];
                 p.sends_in_flight = p.sends_in_flight.saturating_sub(1);
                 if cur_seq == Some(seq) {
@@ -942,6 +966,9 @@ impl TcpOp<'_, '_> {
             for (data, permit) in early.chunks {
                 apply_chunk(&mut self.bufs, self.ctx.dtype, &mut posted, &data)?;
                 drop(permit);
+                if let Some(tx) = &self.rank.peers[peer as usize].recycle {
+                    let _ = tx.send(data);
+                }
             }
             if posted.got >= posted.len {
                 self.rank.completions.push_back(Completion {
@@ -1021,28 +1048,40 @@ impl Transport for TcpOp<'_, '_> {
             Op::Send { peer, tag, src } => {
                 self.check_peer(peer)?;
                 let data = self.bufs.get(src)?;
-                let mut bytes = Vec::with_capacity(FRAME_HEADER_LEN + data.len());
-                bytes.extend_from_slice(&self.header(FrameKind::Data, tag, src.len).encode());
-                bytes.extend_from_slice(data);
-                let p = &mut self.rank.peers[peer as usize];
-                let sent = p.dead.is_none()
-                    && p.tx.as_ref().is_some_and(|tx| {
-                        tx.send(Outgoing::Data {
+                let header = self.header(FrameKind::Data, tag, src.len).encode();
+                let r = &mut *self.rank;
+                let p = &r.peers[peer as usize];
+                let tx = match (&p.dead, &p.tx) {
+                    (None, Some(tx)) => tx.clone(),
+                    _ => return Err(r.lost_sending(self.info.name, ctx.seq, peer, Some(src.len))),
+                };
+                // Pieces of at most SEND_PIECE bytes (the header rides on the
+                // first), in reused buffers; the last names the step.
+                let mut pieces = data.chunks(SEND_PIECE).peekable();
+                let mut first = true;
+                let mut ok = true;
+                while first || pieces.peek().is_some() {
+                    let piece = pieces.next().unwrap_or(&[]);
+                    let mut bytes = r.send_pool.pop().unwrap_or_default();
+                    bytes.clear();
+                    if first {
+                        bytes.extend_from_slice(&header);
+                        first = false;
+                    }
+                    bytes.extend_from_slice(piece);
+                    let last = pieces.peek().is_none();
+                    ok &= tx
+                        .send(Outgoing::Data {
                             bytes,
                             seq: ctx.seq,
-                            step,
+                            step: last.then_some(step),
                         })
-                        .is_ok()
-                    });
-                if !sent {
-                    return Err(self.rank.lost_sending(
-                        self.info.name,
-                        ctx.seq,
-                        peer,
-                        Some(src.len),
-                    ));
+                        .is_ok();
                 }
-                p.sends_in_flight += 1;
+                if !ok {
+                    return Err(r.lost_sending(self.info.name, ctx.seq, peer, Some(src.len)));
+                }
+                r.peers[peer as usize].sends_in_flight += 1;
             }
             Op::Recv { peer, tag, dst } => {
                 self.bufs.check_writable(dst)?;

@@ -1,0 +1,189 @@
+//! fp32 sum AllReduce over the TCP transport, ranks as processes on this host.
+//!
+//! ```text
+//! cargo run --release -p hccl-hw --example tcp_allreduce_bench -- [NRANKS] [MIN_BYTES] [MAX_BYTES] [ALGO]
+//! ```
+//!
+//! Defaults: 2 ranks, 8 KiB .. 64 MiB (doubling), `ring`. The parent starts
+//! the bootstrap root and spawns NRANKS copies of itself; every rank times
+//! `iters` back-to-back AllReduces per size after 3 warm-up ones, and rank 0
+//! prints one line per size: bytes, time per op (µs, mean over iterations,
+//! max over ranks), algbw = bytes / time and busbw = algbw · 2(n−1)/n
+//! (nccl-tests' definitions, G = 10^9).
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use hccl_algos::algo::{plan, AlgoSpec, Algorithm};
+use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
+use hccl_algos::layout::GroupLayout;
+use hccl_algos::transport::OpContext;
+use hccl_algos::{DataType, ReduceOp};
+use hccl_hw::tcp::{OpBuffers, OpInfo, RootInfo, TcpConfig, TcpRank};
+
+const COMM: u64 = 0xBE7C;
+
+fn arg(i: usize, default: &str) -> String {
+    std::env::args()
+        .nth(i)
+        .unwrap_or_else(|| default.to_string())
+}
+
+fn cfg() -> TcpConfig {
+    let mut c = TcpConfig::from_env().expect("HCCL_* variables");
+    c.if_ip.get_or_insert("127.0.0.1".parse().expect("ip"));
+    c
+}
+
+fn main() {
+    if let Ok(rank) = std::env::var("BENCH_RANK") {
+        child(rank.parse().expect("BENCH_RANK"));
+        return;
+    }
+    let n: u32 = arg(1, "2").parse().expect("NRANKS");
+    let root = RootInfo::create_at(
+        &cfg(),
+        "127.0.0.1:0".parse().expect("addr"),
+        "HCCL_IF_BASE_PORT",
+    )
+    .expect("root");
+    let exe = std::env::current_exe().expect("exe");
+    let kids: Vec<_> = (0..n)
+        .map(|r| {
+            Command::new(&exe)
+                .args(std::env::args().skip(1))
+                .env("BENCH_RANK", r.to_string())
+                .env("BENCH_NRANKS", n.to_string())
+                .env("BENCH_ROOT", root.to_string())
+                .spawn()
+                .expect("spawn rank")
+        })
+        .collect();
+    let mut ok = true;
+    for mut k in kids {
+        ok &= k.wait().map(|s| s.success()).unwrap_or(false);
+    }
+    if !ok {
+        eprintln!("a rank failed");
+        std::process::exit(1);
+    }
+}
+
+fn child(rank: u32) {
+    let n: u32 = std::env::var("BENCH_NRANKS")
+        .expect("n")
+        .parse()
+        .expect("n");
+    let root: RootInfo = std::env::var("BENCH_ROOT")
+        .expect("root")
+        .parse()
+        .expect("root info");
+    let min: u64 = arg(2, "8192").parse().expect("MIN_BYTES");
+    let max: u64 = arg(3, "67108864").parse().expect("MAX_BYTES");
+    let algo: AlgoSpec = arg(4, "ring")
+        .parse()
+        .unwrap_or(AlgoSpec::Flat(Algorithm::Ring));
+    let mut t = TcpRank::connect(cfg(), &root, n, rank, COMM).expect("bootstrap");
+    let describe = |_: &[u8; 32], p: u32| format!("mismatch with rank {p}");
+    let mut seq = 0u64;
+    if rank == 0 {
+        println!("# hccl-rs TCP AllReduce, fp32 sum, {n} processes, algorithm {algo}");
+        println!(
+            "{:>12} {:>12} {:>12} {:>12} {:>12}",
+            "bytes", "count", "time_us", "algbw_GB/s", "busbw_GB/s"
+        );
+    }
+    let mut bytes = min;
+    while bytes <= max {
+        let count = bytes / 4;
+        let args = CollectiveArgs::new(CollectiveKind::AllReduce, count, DataType::Fp32, n)
+            .with_op(ReduceOp::Sum);
+        let input: Vec<u8> = (0..count)
+            .flat_map(|i| ((i % 7) as f32).to_le_bytes())
+            .collect();
+        let mut output = vec![0u8; bytes as usize];
+        let iters = ((256u64 << 20) / bytes).clamp(5, 200);
+        let run = |t: &mut TcpRank, seq: u64, output: &mut Vec<u8>, scratch: &mut Vec<u8>| {
+            let (sizes, p) = plan(&args, &algo, &GroupLayout::flat(n), rank).expect("plan");
+            scratch.resize(sizes.scratch as usize, 0);
+            let ctx = OpContext {
+                comm: COMM,
+                seq,
+                rank,
+                dtype: DataType::Fp32,
+            };
+            let info = OpInfo {
+                name: "AllReduce",
+                sig: [1; 32],
+                describe: &describe,
+            };
+            t.run(&ctx, &info, OpBuffers::separate(&input, output, scratch), p)
+                .expect("allreduce");
+        };
+        let mut scratch = Vec::new();
+        for _ in 0..3 {
+            run(&mut t, seq, &mut output, &mut scratch);
+            seq += 1;
+        }
+        let start = Instant::now();
+        for _ in 0..iters {
+            run(&mut t, seq, &mut output, &mut scratch);
+            seq += 1;
+        }
+        let mine = start.elapsed() / iters as u32;
+        // Max over ranks: a tiny all-reduce of the times (µs as f64, max).
+        let slowest = max_over_ranks(&mut t, &mut seq, n, rank, mine);
+        let want = (0..count).map(|i| (i % 7) as f32 * n as f32);
+        let good = output
+            .chunks_exact(4)
+            .zip(want)
+            .all(|(b, w)| f32::from_le_bytes([b[0], b[1], b[2], b[3]]) == w);
+        assert!(good, "wrong AllReduce result at {bytes} bytes");
+        if rank == 0 {
+            let secs = slowest.as_secs_f64();
+            let algbw = bytes as f64 / secs / 1e9;
+            let busbw = algbw * 2.0 * (n as f64 - 1.0) / n as f64;
+            println!(
+                "{bytes:>12} {count:>12} {:>12.1} {algbw:>12.3} {busbw:>12.3}",
+                secs * 1e6
+            );
+        }
+        bytes *= 2;
+    }
+}
+
+fn max_over_ranks(t: &mut TcpRank, seq: &mut u64, n: u32, rank: u32, mine: Duration) -> Duration {
+    let args =
+        CollectiveArgs::new(CollectiveKind::AllReduce, 1, DataType::Fp64, n).with_op(ReduceOp::Max);
+    let (sizes, p) = plan(
+        &args,
+        &AlgoSpec::Flat(Algorithm::Ring),
+        &GroupLayout::flat(n),
+        rank,
+    )
+    .expect("plan");
+    let input = mine.as_secs_f64().to_le_bytes();
+    let mut out = [0u8; 8];
+    let mut scratch = vec![0u8; sizes.scratch as usize];
+    let describe = |_: &[u8; 32], p: u32| format!("mismatch with rank {p}");
+    let info = OpInfo {
+        name: "AllReduce",
+        sig: [2; 32],
+        describe: &describe,
+    };
+    let ctx = OpContext {
+        comm: COMM,
+        seq: *seq,
+        rank,
+        dtype: DataType::Fp64,
+    };
+    t.run(
+        &ctx,
+        &info,
+        OpBuffers::separate(&input, &mut out, &mut scratch),
+        p,
+    )
+    .expect("max");
+    *seq += 1;
+    Duration::from_secs_f64(f64::from_le_bytes(out))
+}
