@@ -113,8 +113,8 @@ pub struct WaitEdge {
     pub to: u32,
     /// The op `from` is in.
     pub op: usize,
-    /// The step's tag.
-    pub tag: u32,
+    /// The tags of the steps waiting, ascending.
+    pub tags: Vec<u32>,
     /// The wait's state, as in [`WaitState`].
     pub state: String,
 }
@@ -309,7 +309,8 @@ impl Ctx<'_, '_> {
             _ => "idle",
         };
         let mut waits = Vec::new();
-        if let Some(op) = r.op {
+        let alive = matches!(r.status, RankStatus::Running | RankStatus::Delayed);
+        if let (Some(op), true) = (r.op, alive) {
             let members = &self.comm_of(op).members;
             for (step, s) in &r.in_flight {
                 let Some(p) = s.op.peer() else { continue };
@@ -344,7 +345,7 @@ impl Ctx<'_, '_> {
             seq: op.map(|i| self.sc.ops[i].seq),
             comm_rank: r.comm_rank,
             waits,
-            blocked_steps: r.blocked.len(),
+            blocked_steps: if alive { r.blocked.len() } else { 0 },
             remaining_ops: r.remaining_ops.clone(),
         }
     }
@@ -372,19 +373,25 @@ impl HangReport {
         let stall = report.stall.as_ref()?;
         let cx = Ctx { sc, stall, log };
         let ranks: Vec<StuckRank> = stall.ranks.iter().map(|r| cx.stuck_rank(r)).collect();
-        let mut wait_for = Vec::new();
+        let mut wait_for: Vec<WaitEdge> = Vec::new();
         for r in &ranks {
-            let mut seen = BTreeSet::new();
+            let mut edges: BTreeMap<(u32, String), Vec<u32>> = BTreeMap::new();
             for w in &r.waits {
-                if seen.insert((w.peer, w.tag, state_name(&w.state))) {
-                    wait_for.push(WaitEdge {
-                        from: r.rank,
-                        to: w.peer,
-                        op: r.op.unwrap_or(0),
-                        tag: w.tag,
-                        state: state_name(&w.state),
-                    });
-                }
+                edges
+                    .entry((w.peer, state_name(&w.state)))
+                    .or_default()
+                    .push(w.tag);
+            }
+            for ((to, state), mut tags) in edges {
+                tags.sort_unstable();
+                tags.dedup();
+                wait_for.push(WaitEdge {
+                    from: r.rank,
+                    to,
+                    op: r.op.unwrap_or(0),
+                    tags,
+                    state,
+                });
             }
         }
         let reason = match stall.reason {
@@ -497,8 +504,8 @@ impl HangReport {
         for e in self.wait_for.iter().take(max) {
             writeln!(
                 t,
-                "  {} -> {}  op #{} tag {} {}",
-                e.from, e.to, e.op, e.tag, e.state
+                "  {} -> {}  op #{} {} tag(s) {:?}",
+                e.from, e.to, e.op, e.state, e.tags
             )?;
         }
         if self.wait_for.len() > max {
@@ -729,15 +736,10 @@ fn root_causes(
             .map(|(l, _)| *l)
             .chain(dead.iter().copied())
             .collect();
-        let alive = g.filter_map(
-            |_, n| Some(n.name.clone()),
-            |e, l| (!down.contains(&(e.index() as LinkId))).then_some(l.bandwidth_gbps),
-        );
-        let alive: DiGraph<String, f64> = alive;
         let fabric = cx.sc.fabric();
-        let alternative_route = msgs.iter().all(|&(s, d)| {
-            petgraph::algo::has_path_connecting(&alive, fabric.npu(s), fabric.npu(d), None)
-        });
+        let alternative_route = msgs
+            .iter()
+            .all(|&(s, d)| route_avoiding(fabric, s, d, &down));
         out.push(RootCause::DeadLink {
             links: dead
                 .iter()
@@ -848,6 +850,35 @@ fn cycles(cx: &Ctx<'_, '_>, ranks: &[StuckRank], edges: &[WaitEdge]) -> Vec<Root
         });
     }
     out
+}
+
+/// Whether `dst`'s NPU can be reached from `src`'s over links not in
+/// `down` (through any node, as [`hccl_topology::Fabric::route`] routes).
+fn route_avoiding(
+    fabric: &hccl_topology::Fabric,
+    src: u32,
+    dst: u32,
+    down: &BTreeSet<LinkId>,
+) -> bool {
+    use petgraph::visit::EdgeRef;
+    let g = fabric.graph();
+    let (s, d) = (fabric.npu(src), fabric.npu(dst));
+    let mut seen = vec![false; g.node_count()];
+    let mut stack = vec![s];
+    seen[s.index()] = true;
+    while let Some(n) = stack.pop() {
+        if n == d {
+            return true;
+        }
+        for e in g.edges(n) {
+            let t = e.target();
+            if !down.contains(&(e.id().index() as LinkId)) && !seen[t.index()] {
+                seen[t.index()] = true;
+                stack.push(t);
+            }
+        }
+    }
+    false
 }
 
 /// `1836 s`, `12.5 us`, `850 ns`: virtual times for people.

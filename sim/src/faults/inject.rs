@@ -559,17 +559,18 @@ impl Hooks for FaultHooks {
     fn on_timer(&mut self, ctl: &mut Ctl<'_, '_>, id: u64) {
         match self.timers.get(id as usize) {
             Some((_, Timer::Links)) => self.apply_links(ctl),
-            Some(&(_, Timer::Crash { rank, fault })) => {
-                // A rank that finished every op has nothing left to break.
+            // A rank that finished every op has nothing left to break.
+            Some(&(_, Timer::Crash { rank, fault }))
                 if !matches!(
                     ctl.rank_status(rank),
                     Some(RankStatus::Done | RankStatus::Crashed)
-                ) {
-                    let op = ctl.current_op(rank);
-                    self.crash(ctl, rank, op, fault);
-                    ctl.crash(rank);
-                }
+                ) =>
+            {
+                let op = ctl.current_op(rank);
+                self.crash(ctl, rank, op, fault);
+                ctl.crash(rank);
             }
+            Some((_, Timer::Crash { .. })) => {}
             None => {}
         }
     }
