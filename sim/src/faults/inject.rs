@@ -148,7 +148,7 @@ struct Altered {
 
 /// A [`FaultPlan`] resolved against one scenario, as engine [`Hooks`].
 /// Also checks argument consistency on every op (see
-/// [`crate::consistency`]).
+/// the `consistency` module: HCCL's EI0005 check on every op).
 pub struct FaultHooks {
     base_gbps: Vec<f64>,
     windows: Vec<Window>,
