@@ -52,6 +52,10 @@ pub const LINGER: Duration = Duration::from_secs(10);
 /// Bytes of payload per piece handed to a writer: the writer starts on the
 /// first piece while the caller copies the next.
 pub const SEND_PIECE: usize = 1 << 20;
+/// Bound on messages (of any size, zero included) and op starts held
+/// before this rank posts their receives: bytes are bounded by
+/// `HCCL_BUFFSIZE`, this bounds the bookkeeping.
+pub const MAX_EARLY_MESSAGES: usize = 1 << 16;
 /// Send piece buffers kept for reuse.
 const SEND_POOL: usize = 16;
 
@@ -557,6 +561,14 @@ impl TcpRank {
                         return Ok(());
                     }
                 }
+                if self.early.len() >= MAX_EARLY_MESSAGES {
+                    return Err(self.protocol(
+                        peer,
+                        format!(
+                            "more than {MAX_EARLY_MESSAGES} messages arrived before their receives"
+                        ),
+                    ));
+                }
                 if self.early.contains_key(&key) {
                     return Err(self.protocol(
                         peer,
@@ -627,6 +639,12 @@ impl TcpRank {
                     return Err(self.protocol(
                         peer,
                         format!("op start for comm {:#x} on comm {:#x}", h.comm, self.comm),
+                    ));
+                }
+                if self.op_starts.len() >= MAX_EARLY_MESSAGES {
+                    return Err(self.protocol(
+                        peer,
+                        format!("more than {MAX_EARLY_MESSAGES} op starts pending"),
                     ));
                 }
                 self.op_starts.insert((peer, h.seq), h.sig);

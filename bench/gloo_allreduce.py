@@ -1,0 +1,38 @@
+"""torch.distributed Gloo fp32 sum AllReduce, 8 KiB .. 64 MiB; one line per size.
+
+Run by compare_tcp.sh as N processes (RANK/WORLD_SIZE/MASTER_* in the env).
+Prints: bytes time_us algbw_GB/s busbw_GB/s (rank 0 only; max time over ranks).
+"""
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def main():
+    lo, hi = int(sys.argv[1]), int(sys.argv[2])
+    dist.init_process_group("gloo")
+    n = dist.get_world_size()
+    size = lo
+    while size <= hi:
+        x = torch.ones(size // 4, dtype=torch.float32)
+        iters = max(5, min(200, (256 << 20) // size))
+        for _ in range(3):
+            dist.all_reduce(x)
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            dist.all_reduce(x)
+        t = torch.tensor([(time.perf_counter() - t0) / iters], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        if dist.get_rank() == 0:
+            algbw = size / t.item() / 1e9
+            print(f"{size} {t.item() * 1e6:.1f} {algbw:.3f} {algbw * 2 * (n - 1) / n:.3f}", flush=True)
+        size *= 2
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
