@@ -222,3 +222,32 @@ fn bootstrap_timeout_names_missing_rank_and_late_rank_gets_expired() {
     assert_eq!(code, Some(2), "{out}");
     assert!(out.contains("INITERR session expired"), "{out}");
 }
+
+/// `mpirun -n 2 prog` works with no other configuration than the port.
+/// Skipped (with a note) where Open MPI is not installed.
+#[test]
+fn mpirun_launch_runs_the_conformance_cases() {
+    if Command::new("mpirun").arg("--version").output().is_err() {
+        eprintln!("mpirun not installed (Debian: openmpi-bin): skipped");
+        return;
+    }
+    let port = free_port();
+    let child = Command::new("mpirun")
+        .args(["--allow-run-as-root", "--oversubscribe", "-n", "2", BIN])
+        .env("MASTER_PORT", port.to_string())
+        .env("HCCL_IF_IP", "127.0.0.1")
+        .env("HCCL_CONNECT_TIMEOUT", "20")
+        .env("HCCL_EXEC_TIMEOUT", "10")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn mpirun");
+    let (code, out) = finish(child, Duration::from_secs(180));
+    let ok = out.lines().filter(|l| l.starts_with("CASE ok")).count();
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(ok, 2 * hccl_conformance::cases(2).len(), "{out}");
+}
