@@ -12,7 +12,7 @@
 //! **Incremental recomputation.** Max-min rates of flows that share no link,
 //! directly or through a chain of flows, are independent. So when flows
 //! start or end, the links they touch are marked dirty, and
-//! [`FlowNet::reallocate`] re-runs progressive filling only over the
+//! `FlowNet::reallocate` re-runs progressive filling only over the
 //! *connected components* of the bipartite link–flow graph that contain a
 //! dirty link. Flows outside those components keep their rates and their
 //! scheduled end events. Starts and ends at the same virtual time are
