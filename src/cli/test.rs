@@ -215,12 +215,14 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             "-n/--iters 0: run at least one timed iteration",
         ));
     }
-    if a.faults.is_some() {
-        return Ok(usage_error(
-            bin,
-            "--faults: the simulator has no fault-plan API yet (issue 4); run without --faults",
-        ));
-    }
+    let faults = match &a.faults {
+        Some(path) => match hccl_sim::faults::FaultPlan::from_file(path) {
+            Ok(p) => Some(p),
+            Err(e) => return Ok(usage_error(bin, format!("--faults: {e}"))),
+        },
+        None => None,
+    };
+    let replay = std::env::args().collect::<Vec<_>>().join(" ");
     let sweep = if kind == CollectiveKind::Barrier {
         Ok(vec![0])
     } else {
@@ -345,6 +347,13 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     if kind == CollectiveKind::Barrier {
         settings.push_str(" (barrier: one row of size 0)");
     }
+    if let Some(p) = &a.faults {
+        settings.push_str(&format!(
+            " --faults {} (applied to each row's timing run, ops 0..{} = warmups then timed; the check runs without faults)",
+            p.display(),
+            a.warmup_iters + a.iters
+        ));
+    }
     let check_note = match (a.mode, a.check) {
         (ModeArg::Timing, _) => "skipped in timing mode (no data); check column NULL".to_string(),
         (_, 0) => "off (-c 0); check column NULL".to_string(),
@@ -422,6 +431,8 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             iters: a.iters,
             seed: a.seed,
             check,
+            faults: faults.as_ref(),
+            replay: &replay,
         };
         let observe = profile.is_some() || tracer.is_some();
         let mut recorder = Recorder::new(w..=if profile.is_some() { last_timed } else { w });

@@ -8,9 +8,11 @@ use hccl_algos::algo::AlgoSpec;
 use hccl_algos::collective::CollectiveArgs;
 use hccl_algos::layout::GroupLayout;
 use hccl_algos::reference;
+use hccl_sim::faults::{FaultHooks, FaultPlan};
+use hccl_sim::hang::HangReport;
 use hccl_sim::{
-    Collective, Ctl, Delivered, Hooks, MessageFate, MessageInfo, Mode, NoHooks, OpResult, Scenario,
-    SimReport,
+    Collective, Ctl, Delivered, Hooks, MessageFate, MessageInfo, Mode, NoHooks, OpResult, OpStart,
+    Scenario, SimReport,
 };
 use hccl_topology::Fabric;
 
@@ -93,6 +95,40 @@ impl Hooks for Recorder {
     }
 }
 
+/// Fault hooks first, then an observer: the observer sees only messages
+/// the faults let through, with the times the faults gave them.
+struct Chain<'f, 'o> {
+    faults: &'f mut FaultHooks,
+    observer: Option<&'o mut dyn Hooks>,
+}
+
+impl Hooks for Chain<'_, '_> {
+    fn before_op(&mut self, ctl: &mut Ctl<'_, '_>, rank: u32, op: usize) -> OpStart {
+        self.faults.before_op(ctl, rank, op)
+    }
+
+    fn on_message(&mut self, ctl: &mut Ctl<'_, '_>, msg: &MessageInfo<'_>) -> MessageFate {
+        let fate = self.faults.on_message(ctl, msg);
+        if fate != MessageFate::Drop {
+            if let Some(o) = self.observer.as_deref_mut() {
+                o.on_message(ctl, msg);
+            }
+        }
+        fate
+    }
+
+    fn on_delivered(&mut self, ctl: &mut Ctl<'_, '_>, msg: &Delivered) {
+        self.faults.on_delivered(ctl, msg);
+        if let Some(o) = self.observer.as_deref_mut() {
+            o.on_delivered(ctl, msg);
+        }
+    }
+
+    fn on_timer(&mut self, ctl: &mut Ctl<'_, '_>, id: u64) {
+        self.faults.on_timer(ctl, id);
+    }
+}
+
 /// What one row measured.
 #[derive(Debug, Clone)]
 pub struct Measured {
@@ -111,6 +147,12 @@ pub enum RunError {
     /// The simulator rejected the scenario.
     #[error(transparent)]
     Sim(#[from] hccl_sim::SimError),
+    /// The fault plan does not fit the row's scenario.
+    #[error(transparent)]
+    Faults(#[from] hccl_sim::faults::FaultError),
+    /// Ranks hung under the fault plan: the simulator's hang report.
+    #[error("the collective hung under the fault plan:\n{0}")]
+    Hang(String),
     /// The reference could not be computed.
     #[error(transparent)]
     Reference(#[from] reference::RefError),
@@ -144,6 +186,10 @@ pub struct RowRun<'a> {
     pub seed: u64,
     /// Run the data check.
     pub check: bool,
+    /// A fault plan for the timing run (op numbers `0..w+n` of each row).
+    pub faults: Option<&'a FaultPlan>,
+    /// The command line, for hang reports' replay line.
+    pub replay: &'a str,
 }
 
 fn collective(r: &RowRun<'_>) -> Collective {
@@ -199,9 +245,31 @@ pub fn run_row(r: &RowRun<'_>, hooks: Option<&mut dyn Hooks>) -> Result<Measured
     for _ in 0..r.warmup + iters {
         sc.op(world, collective(r))?;
     }
-    let report = match hooks {
-        Some(h) => sc.run_with_hooks(h)?,
-        None => sc.run_with_hooks(&mut NoHooks)?,
+    let report = match r.faults {
+        Some(plan) => {
+            let mut fh = FaultHooks::new(&sc, plan)?;
+            let report = {
+                let mut chain = Chain {
+                    faults: &mut fh,
+                    observer: hooks,
+                };
+                sc.run_with_hooks(&mut chain)?
+            };
+            if let Some(h) = HangReport::build(&sc, &report, fh.log(), r.replay) {
+                return Err(RunError::Hang(h.to_text_limited(16)));
+            }
+            if let Some(f) = fh.log().failures.first() {
+                return Err(RunError::Hang(format!(
+                    "rank {} failed op #{} at {} ns: {} mismatch (local {}, remote {}); HCCL's EI0005",
+                    f.rank, f.op, f.time_ns, f.field, f.local, f.remote
+                )));
+            }
+            report
+        }
+        None => match hooks {
+            Some(h) => sc.run_with_hooks(h)?,
+            None => sc.run_with_hooks(&mut NoHooks)?,
+        },
     };
     if let Some(e) = stalled(&report) {
         return Err(e);
