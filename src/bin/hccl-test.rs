@@ -5,20 +5,19 @@ use std::process::ExitCode;
 
 use clap::{Args, FromArgMatches};
 
-// The `hccl` binary's CLI modules; only `test` is used here.
-#[allow(dead_code)]
-#[path = "../cli/mod.rs"]
-mod cli;
+// The `hccl test` module of the `hccl` binary, compiled in here too.
+#[path = "../cli/test.rs"]
+mod test;
 
 fn main() -> ExitCode {
-    let cmd = cli::test::TestArgs::augment_args(
+    let cmd = test::TestArgs::augment_args(
         clap::Command::new("hccl-test").version(env!("CARGO_PKG_VERSION")),
     );
-    let args = match cli::test::TestArgs::from_arg_matches(&cmd.get_matches()) {
+    let args = match test::TestArgs::from_arg_matches(&cmd.get_matches()) {
         Ok(a) => a,
         Err(e) => e.exit(),
     };
-    match cli::test::run(args, "hccl-test") {
+    match test::run(args, "hccl-test") {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");

@@ -14,13 +14,23 @@
 //! so the virtual timeline has the shape of the real one. The check runs
 //! once per row, on a separate data-mode run of one op.
 
+// Explicit paths: this file is also the `hccl-test` binary's module
+// (`#[path]` from src/bin), where implicit child paths would differ.
+#[path = "test/check.rs"]
 mod check;
+#[path = "test/cluster.rs"]
 mod cluster;
+#[path = "test/output.rs"]
 mod output;
+#[path = "test/plot.rs"]
 mod plot;
+#[path = "test/runner.rs"]
 mod runner;
+#[path = "test/sizes.rs"]
 mod sizes;
+#[path = "test/trace.rs"]
 mod trace;
+#[path = "test/workload.rs"]
 pub mod workload;
 
 use std::io::{IsTerminal, Write};

@@ -92,7 +92,7 @@ pub fn build(src: &Source<'_>) -> Result<Cluster, ClusterError> {
                     let p = npus.unwrap_or(full);
                     if p > full {
                         return Err(ClusterError::Usage(format!(
-                            "-p/--npus {p} is larger than a {preset} server ({full} NPUs); use 1..={full}"
+                            "-p/--npus {p} is larger than one {preset} server ({full} NPUs); use 1..={full}"
                         )));
                     }
                     if p == full {

@@ -39,12 +39,15 @@ pub struct Message {
     pub route: Vec<u32>,
 }
 
+/// (op, src, dst, tag): one channel of one op.
+type ChannelKey = (usize, u32, u32, u32);
+
 /// A [`Hooks`] observer that keeps every message of the ops in `ops`
 /// (scenario indices, inclusive range), with match and delivery times.
 #[derive(Debug)]
 pub struct Recorder {
     ops: std::ops::RangeInclusive<usize>,
-    open: BTreeMap<(usize, u32, u32, u32), VecDeque<(u64, Vec<u32>)>>,
+    open: BTreeMap<ChannelKey, VecDeque<(u64, Vec<u32>)>>,
     /// Delivered messages, in delivery order.
     pub messages: Vec<Message>,
 }

@@ -1,0 +1,447 @@
+//! `hccl test` / `hccl-test` end to end: flag errors, every collective's
+//! check in data mode, JSON rows, busbw factors, traces, plots, profiling.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn hccl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .arg("test")
+        .args(args)
+        .env_remove("HCCL_ALGO")
+        .env_remove("HCCL_PROFILING_ENABLE")
+        .output()
+        .expect("run hccl")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Table rows: non-comment lines after the column titles.
+fn rows(out: &str) -> Vec<String> {
+    out.lines()
+        .skip_while(|l| !l.contains("size(B)"))
+        .skip(1)
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("hccl-test-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn bad_flags_exit_2_with_one_line_and_usage() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["all_reduce", "-b", "2M", "-e", "1M"],
+            "-b/--minbytes 2097152 is larger than -e/--maxbytes 1048576",
+        ),
+        (
+            &["all_reduce", "-b", "1K", "-e", "8K", "-f", "1"],
+            "must be a number greater than 1",
+        ),
+        (
+            &["all_reduce", "-b", "1K", "-e", "8K", "-i", "0"],
+            "-i/--stepbytes 0",
+        ),
+        (&["all_reduce", "-d", "fp99"], "unknown data type \"fp99\""),
+        (&["all_reduce", "-o", "xor"], "xor"),
+        (
+            &["broadcast", "-b", "1K", "-e", "1K", "-r", "8"],
+            "-r/--root 8 is outside the world of 8 ranks",
+        ),
+        (
+            &["all_reduce", "-p", "9"],
+            "-p/--npus 9 is larger than one atlas800t-a2 server (8 NPUs)",
+        ),
+        (&["all_reduce", "-n", "0"], "-n/--iters 0"),
+        (&["all_reduce", "-c", "2"], "2"),
+        (&["all_reduce", "-b", "8X"], "is not a size"),
+        (
+            &["all_reduce", "--algo", "bogus"],
+            "unknown algorithm \"bogus\"",
+        ),
+        (
+            &["alltoall", "--algo", "ring", "-b", "1K", "-e", "1K"],
+            "does not implement alltoall",
+        ),
+        (
+            &["no_such_collective"],
+            "invalid value 'no_such_collective'",
+        ),
+        (&["all_reduce", "--servers", "0"], "--servers 0"),
+        (&["all_reduce", "--preset", "dgx"], "dgx"),
+        (
+            &["all_reduce", "-e", "1G", "--servers", "2"],
+            "use --mode timing",
+        ),
+    ];
+    for (args, want) in cases {
+        let o = hccl(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.starts_with("error: "), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: want {want:?} in {err}");
+        // clap's style: our checks print the usage, clap's value errors the --help hint.
+        assert!(
+            err.contains("Usage: hccl test") || err.contains("try '--help'"),
+            "{args:?}: {err}"
+        );
+        assert!(o.stdout.is_empty(), "{args:?}: nothing on stdout");
+    }
+}
+
+#[test]
+fn every_collective_passes_its_check_on_1x8_and_2x4() {
+    let colls = [
+        "all_reduce",
+        "all_gather",
+        "all_gatherv",
+        "reduce_scatter",
+        "reduce_scatterv",
+        "broadcast",
+        "reduce",
+        "scatter",
+        "gather",
+        "alltoall",
+        "alltoallv",
+        "send_recv",
+        "barrier",
+    ];
+    for (servers, npus) in [("1", "8"), ("2", "4")] {
+        for c in colls {
+            // 1000 B: not a multiple of 8 ranks x 4 B, so blocks are uneven.
+            let o = hccl(&[
+                c,
+                "-b",
+                "1000",
+                "-e",
+                "1000",
+                "-n",
+                "1",
+                "-w",
+                "0",
+                "-r",
+                "3",
+                "--servers",
+                servers,
+                "-p",
+                npus,
+            ]);
+            let out = stdout(&o);
+            assert_eq!(
+                o.status.code(),
+                Some(0),
+                "{c} {servers}x{npus}: {}{out}",
+                stderr(&o)
+            );
+            let r = rows(&out);
+            assert_eq!(r.len(), 1, "{c}: {out}");
+            assert!(r[0].ends_with("success"), "{c} {servers}x{npus}: {}", r[0]);
+            assert!(out.contains(&format!("8 ranks, {servers} server")), "{out}");
+        }
+    }
+}
+
+#[test]
+fn reductions_pass_for_every_op_in_awkward_dtypes() {
+    for (d, op) in [
+        ("bf16", "sum"),
+        ("fp16", "max"),
+        ("int8", "prod"),
+        ("fp64", "avg"),
+        ("uint16", "min"),
+    ] {
+        let o = hccl(&[
+            "all_reduce",
+            "-b",
+            "1K",
+            "-e",
+            "4K",
+            "-f",
+            "2",
+            "-d",
+            d,
+            "-o",
+            op,
+            "-n",
+            "1",
+            "-w",
+            "0",
+            "--algo",
+            "all",
+        ]);
+        let out = stdout(&o);
+        assert_eq!(o.status.code(), Some(0), "{d} {op}: {}", stderr(&o));
+        let r = rows(&out);
+        assert!(r.len() >= 3 * 2, "several algorithms per size: {out}");
+        assert!(r.iter().all(|l| l.ends_with("success")), "{d} {op}: {out}");
+    }
+}
+
+#[test]
+fn json_rows_match_the_table_and_busbw_factors() {
+    let dir = scratch("json");
+    for (coll, factor) in [
+        ("all_reduce", 1.75),
+        ("all_gather", 0.875),
+        ("alltoall", 0.875),
+        ("broadcast", 1.0),
+    ] {
+        let path = dir.join(format!("{coll}.json"));
+        let o = hccl(&[
+            coll,
+            "-b",
+            "1K",
+            "-e",
+            "8K",
+            "-f",
+            "2",
+            "-n",
+            "3",
+            "-w",
+            "1",
+            "--json",
+            path.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let table = rows(&stdout(&o));
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(doc["collective"], coll);
+        assert_eq!(doc["simulated"], true);
+        assert_eq!(doc["cluster"]["ranks"], 8);
+        let jrows = doc["rows"].as_array().unwrap();
+        assert_eq!(jrows.len(), 4);
+        assert_eq!(jrows.len(), table.len());
+        for (i, (r, line)) in jrows.iter().zip(&table).enumerate() {
+            let size = r["size_bytes"].as_u64().unwrap();
+            assert_eq!(size, 1024 << i, "{coll}");
+            assert_eq!(r["count"].as_u64().unwrap(), size / 4);
+            assert!(line.trim_start().starts_with(&size.to_string()), "{line}");
+            let t = r["time_us"].as_f64().unwrap();
+            let alg = r["algbw_gbps"].as_f64().unwrap();
+            let bus = r["busbw_gbps"].as_f64().unwrap();
+            // algbw = bytes / time (GB/s = bytes/ns); busbw = algbw x factor.
+            assert!(
+                (alg - size as f64 / (t * 1000.0)).abs() < 1e-9 * alg.max(1.0),
+                "{r}"
+            );
+            assert!((bus / alg - factor).abs() < 1e-12, "{coll}: {bus} / {alg}");
+            assert_eq!(r["check"]["result"], "success");
+        }
+    }
+}
+
+#[test]
+fn timing_mode_skips_the_check_and_says_so() {
+    let o = hccl(&[
+        "all_gather",
+        "-b",
+        "1M",
+        "-e",
+        "1M",
+        "--mode",
+        "timing",
+        "--servers",
+        "2",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("check: skipped in timing mode"), "{out}");
+    assert!(out.contains("times are SIMULATED"), "{out}");
+    assert!(rows(&out)[0].ends_with("NULL"), "{out}");
+    let o = hccl(&["all_gather", "-b", "1K", "-e", "1K", "-c", "0"]);
+    assert!(rows(&stdout(&o))[0].ends_with("NULL"));
+}
+
+#[test]
+fn trace_has_a_track_per_rank_and_link_and_a_slice_per_message() {
+    let dir = scratch("trace");
+    let path = dir.join("t.json");
+    let o = hccl(&[
+        "all_reduce",
+        "-b",
+        "64K",
+        "-e",
+        "64K",
+        "--algo",
+        "ring",
+        "-n",
+        "2",
+        "-w",
+        "1",
+        "--trace",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let ev = doc["traceEvents"].as_array().unwrap();
+    let threads: Vec<&str> = ev
+        .iter()
+        .filter(|e| e["name"] == "thread_name")
+        .map(|e| e["args"]["name"].as_str().unwrap())
+        .collect();
+    for r in 0..8 {
+        assert!(
+            threads.contains(&format!("rank {r}").as_str()),
+            "{threads:?}"
+        );
+    }
+    // Ring on 8 ranks: each rank's 8 links to its neighbour carry traffic.
+    let links = threads.iter().filter(|t| t.starts_with("link ")).count();
+    assert_eq!(links, 8, "{threads:?}");
+    // One traced op: ring AllReduce sends 2(n-1) messages per rank.
+    let sends = ev
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["name"].as_str().unwrap_or("").starts_with("send -> "))
+        .count();
+    assert_eq!(sends, 2 * 7 * 8);
+    for e in ev.iter().filter(|e| e["ph"] == "X") {
+        assert!(e["dur"].as_f64().unwrap() >= 0.0 && e["ts"].as_f64().unwrap() >= 0.0);
+    }
+    let bytes: u64 = ev
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["name"].as_str().unwrap_or("").starts_with("send -> "))
+        .map(|e| e["args"]["bytes"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        bytes,
+        2 * 7 * 8 * 65536 / 8,
+        "each message is 1/8 of the vector"
+    );
+}
+
+#[test]
+fn plot_is_an_svg_with_one_line_per_algorithm() {
+    let dir = scratch("plot");
+    let path = dir.join("p.svg");
+    let o = hccl(&[
+        "all_reduce",
+        "-b",
+        "1K",
+        "-e",
+        "16K",
+        "-f",
+        "4",
+        "-c",
+        "0",
+        "--algo",
+        "all",
+        "--plot",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(&path).unwrap();
+    assert!(svg.starts_with("<svg"), "{}", &svg[..40.min(svg.len())]);
+    for a in ["ring", "mesh", "H-D_R"] {
+        assert!(svg.contains(&format!("\n{a}\n</text>")), "legend has {a}");
+    }
+}
+
+#[test]
+fn profiling_env_writes_one_record_per_timed_op() {
+    let dir = scratch("prof");
+    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .args([
+            "test",
+            "reduce_scatter",
+            "-b",
+            "64K",
+            "-e",
+            "128K",
+            "-f",
+            "2",
+            "-n",
+            "3",
+            "-w",
+            "2",
+            "--algo",
+            "ring",
+        ])
+        .env("HCCL_PROFILING_ENABLE", "1")
+        .env("HCCL_PROFILING_OUTPUT_PATH", &dir)
+        .env("HCCL_PROFILING_OUTPUT_FORMAT", "json")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+    assert_eq!(files.len(), 1);
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(files[0].path()).unwrap()).unwrap();
+    let recs = doc["records"].as_array().unwrap();
+    assert_eq!(recs.len(), 2 * 3, "two sizes x three timed ops");
+    for r in recs {
+        assert_eq!(r["op"], "reduce_scatter");
+        assert_eq!(r["algorithm"], "ring");
+        assert!(r["end_ns"].as_u64().unwrap() > r["start_ns"].as_u64().unwrap());
+        // Ring ReduceScatter: n-1 = 7 messages per rank.
+        assert_eq!(r["steps"].as_array().unwrap().len(), 7 * 8);
+        assert_eq!(r["links"].as_array().unwrap().len(), 8);
+    }
+    // Sequence numbers are the timed ops' (warmups 0 and 1 come first).
+    assert_eq!(recs[0]["seq"], 2);
+    // Off: no file.
+    let off = scratch("prof-off");
+    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .args(["test", "all_reduce", "-b", "1K", "-e", "1K"])
+        .env("HCCL_PROFILING_ENABLE", "0")
+        .env("HCCL_PROFILING_OUTPUT_PATH", &off)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(std::fs::read_dir(&off).unwrap().count(), 0);
+}
+
+#[test]
+fn hccl_test_binary_is_the_same_program() {
+    let args = ["all_gather", "-b", "4K", "-e", "16K", "-f", "2", "-n", "2"];
+    let a = hccl(&args);
+    let b = Command::new(env!("CARGO_BIN_EXE_hccl-test"))
+        .args(args)
+        .env_remove("HCCL_ALGO")
+        .output()
+        .unwrap();
+    assert_eq!(a.status.code(), Some(0));
+    assert_eq!(stdout(&a), stdout(&b));
+    let e = Command::new(env!("CARGO_BIN_EXE_hccl-test"))
+        .args(["all_gather", "-f", "0.5"])
+        .output()
+        .unwrap();
+    assert_eq!(e.status.code(), Some(2));
+    assert!(stderr(&e).contains("Usage: hccl-test"), "{}", stderr(&e));
+}
+
+#[test]
+fn hccl_algo_env_forces_the_algorithm() {
+    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .args([
+            "test",
+            "all_reduce",
+            "-b",
+            "1M",
+            "-e",
+            "1M",
+            "-n",
+            "1",
+            "-w",
+            "0",
+        ])
+        .env("HCCL_ALGO", "allreduce=level0:ring;level1:NA")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("(HCCL_ALGO)"), "{out}");
+    assert!(rows(&out)[0].contains("level0:ring"), "{out}");
+}
