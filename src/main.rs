@@ -27,6 +27,8 @@ enum Command {
     Plan(cli::plan::PlanArgs),
     /// Benchmark a collective over a size sweep, as CANN's hccl_test / nccl-tests, on a simulated cluster.
     Test(Box<cli::test::TestArgs>),
+    /// Run collectives on the simulated fabric, optionally under a fault plan; print results or the hang report (exit 2 on a hang, 3 on mismatched arguments).
+    Sim(Box<cli::sim::SimArgs>),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +38,7 @@ fn main() -> ExitCode {
         Command::Topo(c) => cli::topo::run(c),
         Command::Plan(c) => cli::plan::run(c),
         Command::Test(c) => cli::test::run(*c, "hccl test"),
+        Command::Sim(c) => cli::sim::run(*c),
     };
     match result {
         Ok(code) => code,

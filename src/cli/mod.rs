@@ -2,5 +2,6 @@
 
 pub mod plan;
 pub mod ranktable;
+pub mod sim;
 pub mod test;
 pub mod topo;

@@ -1,0 +1,399 @@
+//! `hccl sim`: run collectives on the simulated fabric, optionally under a
+//! fault plan, and print per-op results or the hang report.
+//!
+//! Exit codes: 0 every op finished on every rank; 1 bad input (arguments,
+//! files) or a simulator error; 2 a hang (the hang report is printed);
+//! 3 ranks called an op with different arguments (EI0005; the failures and
+//! the hang report are printed).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use hccl_algos::select::HcclAlgo;
+use hccl_sim::faults::{
+    exec_timeout_ns, run_with_faults, FaultPlan, FaultRun, DEFAULT_EXEC_TIMEOUT_S,
+};
+use hccl_sim::hang::{fmt_ns, HangReport};
+use hccl_sim::scenario_file::{OpSpec, ScenarioFile};
+use hccl_sim::Scenario;
+use hccl_topology::{build_preset_with, Fabric, Preset, PresetOptions, RankTable};
+
+/// Exit code of a hang.
+pub const EXIT_HANG: u8 = 2;
+/// Exit code of an argument mismatch between ranks (EI0005).
+pub const EXIT_MISMATCH: u8 = 3;
+
+/// Arguments of `hccl sim`.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct SimArgs {
+    /// Collective to run on every rank (all_reduce, all_gather, broadcast,
+    /// ...); or give --scenario.
+    #[arg(long, required_unless_present = "scenario")]
+    pub collective: Option<String>,
+    /// Count in elements, with HCCL's meaning for the collective.
+    #[arg(long, required_unless_present = "scenario")]
+    pub count: Option<u64>,
+    /// Element type.
+    #[arg(long)]
+    pub dtype: Option<String>,
+    /// Reduce op (sum, prod, max, min, avg).
+    #[arg(long)]
+    pub op: Option<String>,
+    /// Root rank of broadcast / reduce / scatter / gather.
+    #[arg(long)]
+    pub root: Option<u32>,
+    /// Algorithm (ring, mesh, H-D_R, ... or "level0:mesh;level1:ring");
+    /// default HCCL_ALGO, else the selector.
+    #[arg(long)]
+    pub algo: Option<String>,
+    /// Fabric preset (atlas800t-a2, leaf-spine, ring, ...).
+    #[arg(long, conflicts_with_all = ["rank_table", "fabric"])]
+    pub preset: Option<String>,
+    /// Servers of the preset (default 1, or the scenario file's).
+    #[arg(long)]
+    pub servers: Option<u32>,
+    /// An HCCL rank table file (the fabric of its machines).
+    #[arg(long, conflicts_with = "fabric")]
+    pub rank_table: Option<PathBuf>,
+    /// A fabric file.
+    #[arg(long)]
+    pub fabric: Option<PathBuf>,
+    /// Fault plan (JSON; see examples/faults/).
+    #[arg(long)]
+    pub faults: Option<PathBuf>,
+    /// Seed of the run (random faults, data).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Scenario file: several ops and communicators (see examples/scenarios/).
+    #[arg(long)]
+    pub scenario: Option<PathBuf>,
+    /// HCCL_EXEC_TIMEOUT in seconds of virtual time (0: never); HCCL's
+    /// default is 1836 s.
+    #[arg(long, env = "HCCL_EXEC_TIMEOUT", default_value_t = DEFAULT_EXEC_TIMEOUT_S)]
+    pub exec_timeout: u64,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What a run printed and the exit code it asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The text or JSON to print.
+    pub output: String,
+    /// 0, [`EXIT_HANG`] or [`EXIT_MISMATCH`].
+    pub code: u8,
+}
+
+/// Runs `hccl sim`.
+pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
+    let out = execute(&a)?;
+    println!("{}", out.output);
+    Ok(ExitCode::from(out.code))
+}
+
+fn scenario_file(a: &SimArgs) -> anyhow::Result<ScenarioFile> {
+    if let Some(path) = &a.scenario {
+        return ScenarioFile::from_file(path)
+            .with_context(|| format!("reading {}", path.display()));
+    }
+    Ok(ScenarioFile {
+        ops: vec![OpSpec {
+            comm: "world".into(),
+            collective: a.collective.clone().unwrap_or_default(),
+            count: a.count.unwrap_or(0),
+            dtype: a.dtype.clone(),
+            op: a.op.clone(),
+            root: a.root,
+            algo: a.algo.clone(),
+            in_place: false,
+        }],
+        ..ScenarioFile::default()
+    })
+}
+
+fn fabric(a: &SimArgs, file: &ScenarioFile) -> anyhow::Result<Fabric> {
+    if let Some(path) = &a.rank_table {
+        let table =
+            RankTable::from_file(path).with_context(|| format!("reading {}", path.display()))?;
+        return Ok(Fabric::for_rank_table(&table)?);
+    }
+    if let Some(path) = &a.fabric {
+        return Fabric::from_fabric_file(path)
+            .with_context(|| format!("reading {}", path.display()));
+    }
+    let name = a.preset.as_ref().or(file.preset.as_ref()).context(
+        "no fabric: give --preset NAME [--servers N], --rank-table F or --fabric F (or \"preset\" in the scenario file)",
+    )?;
+    let servers = a.servers.or(file.servers).unwrap_or(1);
+    Ok(build_preset_with(
+        Preset::parse(name)?,
+        servers,
+        &PresetOptions::default(),
+    )?)
+}
+
+/// The command line that reproduces this run.
+pub fn replay_command(a: &SimArgs) -> String {
+    let mut c = String::from("hccl sim");
+    let path = |p: &PathBuf| p.display().to_string();
+    let mut add = |flag: &str, v: Option<String>| {
+        if let Some(v) = v {
+            let quoted = if v.contains([' ', ';', '"', '\'']) {
+                format!("'{v}'")
+            } else {
+                v
+            };
+            let _ = write!(c, " --{flag} {quoted}");
+        }
+    };
+    add("scenario", a.scenario.as_ref().map(path));
+    add("collective", a.collective.clone());
+    add("count", a.count.map(|v| v.to_string()));
+    add("dtype", a.dtype.clone());
+    add("op", a.op.clone());
+    add("root", a.root.map(|v| v.to_string()));
+    add("algo", a.algo.clone());
+    add("preset", a.preset.clone());
+    add("servers", a.servers.map(|v| v.to_string()));
+    add("rank-table", a.rank_table.as_ref().map(path));
+    add("fabric", a.fabric.as_ref().map(path));
+    add("faults", a.faults.as_ref().map(path));
+    if a.exec_timeout != DEFAULT_EXEC_TIMEOUT_S {
+        add("exec-timeout", Some(a.exec_timeout.to_string()));
+    }
+    add("seed", Some(a.seed.to_string()));
+    c
+}
+
+/// Runs the simulation `a` describes and renders its output.
+///
+/// # Errors
+/// Bad arguments or files, or a simulator error.
+pub fn execute(a: &SimArgs) -> anyhow::Result<Outcome> {
+    let file = scenario_file(a)?;
+    let fabric = fabric(a, &file)?;
+    let env = HcclAlgo::from_env()?;
+    let sc = file
+        .build(&fabric, env.as_ref())?
+        .seed(a.seed)
+        .exec_timeout_ns(exec_timeout_ns(a.exec_timeout));
+    let plan = match &a.faults {
+        Some(p) => FaultPlan::from_file(p)?,
+        None => FaultPlan::new(),
+    };
+    let run = run_with_faults(&sc, &plan)?;
+    let replay = replay_command(a);
+    let hang = run.hang(&sc, &replay);
+    let code = if !run.log.failures.is_empty() {
+        EXIT_MISMATCH
+    } else if hang.is_some() {
+        EXIT_HANG
+    } else {
+        0
+    };
+    let output = if a.json {
+        serde_json::to_string_pretty(&serde_json::json!({
+            "fabric": fabric.name(),
+            "seed": a.seed,
+            "ops": run.report.ops,
+            "trace_hash": format!("{:016x}", run.report.trace_hash),
+            "faults": run.log,
+            "hang": hang,
+            "exit_code": code,
+        }))?
+    } else {
+        text(&sc, &fabric, &run, hang.as_ref(), a.seed)
+    };
+    Ok(Outcome { output, code })
+}
+
+fn text(
+    sc: &Scenario<'_>,
+    fabric: &Fabric,
+    run: &FaultRun,
+    hang: Option<&HangReport>,
+    seed: u64,
+) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "fabric: {} ({} ranks), seed {seed}",
+        fabric.name(),
+        fabric.world_size()
+    );
+    let _ = writeln!(
+        t,
+        "{:<4} {:<32} {:<10} {:>4} {:>14} {:>12} {:>12}",
+        "op", "label", "comm", "seq", "time", "algbw GB/s", "busbw GB/s"
+    );
+    for (i, o) in run.report.ops.iter().enumerate() {
+        let time = match o.time_ns {
+            Some(ns) => fmt_ns(ns),
+            None => format!(
+                "{}/{} done",
+                o.end_ns.iter().flatten().count(),
+                o.end_ns.len()
+            ),
+        };
+        let bw = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.3}"));
+        let _ = writeln!(
+            t,
+            "#{i:<3} {:<32} {:<10} {:>4} {:>14} {:>12} {:>12}",
+            o.label,
+            o.comm,
+            o.seq,
+            time,
+            bw(o.algbw_gbps),
+            bw(o.busbw_gbps)
+        );
+    }
+    let _ = sc;
+    let l = &run.log;
+    if !l.plan.faults.is_empty() {
+        let _ = writeln!(
+            t,
+            "faults: {} in plan; {} crash(es), {} drop(s), {} skip(s), {} altered call(s), {} link change(s), {} jittered message(s)",
+            l.plan.faults.len(),
+            l.crashes.len(),
+            l.drops.len(),
+            l.skips.len(),
+            l.altered.len(),
+            l.link_changes.len(),
+            l.jittered.0
+        );
+    }
+    for f in &l.failures {
+        let _ = writeln!(
+            t,
+            "error: rank {} (comm rank {}) op #{} failed at {}: {}",
+            f.rank,
+            f.comm_rank,
+            f.op,
+            fmt_ns(f.time_ns),
+            f.message
+        );
+    }
+    let _ = writeln!(t, "trace hash: {:016x}", run.report.trace_hash);
+    if let Some(h) = hang {
+        let _ = writeln!(t);
+        t.push_str(&h.to_text());
+    }
+    t.trim_end().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        sim: SimArgs,
+    }
+
+    fn parse(line: &str) -> SimArgs {
+        let words = line
+            .split_whitespace()
+            .skip(2)
+            .map(|w| w.trim_matches('\''));
+        Cli::try_parse_from(std::iter::once("hccl-sim").chain(words))
+            .unwrap()
+            .sim
+    }
+
+    fn root() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    }
+
+    fn with_root(mut a: SimArgs) -> SimArgs {
+        a.scenario = a.scenario.map(|p| root().join(p));
+        a.faults = a.faults.map(|p| root().join(p));
+        a
+    }
+
+    #[test]
+    fn replay_command_reproduces_the_report() {
+        let a = with_root(parse(
+            "hccl sim --collective all_reduce --count 4096 --preset leaf-spine --servers 4 --faults examples/faults/crash_rank2.json --seed 9",
+        ));
+        let first = execute(&a).unwrap();
+        assert_eq!(first.code, EXIT_HANG);
+        assert!(first.output.contains("rank 2 crashed"), "{}", first.output);
+        let replay = first
+            .output
+            .lines()
+            .find_map(|l| l.strip_prefix("replay: "))
+            .unwrap()
+            .to_string();
+        let again = execute(&parse(&replay)).unwrap();
+        assert_eq!(again, first, "the replay command gives the same report");
+    }
+
+    #[test]
+    fn every_example_runs_with_its_documented_exit_code() {
+        // (scenario, faults, exit code)
+        let cases = [
+            ("examples/scenarios/two_comms_ok.json", None, 0),
+            ("examples/scenarios/two_comm_deadlock.json", None, EXIT_HANG),
+            (
+                "examples/scenarios/two_comms_ok.json",
+                Some("examples/faults/crash_rank2.json"),
+                EXIT_HANG,
+            ),
+            (
+                "examples/scenarios/two_comms_ok.json",
+                Some("examples/faults/skip_rank3.json"),
+                EXIT_HANG,
+            ),
+            (
+                "examples/scenarios/two_comms_ok.json",
+                Some("examples/faults/dead_uplink.json"),
+                EXIT_HANG,
+            ),
+            (
+                "examples/scenarios/two_comms_ok.json",
+                Some("examples/faults/wrong_count.json"),
+                EXIT_MISMATCH,
+            ),
+            (
+                "examples/scenarios/two_comms_ok.json",
+                Some("examples/faults/flaky_network.json"),
+                0,
+            ),
+            (
+                "examples/scenarios/two_comms_ok.json",
+                Some("examples/faults/drop_message.json"),
+                EXIT_HANG,
+            ),
+        ];
+        for (sc, faults, code) in cases {
+            let a = SimArgs {
+                scenario: Some(root().join(sc)),
+                faults: faults.map(|f| root().join(f)),
+                exec_timeout: DEFAULT_EXEC_TIMEOUT_S,
+                seed: 1,
+                ..SimArgs::default()
+            };
+            let out = execute(&a).unwrap_or_else(|e| panic!("{sc} {faults:?}: {e:#}"));
+            assert_eq!(out.code, code, "{sc} {faults:?}:\n{}", out.output);
+            let json = execute(&SimArgs { json: true, ..a }).unwrap();
+            let v: serde_json::Value = serde_json::from_str(&json.output).unwrap();
+            assert_eq!(v["exit_code"], code);
+        }
+    }
+
+    #[test]
+    fn bad_input_is_an_error_not_a_panic() {
+        let e = execute(&parse("hccl sim --collective all_reduce --count 8")).unwrap_err();
+        assert!(format!("{e:#}").contains("--preset"), "{e:#}");
+        let e = execute(&parse(
+            "hccl sim --collective all_reduc --count 8 --preset ring --servers 2",
+        ))
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("ops[0].collective"), "{e:#}");
+    }
+}
