@@ -232,6 +232,9 @@ pub struct HangReport {
     pub seed: u64,
     /// Virtual time of the stop, ns.
     pub time_ns: u64,
+    /// The last op start or end, or fault action, ns: when things stopped
+    /// moving (the stop itself can be later, e.g. at a pending timeout).
+    pub last_activity_ns: u64,
     /// Why the run stopped.
     pub reason: HangReason,
     /// Root causes named, most specific first.
@@ -403,9 +406,23 @@ impl HangReport {
             },
         };
         let root_causes = root_causes(&cx, &ranks, &wait_for, &reason);
+        let op_times = report
+            .ops
+            .iter()
+            .flat_map(|o| o.start_ns.iter().chain(&o.end_ns).flatten().copied());
+        let fault_times = log
+            .crashes
+            .iter()
+            .map(|c| c.time_ns)
+            .chain(log.drops.iter().map(|d| d.time_ns))
+            .chain(log.skips.iter().map(|d| d.time_ns))
+            .chain(log.failures.iter().map(|d| d.time_ns))
+            .chain(log.link_changes.iter().map(|d| d.time_ns));
+        let last_activity_ns = op_times.chain(fault_times).max().unwrap_or(0);
         Some(HangReport {
             seed: report.seed,
             time_ns: stall.time_ns,
+            last_activity_ns,
             reason,
             root_causes,
             ranks,
@@ -436,8 +453,9 @@ impl HangReport {
         match &self.reason {
             HangReason::QueueDrained => writeln!(
                 t,
-                "HANG at {}: no event left, {} rank(s) unfinished",
+                "HANG: no event left at {} (last op start/end or fault at {}), {} rank(s) unfinished",
                 fmt_ns(self.time_ns),
+                fmt_ns(self.last_activity_ns),
                 self.ranks.len()
             )?,
             HangReason::Timeout {

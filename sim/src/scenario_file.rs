@@ -275,3 +275,64 @@ impl ScenarioFile {
         Ok(sc)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hccl_topology::{build_preset_with, Preset, PresetOptions};
+
+    fn fabric() -> Fabric {
+        build_preset_with(Preset::LeafSpine, 4, &PresetOptions::default()).unwrap()
+    }
+
+    fn build_err(json: &str) -> String {
+        let f = fabric();
+        match ScenarioFile::from_json(json).and_then(|s| s.build(&f, None).map(|_| ())) {
+            Ok(()) => panic!("accepted: {json}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn builds_communicators_ops_and_orders() {
+        let f = fabric();
+        let s = ScenarioFile::from_json(
+            r#"{"communicators": {"a": [0, 1], "b": [1, 0]},
+                "ops": [{"comm": "a", "collective": "all_reduce", "count": 8},
+                        {"comm": "b", "collective": "broadcast", "count": 8, "root": 1, "algo": "ring"},
+                        {"collective": "all_gather", "count": 2, "dtype": "fp16"}],
+                "rank_orders": {"0": [1, 0, 2], "1": [1, 0, 2]}}"#,
+        )
+        .unwrap();
+        let rep = s.build(&f, None).unwrap().run().unwrap();
+        assert!(rep.stall.is_none());
+        let comms: Vec<&str> = rep.ops.iter().map(|o| o.comm.as_str()).collect();
+        assert_eq!(comms, ["a", "b", "world"]);
+        // Both members call 'b' first, as their rank orders say.
+        assert_eq!(rep.ops[1].start_ns, vec![Some(0), Some(0)]);
+        assert!(rep.ops[0].start_ns.iter().all(|t| t.unwrap() > 0));
+    }
+
+    #[test]
+    fn errors_name_path_and_value() {
+        let e = build_err(r#"{"ops": [{"collective": "all_reduce", "count": 8, "colour": 1}]}"#);
+        assert!(e.contains("colour") && e.contains("line 1"), "{e}");
+        let e = build_err(r#"{"ops": [{"comm": "tp", "collective": "all_reduce", "count": 8}]}"#);
+        assert!(
+            e.contains("ops[0].comm = \"tp\"") && e.contains("world"),
+            "{e}"
+        );
+        let e =
+            build_err(r#"{"ops": [{"collective": "all_reduce", "count": 8, "dtype": "fp33"}]}"#);
+        assert!(e.contains("ops[0].dtype = \"fp33\""), "{e}");
+        let e = build_err(
+            r#"{"ops": [{"collective": "all_reduce", "count": 8}], "rank_orders": {"1": [3]}}"#,
+        );
+        assert!(
+            e.contains("rank_orders.1 = 3") && e.contains("ops 0..1"),
+            "{e}"
+        );
+        let e = build_err(r#"{"communicators": {"a": [0, 9]}, "ops": []}"#);
+        assert!(e.contains("rank 9"), "{e}");
+    }
+}
