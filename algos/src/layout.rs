@@ -197,6 +197,19 @@ impl GroupLayout {
     }
 }
 
+impl From<&hccl_topology::ClusterSpec> for GroupLayout {
+    /// Each rank's server and super-pod index from the cluster model (a
+    /// rank table or a preset). Whether the result is usable by the
+    /// hierarchical algorithms is [`GroupLayout::regular`]'s question.
+    fn from(c: &hccl_topology::ClusterSpec) -> GroupLayout {
+        let ranks = 0..c.world_size();
+        GroupLayout {
+            server_of: ranks.clone().map(|r| c.server_of(r).unwrap_or(0)).collect(),
+            pod_of: ranks.map(|r| c.super_pod_of(r).unwrap_or(0)).collect(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,5 +242,21 @@ mod tests {
         let l = GroupLayout::from_parts(vec![0, 1, 0, 1], vec![0; 4]).unwrap();
         let e = l.regular().unwrap_err();
         assert!(matches!(e, LayoutError::Irregular { rank: 2, .. }), "{e}");
+    }
+
+    #[test]
+    fn from_cluster_spec_keeps_servers_and_pods() {
+        // Three servers of two NPUs, super pods of two servers (the last
+        // pod has one server, so the layout is not regular).
+        let spec = hccl_topology::ClusterSpec::uniform(3, 2, Some(2)).unwrap();
+        let l = GroupLayout::from(&spec);
+        assert_eq!(
+            l,
+            GroupLayout::from_parts(vec![0, 0, 1, 1, 2, 2], vec![0, 0, 0, 0, 1, 1]).unwrap()
+        );
+        assert!(l.regular().is_err());
+        let spec = hccl_topology::ClusterSpec::uniform(4, 2, Some(2)).unwrap();
+        let l = GroupLayout::from(&spec);
+        assert_eq!(l, GroupLayout::pods(2, 2, 2));
     }
 }

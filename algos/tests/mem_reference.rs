@@ -158,6 +158,53 @@ fn every_algorithm_collective_dtype_and_op() {
 }
 
 #[test]
+fn log_step_algorithms_run_and_match_for_every_small_world() {
+    // NHR and NB (AllReduce, ReduceScatter(V), AllGather(V), Broadcast) and
+    // H-D_R ReduceScatter(V): every p in 1..=9 (powers of two and not), every
+    // root, counts below, at and above p; each combination must really run.
+    use CollectiveKind as K;
+    let cases = [
+        (Algorithm::Nhr, K::AllReduce),
+        (Algorithm::Nhr, K::ReduceScatter),
+        (Algorithm::Nhr, K::ReduceScatterV),
+        (Algorithm::Nhr, K::AllGather),
+        (Algorithm::Nhr, K::AllGatherV),
+        (Algorithm::Nhr, K::Broadcast),
+        (Algorithm::Nb, K::AllReduce),
+        (Algorithm::Nb, K::ReduceScatter),
+        (Algorithm::Nb, K::ReduceScatterV),
+        (Algorithm::Nb, K::AllGather),
+        (Algorithm::Nb, K::AllGatherV),
+        (Algorithm::Nb, K::Broadcast),
+        (Algorithm::HalvingDoubling, K::ReduceScatter),
+        (Algorithm::HalvingDoubling, K::ReduceScatterV),
+    ];
+    let mut case = 0u64;
+    for (a, kind) in cases {
+        for p in 1..=9u32 {
+            for count in [0, 1, p as u64 - 1, 2 * p as u64 + 3] {
+                for root in 0..p {
+                    if root > 0 && kind != K::Broadcast {
+                        break;
+                    }
+                    for in_place in [false, true] {
+                        case += 1;
+                        let dtype = DataType::ALL[case as usize % 12];
+                        let op = ReduceOp::ALL[case as usize % 5];
+                        let args =
+                            args_for(kind, p, count, root, dtype, op, case).with_in_place(in_place);
+                        assert!(
+                            check_equal(&args, &AlgoSpec::Flat(a), &GroupLayout::flat(p), case),
+                            "{a} {kind} p={p} is not implemented"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn small_worlds_every_shape_exhaustively() {
     // Every algorithm, collective, rank count 1..=6, count in {0, 1, p-1,
     // p+1, 2p+3}, first/middle/last root, in and out of place. The dtype and

@@ -381,3 +381,149 @@ pub(crate) fn allgather(c: Ctx, blocks: Blocks, src: Option<Loc>, dst: Loc) -> B
         }
     })
 }
+
+/// Recursive-halving ReduceScatter (HCCL's H-D_R ReduceScatter: fold,
+/// halving over the power-of-two part, then a last send to the folded-out
+/// member; guide `RHD.md`, steps 1–3). Member `me` ends with the reduction
+/// of its block at `out`; partial sums live in scratch (vector layout).
+/// Returns (scratch bytes, generator).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn reduce_scatter(
+    c: Ctx,
+    blocks: Blocks,
+    src: Loc,
+    out: Loc,
+    scratch: Loc,
+    same: bool,
+    divide: Option<u32>,
+) -> (u64, Box<dyn Gen>) {
+    let k = c.g.size;
+    if k == 1 {
+        return super::ring::reduce_scatter(c, blocks, src, out, scratch, same, divide);
+    }
+    let f = Fold::new(k, blocks.clone());
+    let me = c.me;
+    let l = f.levels;
+    let own = blocks.len(me);
+    let total = blocks.total();
+    let tag = move |x: u32| c.tag0 + x;
+    let scratch_bytes = total * scratch.esz;
+    let Some(n) = f.new_index(me) else {
+        // Folded out: hand the vector to the odd neighbour, get the own block back.
+        let gen = rounds(1, move |_, e: &mut Emit| {
+            let s = e.push(
+                Op::Send {
+                    peer: c.g.rank(me + 1),
+                    tag: tag(0),
+                    src: src.at(0, total),
+                },
+                &[],
+            );
+            let r = e.push(
+                Op::Recv {
+                    peer: c.g.rank(me + 1),
+                    tag: tag(1 + l),
+                    dst: out.at(0, own),
+                },
+                &[s],
+            );
+            if let Some(d) = divide {
+                e.push(
+                    Op::Divide {
+                        dst: out.at(0, own),
+                        divisor: d,
+                    },
+                    &[r],
+                );
+            }
+        });
+        return (0, gen);
+    };
+    let folded = me < 2 * f.r;
+    let fr = f.r;
+    let peer_of = move |bit: u32| {
+        let m = n ^ (1 << bit);
+        c.g.rank(if m < fr { 2 * m + 1 } else { m + fr })
+    };
+    let mut prev: Vec<StepId> = Vec::new();
+    let (mut lo, mut hi) = (0u32, f.pow);
+    let gen = rounds(l + 2, move |t, e: &mut Emit| {
+        if t == 0 {
+            if folded {
+                prev = vec![e.push(
+                    Op::RecvReduce {
+                        peer: c.g.rank(me - 1),
+                        tag: tag(0),
+                        local: src.at(0, total),
+                        dst: scratch.at(0, total),
+                        op: c.op,
+                    },
+                    &[],
+                )];
+            }
+            return;
+        }
+        if t <= l {
+            // Halving step s: keep the half of new indices containing n.
+            let s = t - 1;
+            let bit = l - 1 - s;
+            let mid = lo + (hi - lo) / 2;
+            let (keep, give) = if n & (1 << bit) == 0 {
+                ((lo, mid), (mid, hi))
+            } else {
+                ((mid, hi), (lo, mid))
+            };
+            let cur = if s == 0 && !folded { src } else { scratch };
+            let g = f.span(give.0, give.1);
+            e.push(
+                Op::Send {
+                    peer: peer_of(bit),
+                    tag: tag(1 + s),
+                    src: cur.at(g.0, g.1),
+                },
+                &prev,
+            );
+            let kp = f.span(keep.0, keep.1);
+            prev = vec![e.push(
+                Op::RecvReduce {
+                    peer: peer_of(bit),
+                    tag: tag(1 + s),
+                    local: cur.at(kp.0, kp.1),
+                    dst: scratch.at(kp.0, kp.1),
+                    op: c.op,
+                },
+                &prev,
+            )];
+            (lo, hi) = keep;
+            return;
+        }
+        // The own block to the output; the folded-out neighbour's block to it.
+        let copy = e.push(
+            Op::Copy {
+                src: scratch.block(&blocks, me),
+                dst: out.at(0, own),
+            },
+            &prev,
+        );
+        if let Some(d) = divide {
+            e.push(
+                Op::Divide {
+                    dst: out.at(0, own),
+                    divisor: d,
+                },
+                &[copy],
+            );
+        }
+        if folded {
+            e.push(
+                Op::Send {
+                    peer: c.g.rank(me - 1),
+                    tag: tag(1 + l),
+                    src: scratch.block(&blocks, me - 1),
+                },
+                &prev,
+            );
+        }
+    });
+    (scratch_bytes, gen)
+}

@@ -14,6 +14,8 @@ mod direct;
 mod gen;
 mod hd;
 mod mesh;
+mod nb;
+mod nhr;
 mod ring;
 #[cfg(test)]
 mod tests;
@@ -88,12 +90,22 @@ impl Algorithm {
         match self {
             Algorithm::Ring => !matches!(kind, K::AllToAll | K::AllToAllV),
             Algorithm::Mesh => true,
-            Algorithm::HalvingDoubling => {
-                matches!(kind, K::AllReduce | K::AllGather | K::AllGatherV)
-            }
+            Algorithm::HalvingDoubling => matches!(
+                kind,
+                K::AllReduce | K::AllGather | K::AllGatherV | K::ReduceScatter | K::ReduceScatterV
+            ),
+            Algorithm::Nhr | Algorithm::Nb => matches!(
+                kind,
+                K::AllReduce
+                    | K::AllGather
+                    | K::AllGatherV
+                    | K::ReduceScatter
+                    | K::ReduceScatterV
+                    | K::Broadcast
+            ),
             Algorithm::Tree => matches!(kind, K::Broadcast | K::Reduce),
             Algorithm::Pairwise => matches!(kind, K::AllToAll | K::AllToAllV),
-            Algorithm::Nhr | Algorithm::Nb | Algorithm::Pipeline => false,
+            Algorithm::Pipeline => false,
         }
     }
 
@@ -297,6 +309,12 @@ struct Env {
 }
 
 impl Env {
+    /// The scratch buffer from its start: phases that take no explicit
+    /// scratch run alone (phases are fenced), so they may use it all.
+    fn scratch(&self) -> Loc {
+        Loc::new(BufKind::Scratch, 0, self.esz)
+    }
+
     fn unsupported(&self, a: Algorithm) -> AlgoError {
         AlgoError::Unsupported {
             algo: a.to_string(),
@@ -331,6 +349,18 @@ fn phase_rs(
             0,
             mesh::reduce_scatter(c, blocks, src, out, out, same, divide, false),
         )),
+        Algorithm::HalvingDoubling => Ok(hd::reduce_scatter(
+            c, blocks, src, out, scratch, same, divide,
+        )),
+        Algorithm::Nhr => {
+            let stage = scratch.shift(blocks.total());
+            Ok(nhr::reduce_scatter(
+                c, blocks, src, out, scratch, stage, same, divide,
+            ))
+        }
+        Algorithm::Nb => Ok(nb::reduce_scatter(
+            c, blocks, src, out, scratch, same, divide,
+        )),
         _ => Err(env.unsupported(a)),
     }
 }
@@ -361,6 +391,16 @@ fn phase_ar(
             ))
         }
         Algorithm::HalvingDoubling => Ok((0, hd::allreduce(c, count, src, dst, same, divide))),
+        Algorithm::Nhr => Ok(nhr::allreduce(c, count, src, dst, same, divide)),
+        Algorithm::Nb => Ok(nb::allreduce(
+            c,
+            count,
+            src,
+            dst,
+            env.scratch(),
+            same,
+            divide,
+        )),
         _ => Err(env.unsupported(a)),
     }
 }
@@ -371,6 +411,8 @@ fn phase_ag(env: Env, a: Algorithm, c: Ctx, blocks: Blocks, src: Option<Loc>, ds
         Algorithm::Ring => Ok((0, ring::allgather(c, blocks, src, dst))),
         Algorithm::Mesh => Ok((0, mesh::allgather(c, blocks, src, dst))),
         Algorithm::HalvingDoubling => Ok((0, hd::allgather(c, blocks, src, dst))),
+        Algorithm::Nhr => Ok((0, nhr::allgather(c, blocks, src, dst, 0))),
+        Algorithm::Nb => Ok(nb::allgather(c, blocks, src, dst, env.scratch(), 0)),
         _ => Err(env.unsupported(a)),
     }
 }
@@ -396,6 +438,8 @@ fn phase_bcast(
         }
         Algorithm::Mesh => Ok((0, mesh::broadcast(c, count, root, src, dst, same))),
         Algorithm::Tree => Ok((0, tree::broadcast(c, count, root, src, dst, same))),
+        Algorithm::Nhr => Ok((0, nhr::broadcast(c, count, root, src, dst, same))),
+        Algorithm::Nb => Ok(nb::broadcast(c, count, root, src, dst, env.scratch(), same)),
         _ => Err(env.unsupported(a)),
     }
 }

@@ -353,3 +353,88 @@ proptest! {
         check(&args, &AlgoSpec::Flat(a), &GroupLayout::flat(p));
     }
 }
+
+fn log2_ceil(p: u32) -> u64 {
+    nb::log2_ceil(p) as u64
+}
+
+#[test]
+fn nhr_and_nb_take_ceil_log2_steps_for_any_p() {
+    // HCCL's guide (NHR.md, NB.md): ReduceScatter and AllGather take
+    // ⌈log2 p⌉ steps, AllReduce and Broadcast twice that, for every p;
+    // every rank sends (p-1)/p of the vector in ReduceScatter/AllGather.
+    use CollectiveKind as K;
+    for p in 2..=40u32 {
+        let l = log2_ceil(p);
+        for a in [Algorithm::Nhr, Algorithm::Nb] {
+            for (kind, steps) in [
+                (K::ReduceScatter, l),
+                (K::AllGather, l),
+                (K::AllReduce, 2 * l),
+                (K::Broadcast, 2 * l),
+            ] {
+                let count = if kind == K::AllReduce || kind == K::Broadcast {
+                    p as u64 * 4
+                } else {
+                    4
+                };
+                let args = CollectiveArgs::new(kind, count, DataType::Fp32, p).with_root(p / 2);
+                let rep = check(&args, &AlgoSpec::Flat(a), &GroupLayout::flat(p));
+                if kind == K::Broadcast {
+                    // The scatter's critical path can be shorter than ⌈log2 p⌉.
+                    assert!(
+                        (l + 1..=steps).contains(&rep.critical_path_messages),
+                        "{a} {kind} p={p}: {rep:?}"
+                    );
+                } else {
+                    assert_eq!(rep.critical_path_messages, steps, "{a} {kind} p={p}");
+                }
+                if matches!(kind, K::ReduceScatter | K::AllGather) {
+                    // 4 elements per block, p - 1 blocks per rank.
+                    assert_eq!(
+                        rep.bytes_sent,
+                        p as u64 * (p as u64 - 1) * 16,
+                        "{a} {kind} p={p}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn hd_reduce_scatter_folds_non_powers_of_two() {
+    // Power of two: log2 p halving steps. Otherwise fold + ⌊log2 p⌋ + the
+    // last send to the folded-out member (HCCL's RHD.md, steps 1-3).
+    for (p, steps) in [
+        (2, 1),
+        (4, 2),
+        (8, 3),
+        (3, 3),
+        (5, 4),
+        (6, 4),
+        (7, 4),
+        (12, 5),
+    ] {
+        let args = CollectiveArgs::new(CollectiveKind::ReduceScatter, 3, DataType::Fp32, p);
+        let rep = check(
+            &args,
+            &AlgoSpec::Flat(Algorithm::HalvingDoubling),
+            &GroupLayout::flat(p),
+        );
+        assert_eq!(rep.critical_path_messages, steps, "p={p}");
+    }
+}
+
+#[test]
+fn log_step_plans_are_lazy_at_16384_ranks() {
+    let p = 16384;
+    for a in [Algorithm::Nhr, Algorithm::Nb, Algorithm::HalvingDoubling] {
+        let args = CollectiveArgs::new(CollectiveKind::ReduceScatter, 2, DataType::Fp32, p);
+        let (_, plan) = plan(&args, &AlgoSpec::Flat(a), &GroupLayout::flat(p), 12345).unwrap();
+        assert_eq!(plan.size_hint().1, None, "{a}: a generator");
+        // At most a few steps per round and ⌈log2 p⌉ = 14 rounds.
+        let n = plan.count();
+        assert!((14..=60).contains(&n), "{a}: {n} steps");
+    }
+}
