@@ -15,6 +15,17 @@
 //! | H-D_R, p = 2^k | `2 log2 p·α + 2(p-1)/p·nβ + (p-1)/p·nγ` | `log2 p·α + (p-1)/p·nβ` |
 //! | H-D_R, other p | the power-of-two part for `p' = 2^⌊log2 p⌋`, plus `2(α + nβ) + nγ` to fold | plus `2α + nβ`-ish folding |
 //! | mesh | `2α + 2(p-1)/p·nβ + (p-1)/p·nγ` | `α + (p-1)/p·nβ` |
+//! | NB, any p | `2⌈log2 p⌉α + 2(p-1)/p·nβ + (p-1)/p·nγ` | `⌈log2 p⌉α + (p-1)/p·nβ (+ (p-1)/p·nγ)` |
+//! | NHR, any p | as NB, plus `x/p·n(β+γ)` per phase | as NB, plus `x/p·nβ (+γ)` |
+//!
+//! NB and NHR are HCCL's formulas (guide `NB.md` and `NHR.md`, "Time
+//! consumption"); their Broadcast (Scatter + AllGather) is
+//! `2⌈log2 p⌉α + 2(p-1)/p·nβ`. hccl-rs's NHR pairs the halves of an odd
+//! interval with one member left over, whose message a neighbour receives
+//! in addition to its own: `x` sums, over the tree levels, the largest such
+//! extra message (in blocks) of the level. H-D_R ReduceScatter for
+//! `p ≠ 2^k` follows `RHD.md`: fold `α + n(β+γ)`, halving
+//! `Σ_{i=1..⌊log2 p⌋} (α + ⌈p/2^i⌉/p·n(β+γ))`, last send `α + nβ/p`.
 //!
 //! Broadcast/Reduce: chain `(p-2+C)(α + nβ/C)` with `C` chunks (+γ),
 //! binomial tree `⌈log2 p⌉(α + nβ)`, mesh `α + (p-1)·nβ` (the root's port
@@ -121,6 +132,22 @@ fn log2_ceil(p: u32) -> f64 {
     }
 }
 
+/// Blocks of the extra messages NHR's odd splits add along the tree (see
+/// the module docs): for each level `d`, the largest odd interval size `s`
+/// at that level (sizes are `⌊p/2^d⌋` or `⌈p/2^d⌉`) adds `⌊s/2⌋` blocks.
+fn nhr_extra_blocks(p: u32) -> f64 {
+    let mut x = 0u32;
+    let mut d = 0;
+    while d < 32 && p >> d > 1 {
+        let lo = p >> d;
+        let hi = p.div_ceil(1 << d);
+        let odd = [hi, lo].into_iter().find(|s| s % 2 == 1 && *s >= 3);
+        x += odd.map_or(0, |s| s / 2);
+        d += 1;
+    }
+    x as f64
+}
+
 /// Time of a flat algorithm for `kind` over `p` members with link `l`;
 /// `n` = message bytes as in the module table. None if not implemented.
 fn flat_cost(kind: CollectiveKind, a: Algorithm, p: u32, n: f64, l: &LinkCost) -> Option<f64> {
@@ -152,6 +179,40 @@ fn flat_cost(kind: CollectiveKind, a: Algorithm, p: u32, n: f64, l: &LinkCost) -
             }
         }
         (K::AllReduce, Algorithm::Mesh) => 2.0 * al + 2.0 * frac * n * be + frac * n * ga,
+        (K::AllReduce, Algorithm::Nb) => {
+            2.0 * log2_ceil(p) * al + 2.0 * frac * n * be + frac * n * ga
+        }
+        (K::AllReduce, Algorithm::Nhr) => {
+            let x = nhr_extra_blocks(p) / pf * n;
+            2.0 * log2_ceil(p) * al + 2.0 * (frac * n + x) * be + (frac * n + x) * ga
+        }
+        (K::ReduceScatter | K::ReduceScatterV, Algorithm::Nb) => {
+            log2_ceil(p) * al + frac * n * (be + ga)
+        }
+        (K::ReduceScatter | K::ReduceScatterV, Algorithm::Nhr) => {
+            let x = nhr_extra_blocks(p) / pf * n;
+            log2_ceil(p) * al + (frac * n + x) * (be + ga)
+        }
+        (K::ReduceScatter | K::ReduceScatterV, Algorithm::HalvingDoubling) => {
+            if fold {
+                let halving: f64 = (1..=lg as u32)
+                    .map(|i| al + p.div_ceil(1 << i) as f64 / pf * n * (be + ga))
+                    .sum();
+                (al + n * (be + ga)) + halving + (al + n / pf * be)
+            } else {
+                lg * al + frac * n * (be + ga)
+            }
+        }
+        (K::AllGather | K::AllGatherV, Algorithm::Nb) => log2_ceil(p) * al + frac * n * be,
+        (K::AllGather | K::AllGatherV, Algorithm::Nhr) => {
+            let x = nhr_extra_blocks(p) / pf * n;
+            log2_ceil(p) * al + (frac * n + x) * be
+        }
+        (K::Broadcast, Algorithm::Nb) => 2.0 * log2_ceil(p) * al + 2.0 * frac * n * be,
+        (K::Broadcast, Algorithm::Nhr) => {
+            let x = nhr_extra_blocks(p) / pf * n;
+            2.0 * log2_ceil(p) * al + (2.0 * frac * n + x) * be
+        }
         (K::ReduceScatter | K::ReduceScatterV, Algorithm::Ring) => {
             (pf - 1.0) * al + frac * n * (be + ga)
         }
@@ -598,6 +659,39 @@ mod tests {
     }
 
     #[test]
+    fn log_step_formulas_match_hccl_guide_by_hand() {
+        let l = LinkCost {
+            alpha_ns: 1000.0,
+            bandwidth_gbps: 10.0,
+            reduce_gbps: 20.0,
+        };
+        let c = |k, a, p| flat_cost(k, a, p, 1e6, &l).unwrap();
+        // NB AllReduce p = 5: 2*3 α + 2*0.8 nβ + 0.8 nγ = 6000 + 160000 + 40000.
+        assert!((c(CollectiveKind::AllReduce, Algorithm::Nb, 5) - 206_000.0).abs() < 1e-6);
+        // NB AllGather p = 8: 3α + 7/8 nβ = 3000 + 87500.
+        assert!((c(CollectiveKind::AllGather, Algorithm::Nb, 8) - 90_500.0).abs() < 1e-6);
+        // NHR p = 8 has no odd split: the guide's formula exactly.
+        assert!(
+            (c(CollectiveKind::ReduceScatter, Algorithm::Nhr, 8) - (3000.0 + 87_500.0 + 43_750.0))
+                .abs()
+                < 1e-6
+        );
+        // NHR p = 5: splits 5 -> 3 + 2 -> ...: levels' largest odd sizes 5, 3:
+        // x = 2 + 1 = 3 blocks of n/5.
+        assert_eq!(nhr_extra_blocks(5), 3.0);
+        assert_eq!(nhr_extra_blocks(6), 1.0);
+        assert_eq!(nhr_extra_blocks(16), 0.0);
+        let t = c(CollectiveKind::AllGather, Algorithm::Nhr, 5);
+        assert!((t - (3000.0 + (0.8e6 + 0.6e6) * 0.1)).abs() < 1e-6, "{t}");
+        // H-D_R ReduceScatter p = 6 (RHD.md): fold α + n(β+γ) = 151000;
+        // halving ⌈6/2⌉ = 3, ⌈6/4⌉ = 2 blocks: 2α + 5/6 n(β+γ) = 2000 + 125000;
+        // last send α + nβ/6.
+        let t = c(CollectiveKind::ReduceScatter, Algorithm::HalvingDoubling, 6);
+        let want = 151_000.0 + 2000.0 + 125_000.0 + 1000.0 + 1e5 / 6.0;
+        assert!((t - want).abs() < 1e-6, "{t} vs {want}");
+    }
+
+    #[test]
     fn small_messages_prefer_few_steps_large_prefer_bandwidth() {
         let layout = GroupLayout::flat(64);
         let cost = CostModel::default();
@@ -610,10 +704,17 @@ mod tests {
             explain(&small, &layout, &cost)
         );
         let bcast = CollectiveArgs::new(CollectiveKind::Broadcast, 1 << 28, DataType::Fp32, 64);
-        assert_eq!(
-            select(&bcast, &layout, &cost, None).spec,
-            AlgoSpec::Flat(Algorithm::Ring),
-            "pipelined chain wins for 1 GiB"
+        // 1 GiB: the bandwidth-optimal schedules (Scatter + AllGather in
+        // 2 log2 p steps, then the pipelined chain) beat the tree's log2 p · nβ.
+        let order: Vec<AlgoSpec> = explain(&bcast, &layout, &cost)
+            .into_iter()
+            .map(|c| c.spec)
+            .collect();
+        let pos = |a| order.iter().position(|s| *s == AlgoSpec::Flat(a)).unwrap();
+        assert!(
+            pos(Algorithm::Nhr) < pos(Algorithm::Ring)
+                && pos(Algorithm::Ring) < pos(Algorithm::Tree),
+            "{order:?}"
         );
         let tiny = CollectiveArgs::new(CollectiveKind::Broadcast, 1, DataType::Fp32, 64);
         assert_eq!(
