@@ -14,15 +14,17 @@ MAX=${2:-67108864}
 shift $(( $# > 2 ? 2 : $# )) || true
 NPROCS=("${@:-2 4}")
 [ ${#NPROCS[@]} -eq 1 ] && read -r -a NPROCS <<< "${NPROCS[0]}"
+# Debian's interpreter: the apt packages install into its dist-packages.
+PY=${PYTHON:-/usr/bin/python3}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
 if [ -z "${SKIP_INSTALL:-}" ]; then
   need=()
-  python3 -c "import torch" 2>/dev/null || need+=(python3-torch)
+  "$PY" -c "import torch" 2>/dev/null || need+=(python3-torch)
   command -v mpirun >/dev/null || need+=(openmpi-bin)
-  python3 -c "import mpi4py" 2>/dev/null || need+=(python3-mpi4py)
-  python3 -c "import numpy" 2>/dev/null || need+=(python3-numpy)
+  "$PY" -c "import mpi4py" 2>/dev/null || need+=(python3-mpi4py)
+  "$PY" -c "import numpy" 2>/dev/null || need+=(python3-numpy)
   if [ ${#need[@]} -gt 0 ]; then
     echo "installing ${need[*]}" >&2
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >&2
@@ -37,21 +39,21 @@ HCCL_BENCH="$TARGET/release/examples/tcp_allreduce_bench"
 for n in "${NPROCS[@]}"; do
   echo "hccl-rs, $n processes" >&2
   HCCL_IF_IP=127.0.0.1 "$HCCL_BENCH" "$n" "$MIN" "$MAX" | awk '!/^#/ && $1 ~ /^[0-9]+$/ {print $1, $3, $4, $5}' > "$OUT/hccl.$n"
-  if python3 -c "import torch" 2>/dev/null; then
+  if "$PY" -c "import torch" 2>/dev/null; then
     echo "gloo, $n processes" >&2
-    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     pids=()
     for r in $(seq 0 $((n - 1))); do
       MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=$n GLOO_SOCKET_IFNAME=lo \
-        python3 bench/gloo_allreduce.py "$MIN" "$MAX" > "$OUT/gloo.$n.$r" 2>/dev/null &
+        "$PY" bench/gloo_allreduce.py "$MIN" "$MAX" > "$OUT/gloo.$n.$r" 2>/dev/null &
       pids+=($!)
     done
     wait "${pids[@]}" || true
     cp "$OUT/gloo.$n.0" "$OUT/gloo.$n"
   fi
-  if command -v mpirun >/dev/null && python3 -c "import mpi4py" 2>/dev/null; then
+  if command -v mpirun >/dev/null && "$PY" -c "import mpi4py" 2>/dev/null; then
     echo "open mpi, $n processes" >&2
-    mpirun --allow-run-as-root --oversubscribe -n "$n" python3 bench/mpi_allreduce.py "$MIN" "$MAX" > "$OUT/mpi.$n" 2>/dev/null || true
+    mpirun --allow-run-as-root --oversubscribe -n "$n" "$PY" bench/mpi_allreduce.py "$MIN" "$MAX" > "$OUT/mpi.$n" 2>/dev/null || true
   fi
 done
 

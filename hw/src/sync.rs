@@ -1,5 +1,5 @@
-//! The two structures shared between threads: a byte budget (I/O task ↔
-//! caller) and a one-shot result slot (worker thread ↔ user thread).
+//! The two structures shared between tasks and threads: a byte budget (I/O
+//! task ↔ executor) and a one-shot result slot (worker thread ↔ user thread).
 //!
 //! Both are small `Mutex`-based types so that `loom` can check every
 //! interleaving. Run the model tests with
@@ -26,15 +26,19 @@ struct BudgetState {
     waker: Option<Waker>,
 }
 
-/// A bound on bytes in flight from one reader task to the caller: the reader
-/// acquires before reading a chunk off the socket, the caller releases (by
-/// dropping the [`Permit`]) once the chunk has been copied into a posted
-/// buffer. When the budget is spent the reader stops reading, TCP's window
-/// fills and the sender blocks: backpressure with a hard memory bound.
+/// A bound on bytes in flight from one reader task to the executor: the
+/// reader acquires before reading a chunk off the socket, the executor
+/// releases (by dropping the [`Permit`]) once the chunk has been copied into
+/// a posted buffer. When the budget is spent the reader stops reading, TCP's
+/// window fills and the sender blocks: backpressure with a hard memory bound.
 ///
-/// One acquirer at a time (the peer's reader task); any thread may release.
+/// A cheap handle (clones share one budget). One acquirer at a time (the
+/// peer's reader task); any thread may release.
+#[derive(Clone, Debug)]
+pub struct ByteBudget(Arc<BudgetInner>);
+
 #[derive(Debug)]
-pub struct ByteBudget {
+struct BudgetInner {
     capacity: u64,
     state: Mutex<BudgetState>,
 }
@@ -47,7 +51,7 @@ pub struct Closed;
 /// `n` bytes of a [`ByteBudget`], returned when dropped.
 #[derive(Debug)]
 pub struct Permit {
-    budget: Arc<ByteBudget>,
+    budget: ByteBudget,
     n: u64,
 }
 
@@ -66,43 +70,39 @@ impl Drop for Permit {
 
 impl ByteBudget {
     /// A budget of `capacity` bytes.
-    pub fn new(capacity: u64) -> Arc<ByteBudget> {
-        Arc::new(ByteBudget {
+    pub fn new(capacity: u64) -> ByteBudget {
+        ByteBudget(Arc::new(BudgetInner {
             capacity,
             state: Mutex::new(BudgetState {
                 available: capacity,
                 closed: false,
                 waker: None,
             }),
-        })
+        }))
     }
 
     /// The capacity in bytes.
     pub fn capacity(&self) -> u64 {
-        self.capacity
+        self.0.capacity
     }
 
     /// Bytes currently held by permits.
     pub fn held(&self) -> u64 {
-        self.capacity - lock(&self.state).available
+        self.0.capacity - lock(&self.0.state).available
     }
 
     /// Takes `n` bytes (at most the capacity: larger requests are clamped)
     /// or registers the waker and returns `Pending`.
-    pub fn poll_acquire(
-        self: &Arc<Self>,
-        cx: &mut Context<'_>,
-        n: u64,
-    ) -> Poll<Result<Permit, Closed>> {
-        let n = n.min(self.capacity);
-        let mut s = lock(&self.state);
+    pub fn poll_acquire(&self, cx: &mut Context<'_>, n: u64) -> Poll<Result<Permit, Closed>> {
+        let n = n.min(self.0.capacity);
+        let mut s = lock(&self.0.state);
         if s.closed {
             return Poll::Ready(Err(Closed));
         }
         if s.available >= n {
             s.available -= n;
             return Poll::Ready(Ok(Permit {
-                budget: Arc::clone(self),
+                budget: self.clone(),
                 n,
             }));
         }
@@ -114,14 +114,14 @@ impl ByteBudget {
     ///
     /// # Errors
     /// [`Closed`] once [`ByteBudget::close`] was called.
-    pub async fn acquire(self: &Arc<Self>, n: u64) -> Result<Permit, Closed> {
+    pub async fn acquire(&self, n: u64) -> Result<Permit, Closed> {
         std::future::poll_fn(|cx| self.poll_acquire(cx, n)).await
     }
 
     fn release(&self, n: u64) {
         let waker = {
-            let mut s = lock(&self.state);
-            s.available = (s.available + n).min(self.capacity);
+            let mut s = lock(&self.0.state);
+            s.available = (s.available + n).min(self.0.capacity);
             s.waker.take()
         };
         if let Some(w) = waker {
@@ -132,7 +132,7 @@ impl ByteBudget {
     /// Fails the waiting and every later acquire (the communicator is closing).
     pub fn close(&self) {
         let waker = {
-            let mut s = lock(&self.state);
+            let mut s = lock(&self.0.state);
             s.closed = true;
             s.waker.take()
         };
@@ -250,7 +250,7 @@ mod loom_tests {
         loom::model(|| {
             let b = ByteBudget::new(4);
             let first = loom::future::block_on(b.acquire(3)).unwrap();
-            let b2 = Arc::clone(&b);
+            let b2 = b.clone();
             let reader = loom::thread::spawn(move || {
                 // Needs the 3 bytes the caller still holds: must be woken.
                 let p = loom::future::block_on(b2.acquire(4)).unwrap();
@@ -267,7 +267,7 @@ mod loom_tests {
         loom::model(|| {
             let b = ByteBudget::new(2);
             let held = loom::future::block_on(b.acquire(2)).unwrap();
-            let b2 = Arc::clone(&b);
+            let b2 = b.clone();
             let reader =
                 loom::thread::spawn(move || loom::future::block_on(b2.acquire(1)).is_err());
             b.close();

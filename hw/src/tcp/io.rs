@@ -1,20 +1,17 @@
 //! The I/O tasks: one reader and one writer per peer connection, on the
-//! transport's tokio runtime. They talk to the caller's thread only through
+//! transport's tokio runtime. They talk to the executor's side only through
 //! channels and the per-peer [`ByteBudget`]:
 //!
-//! - caller → writer: an unbounded channel of [`Outgoing`] frames (memory is
-//!   bounded by the op: a send step copies its region once);
-//! - readers and writers → caller: one `std::sync::mpsc` channel of
-//!   [`Event`]s; payload chunks carry a [`Permit`] of the peer's budget, so
-//!   bytes read but not yet consumed never exceed `HCCL_BUFFSIZE` per peer.
-
-use std::sync::mpsc::Sender;
-use std::sync::Arc;
+//! - executor → writer: an unbounded channel of [`Outgoing`] pieces (memory
+//!   is bounded by the op: a send step copies its region once);
+//! - readers and writers → executor: one channel of [`Event`]s; payload
+//!   chunks carry a [`Permit`] of the peer's budget, so bytes read but not
+//!   yet consumed never exceed `HCCL_BUFFSIZE` per peer.
 
 use hccl_algos::schedule::StepId;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use super::wire::{FrameHeader, FrameKind, SessionId, WireError, FRAME_HEADER_LEN};
 use crate::sync::{ByteBudget, Permit};
@@ -39,7 +36,7 @@ pub enum Outgoing {
     /// A control frame (op start, abort, bye): no completion.
     Control(Vec<u8>),
     /// Answer on the channel once every earlier frame is written.
-    Flush(std::sync::mpsc::Sender<()>),
+    Flush(UnboundedSender<()>),
 }
 
 /// What the I/O tasks tell the caller.
@@ -97,6 +94,14 @@ pub enum Event {
         /// True if the peer said goodbye first (destroyed its communicator).
         graceful: bool,
     },
+    /// Writing to `peer` failed. Not fatal by itself: the reader reports the
+    /// connection's end, after any abort frame the peer sent before it went.
+    SendFailed {
+        /// The peer.
+        peer: u32,
+        /// The socket's words.
+        reason: String,
+    },
     /// The user aborted the communicator from another thread.
     LocalAbort,
     /// `peer` sent bytes that are not a valid frame; the connection is dropped.
@@ -113,7 +118,7 @@ pub async fn writer(
     peer: u32,
     mut w: OwnedWriteHalf,
     mut rx: UnboundedReceiver<Outgoing>,
-    ev: Sender<Event>,
+    ev: UnboundedSender<Event>,
 ) {
     while let Some(out) = rx.recv().await {
         let (bytes, done) = match out {
@@ -126,10 +131,9 @@ pub async fn writer(
             }
         };
         if let Err(e) = w.write_all(&bytes).await {
-            let _ = ev.send(Event::Closed {
+            let _ = ev.send(Event::SendFailed {
                 peer,
                 reason: format!("send failed: {e}"),
-                graceful: false,
             });
             return;
         }
@@ -151,8 +155,8 @@ pub async fn reader(
     peer: u32,
     mut r: OwnedReadHalf,
     session: SessionId,
-    budget: Arc<ByteBudget>,
-    ev: Sender<Event>,
+    budget: ByteBudget,
+    ev: UnboundedSender<Event>,
     mut recycled: UnboundedReceiver<Vec<u8>>,
 ) {
     let closed = |reason: String, graceful: bool| Event::Closed {

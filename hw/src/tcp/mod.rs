@@ -9,11 +9,15 @@
 //!   `HCCL_EXEC_TIMEOUT`, `HCCL_IF_IP`, `HCCL_SOCKET_IFNAME`,
 //!   `HCCL_IF_BASE_PORT`, `HCCL_BUFFSIZE`).
 //!
-//! Threads: each [`TcpRank`] owns a one-worker tokio runtime running a
-//! reader and a writer task per peer; the caller's thread runs the executor
-//! and talks to the tasks only through channels and a per-peer byte budget
-//! ([`crate::sync`]). See [`rank`] for matching, bounds and failure
-//! semantics and [`wire`] for the byte layout.
+//! Threads: each [`TcpRank`] owns a current-thread tokio runtime with a
+//! reader and a writer task per peer. The runtime runs on the caller's
+//! thread whenever the executor waits (no hand-off between threads on the
+//! data path, which keeps latency low on a loaded host); the executor side
+//! talks to the tasks only through channels and a per-peer byte budget
+//! ([`crate::sync`]). Between ops nothing reads the sockets: peers' early
+//! messages wait in the kernel's buffers. See [`rank`] for matching, bounds
+//! and failure semantics and [`wire`] for the byte layout. Do not call it
+//! from inside another tokio runtime (use `spawn_blocking`).
 
 pub mod bootstrap;
 pub mod buffers;

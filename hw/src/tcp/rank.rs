@@ -26,15 +26,13 @@
 //! [`TcpError::Broken`]), as with HCCL and NCCL after an error.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hccl_algos::exec::Executor;
 use hccl_algos::schedule::{Op, Rank, RankPlan, Region, StepId};
 use hccl_algos::transport::{drive, Completion, OpContext, Transport};
 use hccl_algos::ReduceOp;
-use tokio::sync::mpsc::{unbounded_channel, UnboundedSender};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinHandle;
 
 use super::bootstrap::bootstrap;
@@ -131,10 +129,12 @@ struct Peer {
     tx: Option<UnboundedSender<Outgoing>>,
     /// Consumed chunk buffers go back to the peer's reader for reuse.
     recycle: Option<UnboundedSender<Vec<u8>>>,
-    budget: Option<Arc<ByteBudget>>,
+    budget: Option<ByteBudget>,
     incoming: Option<Incoming>,
     dead: Option<String>,
     sends_in_flight: u32,
+    /// Lengths of the messages posted to this peer and not yet written.
+    unsent: VecDeque<u64>,
 }
 
 /// One rank of a TCP communicator. See the module docs.
@@ -146,7 +146,7 @@ pub struct TcpRank {
     cfg: TcpConfig,
     runtime: Option<tokio::runtime::Runtime>,
     writers: Vec<JoinHandle<()>>,
-    events: Receiver<Event>,
+    events: UnboundedReceiver<Event>,
     peers: Vec<Peer>,
     posted: HashMap<Key, Posted>,
     early: HashMap<Key, Early>,
@@ -159,7 +159,7 @@ pub struct TcpRank {
     closed: bool,
     start: Instant,
     /// Kept to build [`AbortHandle`]s.
-    ev_tx: Sender<Event>,
+    ev_tx: UnboundedSender<Event>,
     local_ip: std::net::IpAddr,
     /// Written send pieces, for reuse.
     send_pool: Vec<Vec<u8>>,
@@ -168,7 +168,7 @@ pub struct TcpRank {
 /// Interrupts a [`TcpRank`]'s running op from another thread: the op fails
 /// at once with [`TcpError::Broken`] (HCCL's `HcclCommAbort` semantics).
 #[derive(Clone, Debug)]
-pub struct AbortHandle(Sender<Event>);
+pub struct AbortHandle(UnboundedSender<Event>);
 
 impl AbortHandle {
     /// Fails the running op (or the next one) of the rank.
@@ -204,14 +204,12 @@ impl TcpRank {
         rank: u32,
         comm: u64,
     ) -> Result<TcpRank, TcpError> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name(format!("hccl-io-r{rank}"))
+        let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| TcpError::io("starting the I/O runtime", e))?;
         let mesh = runtime.block_on(bootstrap(&cfg, root, nranks, rank))?;
-        let (ev_tx, events): (Sender<Event>, Receiver<Event>) = mpsc::channel();
+        let (ev_tx, events) = unbounded_channel::<Event>();
         let mut peers: Vec<Peer> = (0..nranks).map(|_| Peer::default()).collect();
         let mut writers = Vec::new();
         for (p, s) in mesh.streams.into_iter().enumerate() {
@@ -229,7 +227,7 @@ impl TcpRank {
                 p as u32,
                 r,
                 mesh.session,
-                Arc::clone(&budget),
+                budget.clone(),
                 ev_tx.clone(),
                 recycled,
             ));
@@ -292,7 +290,7 @@ impl TcpRank {
     /// `HcclGetCommAsyncError`). Never blocks.
     pub fn async_error(&mut self) -> Option<TcpError> {
         if self.broken.is_none() && !self.closed {
-            while let Ok(ev) = self.events.try_recv() {
+            while let Some(ev) = self.next_event(Some(Duration::ZERO)) {
                 if let Err(e) = self.handle(ev, None) {
                     self.broken = Some(e);
                     break;
@@ -406,7 +404,7 @@ impl TcpRank {
         };
         let mut bytes = h.encode().to_vec();
         bytes.extend_from_slice(&text);
-        let (ack_tx, ack_rx) = mpsc::channel();
+        let (ack_tx, mut ack_rx) = unbounded_channel();
         let mut waiting = 0;
         for p in 0..self.nranks {
             if p != self.rank && self.peers[p as usize].dead.is_none() {
@@ -416,16 +414,39 @@ impl TcpRank {
                 }
             }
         }
-        // The abort must reach the peers before this process may exit: wait
-        // (bounded) until the writers have handed it to the kernel.
-        let end = Instant::now() + ABORT_FLUSH;
-        for _ in 0..waiting {
-            if ack_rx
-                .recv_timeout(end.saturating_duration_since(Instant::now()))
-                .is_err()
-            {
-                break;
+        // The abort must reach the peers before this process may exit: run
+        // the writers (bounded) until they have handed it to the kernel.
+        if let Some(rt) = &self.runtime {
+            rt.block_on(async {
+                let _ = tokio::time::timeout(ABORT_FLUSH, async {
+                    for _ in 0..waiting {
+                        if ack_rx.recv().await.is_none() {
+                            break;
+                        }
+                    }
+                })
+                .await;
+            });
+        }
+    }
+
+    /// Runs the I/O tasks until an event arrives or `wait` passes (`None`:
+    /// forever; zero: one scheduler pass).
+    fn next_event(&mut self, wait: Option<Duration>) -> Option<Event> {
+        if let Ok(ev) = self.events.try_recv() {
+            return Some(ev);
+        }
+        let rt = self.runtime.as_ref()?;
+        let events = &mut self.events;
+        match wait {
+            Some(w) if w.is_zero() => rt.block_on(async {
+                tokio::task::yield_now().await;
+                events.try_recv().ok()
+            }),
+            Some(w) => {
+                rt.block_on(async { tokio::time::timeout(w, events.recv()).await.ok().flatten() })
             }
+            None => rt.block_on(events.recv()),
         }
     }
 
@@ -458,7 +479,7 @@ impl TcpRank {
         for p in &mut self.peers {
             p.tx = None;
         }
-        let Some(rt) = self.runtime.take() else {
+        let Some(rt) = self.runtime.as_ref() else {
             return;
         };
         let writers = std::mem::take(&mut self.writers);
@@ -478,14 +499,11 @@ impl TcpRank {
                 .enumerate()
                 .filter(|(p, peer)| *p as u32 != self.rank && peer.dead.is_none())
                 .count();
-            while open > 0 {
-                match self
-                    .events
-                    .recv_timeout(end.saturating_duration_since(Instant::now()))
-                {
-                    Ok(Event::Closed { .. }) | Ok(Event::Protocol { .. }) => open -= 1,
-                    Ok(_) => {}
-                    Err(_) => break,
+            while open > 0 && Instant::now() < end {
+                match self.next_event(Some(end.saturating_duration_since(Instant::now()))) {
+                    Some(Event::Closed { .. }) | Some(Event::Protocol { .. }) => open -= 1,
+                    Some(_) => {}
+                    None => break,
                 }
             }
         }
@@ -494,7 +512,9 @@ impl TcpRank {
                 b.close();
             }
         }
-        rt.shutdown_background();
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
     }
 
     /// Files one event. `op` is the running op, if any (with its buffers).
@@ -676,12 +696,13 @@ impl TcpRank {
                 step,
                 buf,
             } => {
-                if self.send_pool.len() < SEND_POOL && buf.capacity() >= SEND_PIECE {
+                if self.send_pool.len() < SEND_POOL && buf.capacity() >= 64 << 10 {
                     self.send_pool.push(buf);
                 }
                 let Some(step) = step else { return Ok(()) };
                 let p = &mut self.peers[peer as usize];
                 p.sends_in_flight = p.sends_in_flight.saturating_sub(1);
+                p.unsent.pop_front();
                 if cur_seq == Some(seq) {
                     self.completions.push_back(Completion { seq, step });
                 }
@@ -713,6 +734,12 @@ impl TcpRank {
                     }
                 }
             }
+            Event::SendFailed { peer, reason } => {
+                let p = &mut self.peers[peer as usize];
+                p.tx = None;
+                tracing::debug!("hccl rank {}: writing to rank {peer}: {reason}", self.rank);
+                Ok(())
+            }
             Event::LocalAbort => Err(TcpError::Broken(format!(
                 "rank {} was aborted by the user",
                 self.rank
@@ -741,7 +768,9 @@ impl TcpRank {
     /// The error for a lost `peer` during op `seq`, with the bytes this
     /// rank was waiting for from it.
     fn lost(&self, name: &str, seq: u64, peer: u32) -> TcpError {
-        self.lost_sending(name, seq, peer, None)
+        let receiving = self.posted.keys().any(|k| k.peer == peer);
+        let sending = self.peers[peer as usize].unsent.front().copied();
+        self.lost_sending(name, seq, peer, sending.filter(|_| !receiving))
     }
 
     /// [`TcpRank::lost`] for a send of `sending` bytes, if `Some`.
@@ -836,31 +865,22 @@ impl TcpOp<'_, '_> {
     }
 
     fn pump_nonblocking(&mut self) -> Result<(), TcpError> {
-        loop {
-            match self.rank.events.try_recv() {
-                Ok(ev) => self.handle(ev)?,
-                Err(TryRecvError::Empty) => return Ok(()),
-                // Nothing more will come; whoever needs more finds out in pump_one.
-                Err(TryRecvError::Disconnected) => return Ok(()),
-            }
+        while let Some(ev) = self.rank.next_event(Some(Duration::ZERO)) {
+            self.handle(ev)?;
         }
+        Ok(())
     }
 
-    /// Waits for one event until the op's deadline.
+    /// Runs the I/O until one event arrives or the op's deadline passes.
     fn pump_one(&mut self) -> Result<(), TcpError> {
-        let wait = match self.deadline {
-            None => Duration::from_secs(3600),
-            Some(d) => d.saturating_duration_since(Instant::now()),
-        };
-        match self.rank.events.recv_timeout(wait) {
-            Ok(ev) => self.handle(ev),
-            Err(RecvTimeoutError::Timeout)
-                if self.deadline.is_some_and(|d| Instant::now() >= d) =>
-            {
-                Err(self.timeout_error())
-            }
-            Err(RecvTimeoutError::Timeout) => Ok(()),
-            Err(RecvTimeoutError::Disconnected) => Err(self.all_gone()),
+        let wait = self
+            .deadline
+            .map(|d| d.saturating_duration_since(Instant::now()));
+        match self.rank.next_event(wait) {
+            Some(ev) => self.handle(ev),
+            None if self.deadline.is_some_and(|d| Instant::now() >= d) => Err(self.timeout_error()),
+            None if self.deadline.is_some() => Ok(()),
+            None => Err(self.all_gone()),
         }
     }
 
@@ -1100,6 +1120,7 @@ impl Transport for TcpOp<'_, '_> {
                     return Err(r.lost_sending(self.info.name, ctx.seq, peer, Some(src.len)));
                 }
                 r.peers[peer as usize].sends_in_flight += 1;
+                r.peers[peer as usize].unsent.push_back(src.len);
             }
             Op::Recv { peer, tag, dst } => {
                 self.bufs.check_writable(dst)?;
