@@ -11,9 +11,10 @@
 //! plan's length. A step is posted once every step it depends on has
 //! completed; steps complete in any order.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
-use crate::schedule::{RankPlan, Step, StepId};
+use crate::schedule::{RankPlan, Step, StepId, MAX_DEPS};
 
 /// Default number of steps a rank may have pulled but not completed.
 /// Schedules are verified deadlock-free under this window.
@@ -24,6 +25,21 @@ enum State {
     Waiting,
     Posted,
     Done,
+}
+
+/// End of an intrusive dependents list.
+const NIL: u64 = u64::MAX;
+
+/// One pulled step. Its dependents (later steps waiting for it) form an
+/// intrusive list: `head` names the first as `(step << 2) | dep_index`, and
+/// that step's `next[dep_index]` the one after. No allocation per step.
+struct Slot {
+    step: Step,
+    state: State,
+    /// Dependencies not yet complete (for a fence: earlier steps not done).
+    pending: u32,
+    head: u64,
+    next: [u64; MAX_DEPS],
 }
 
 /// Error of feeding the executor a completion it did not expect: a transport bug.
@@ -43,15 +59,21 @@ pub enum ExecError {
 }
 
 /// Runs one rank's plan. See the module docs.
+///
+/// Readiness is tracked, not rescanned: each completion decrements the
+/// pending count of the steps waiting on it, so posting and completing a
+/// step cost O(its dependents + log(ready)), whatever the window size.
 pub struct Executor {
     plan: RankPlan,
-    window: VecDeque<(Step, State)>,
+    window: VecDeque<Slot>,
     /// Index of `window[0]`; every step below it has completed.
     base: StepId,
     capacity: usize,
     exhausted: bool,
-    /// Window slots before this one are all posted or done (scan start).
-    scan_from: usize,
+    /// Steps whose dependencies are complete, lowest index first.
+    ready: BinaryHeap<Reverse<StepId>>,
+    /// Fence steps in the window not yet ready, in index order.
+    fences: VecDeque<StepId>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -72,44 +94,74 @@ impl Executor {
 
     /// An executor over `plan` holding at most `window` (>= 1) uncompleted steps.
     pub fn with_window(plan: RankPlan, window: usize) -> Executor {
-        let capacity = window.max(1);
         Executor {
             plan,
-            window: VecDeque::with_capacity(capacity.min(1024)),
+            window: VecDeque::new(),
             base: 0,
-            capacity,
+            capacity: window.max(1),
             exhausted: false,
-            scan_from: 0,
+            ready: BinaryHeap::new(),
+            fences: VecDeque::new(),
         }
+    }
+
+    fn slot_mut(&mut self, id: StepId) -> Option<&mut Slot> {
+        let i = id.checked_sub(self.base)? as usize;
+        self.window.get_mut(i)
     }
 
     fn refill(&mut self) {
         while !self.exhausted && self.window.len() < self.capacity {
             match self.plan.next() {
-                Some(step) => self.window.push_back((step, State::Waiting)),
+                Some(step) => self.push(step),
                 None => self.exhausted = true,
             }
         }
     }
 
-    fn is_complete(&self, id: StepId) -> bool {
-        id < self.base
-            || self
-                .window
-                .get((id - self.base) as usize)
-                .is_some_and(|(_, s)| *s == State::Done)
-    }
-
-    fn ready(&self, slot: usize) -> bool {
-        let (step, _) = &self.window[slot];
+    /// Appends a pulled step and links it to the steps it waits for.
+    fn push(&mut self, step: Step) {
+        let id = self.base + self.window.len() as StepId;
+        let mut pending = 0;
         if step.deps.all_before {
-            return self
+            pending = self
                 .window
                 .iter()
-                .take(slot)
-                .all(|(_, s)| *s == State::Done);
+                .filter(|s| s.state != State::Done)
+                .count() as u32;
+            if pending > 0 {
+                self.fences.push_back(id);
+            }
         }
-        step.deps.ids().iter().all(|&d| self.is_complete(d))
+        let mut slot = Slot {
+            step,
+            state: State::Waiting,
+            pending,
+            head: NIL,
+            next: [NIL; MAX_DEPS],
+        };
+        if !step.deps.all_before {
+            for (k, &d) in step.deps.ids().iter().enumerate() {
+                if d < self.base {
+                    continue;
+                }
+                match self.slot_mut(d) {
+                    Some(dep) if dep.state == State::Done => {}
+                    Some(dep) => {
+                        slot.next[k] = dep.head;
+                        dep.head = (u64::from(id) << 2) | k as u64;
+                        slot.pending += 1;
+                    }
+                    // A dependency on itself or a later step can never be
+                    // met: the step stays blocked and shows in hang reports.
+                    None => slot.pending += 1,
+                }
+            }
+        }
+        if slot.pending == 0 {
+            self.ready.push(Reverse(id));
+        }
+        self.window.push_back(slot);
     }
 
     /// The next step to post, with its index, or `None` when nothing is ready
@@ -117,24 +169,10 @@ impl Executor {
     /// The step is marked posted: the caller must post it.
     pub fn poll_action(&mut self) -> Option<(StepId, Step)> {
         self.refill();
-        let mut all_before_posted = true;
-        for slot in self.scan_from..self.window.len() {
-            if self.window[slot].1 != State::Waiting {
-                if all_before_posted {
-                    self.scan_from = slot + 1;
-                }
-                continue;
-            }
-            if self.ready(slot) {
-                self.window[slot].1 = State::Posted;
-                if all_before_posted {
-                    self.scan_from = slot + 1;
-                }
-                return Some((self.base + slot as StepId, self.window[slot].0));
-            }
-            all_before_posted = false;
-        }
-        None
+        let Reverse(id) = self.ready.pop()?;
+        let slot = self.slot_mut(id)?;
+        slot.state = State::Posted;
+        Some((id, slot.step))
     }
 
     /// Records that step `id` finished.
@@ -142,21 +180,47 @@ impl Executor {
     /// # Errors
     /// [`ExecError::NotInFlight`] if `id` was not posted or already completed.
     pub fn handle_completion(&mut self, id: StepId) -> Result<(), ExecError> {
-        let end = self.base + self.window.len() as StepId;
-        let slot = id
-            .checked_sub(self.base)
-            .map(|s| s as usize)
-            .filter(|&s| s < self.window.len() && self.window[s].1 == State::Posted)
-            .ok_or(ExecError::NotInFlight {
-                step: id,
-                base: self.base,
-                end,
-            })?;
-        self.window[slot].1 = State::Done;
-        while self.window.front().is_some_and(|(_, s)| *s == State::Done) {
+        let (base, end) = (self.base, self.base + self.window.len() as StepId);
+        let slot = match self.slot_mut(id) {
+            Some(s) if s.state == State::Posted => s,
+            _ => {
+                return Err(ExecError::NotInFlight {
+                    step: id,
+                    base,
+                    end,
+                })
+            }
+        };
+        slot.state = State::Done;
+        let mut link = std::mem::replace(&mut slot.head, NIL);
+        while link != NIL {
+            let (dependent, k) = ((link >> 2) as StepId, (link & 3) as usize);
+            let Some(d) = self.slot_mut(dependent) else {
+                break;
+            };
+            link = d.next[k];
+            d.pending -= 1;
+            if d.pending == 0 {
+                self.ready.push(Reverse(dependent));
+            }
+        }
+        for &f in self.fences.iter().filter(|&&f| f > id) {
+            let i = (f - self.base) as usize;
+            self.window[i].pending -= 1;
+            if self.window[i].pending == 0 {
+                self.ready.push(Reverse(f));
+            }
+        }
+        while self
+            .fences
+            .front()
+            .is_some_and(|&f| self.window[(f - self.base) as usize].pending == 0)
+        {
+            self.fences.pop_front();
+        }
+        while self.window.front().is_some_and(|s| s.state == State::Done) {
             self.window.pop_front();
             self.base += 1;
-            self.scan_from = self.scan_from.saturating_sub(1);
         }
         Ok(())
     }
@@ -172,22 +236,23 @@ impl Executor {
         self.base
     }
 
-    /// Steps posted but not completed: what this rank is waiting on (for hang reports).
-    pub fn in_flight(&self) -> impl Iterator<Item = (StepId, &Step)> + '_ {
+    fn with_state(&self, state: State) -> impl Iterator<Item = (StepId, &Step)> + '_ {
         self.window
             .iter()
             .enumerate()
-            .filter(|(_, (_, s))| *s == State::Posted)
-            .map(|(i, (step, _))| (self.base + i as StepId, step))
+            .filter(move |(_, s)| s.state == state)
+            .map(|(i, s)| (self.base + i as StepId, &s.step))
     }
 
-    /// Steps pulled but not yet posted because a dependency is unfinished.
+    /// Steps posted but not completed: what this rank is waiting on (for hang reports).
+    pub fn in_flight(&self) -> impl Iterator<Item = (StepId, &Step)> + '_ {
+        self.with_state(State::Posted)
+    }
+
+    /// Steps pulled but not yet posted (a dependency is unfinished, or the
+    /// caller has not polled them yet).
     pub fn blocked(&self) -> impl Iterator<Item = (StepId, &Step)> + '_ {
-        self.window
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, s))| *s == State::Waiting)
-            .map(|(i, (step, _))| (self.base + i as StepId, step))
+        self.with_state(State::Waiting)
     }
 }
 
