@@ -28,8 +28,10 @@ impl Job {
         let port = free_port();
         let mut e: Vec<(String, String)> = vec![
             ("HCCL_IF_IP".into(), "127.0.0.1".into()),
-            ("HCCL_CONNECT_TIMEOUT".into(), "10".into()),
-            ("HCCL_EXEC_TIMEOUT".into(), "5".into()),
+            // Generous: CI machines are small and busy; fault tests that
+            // need a short timeout set their own.
+            ("HCCL_CONNECT_TIMEOUT".into(), "30".into()),
+            ("HCCL_EXEC_TIMEOUT".into(), "30".into()),
             ("MASTER_ADDR".into(), "127.0.0.1".into()),
             ("MASTER_PORT".into(), port.to_string()),
             ("WORLD_SIZE".into(), world.to_string()),
@@ -121,7 +123,7 @@ fn fault(world: u32, fault: &str, extra: &[(&str, &str)]) -> Vec<(Option<i32>, S
         ("HCCL_TEST_VICTIM", "1"),
     ];
     env.extend_from_slice(extra);
-    run_all(&Job::new(world, &env), Duration::from_secs(30))
+    run_all(&Job::new(world, &env), Duration::from_secs(60))
 }
 
 fn survivors_fail_with(outs: &[(Option<i32>, String)], victim: usize, needles: &[&str]) {

@@ -439,9 +439,16 @@ impl TcpRank {
         let rt = self.runtime.as_ref()?;
         let events = &mut self.events;
         match wait {
+            // A few scheduler passes: the first polls the I/O driver, the
+            // next ones run the tasks it woke.
             Some(w) if w.is_zero() => rt.block_on(async {
-                tokio::task::yield_now().await;
-                events.try_recv().ok()
+                for _ in 0..4 {
+                    tokio::task::yield_now().await;
+                    if let Ok(ev) = events.try_recv() {
+                        return Some(ev);
+                    }
+                }
+                None
             }),
             Some(w) => {
                 rt.block_on(async { tokio::time::timeout(w, events.recv()).await.ok().flatten() })
