@@ -3,7 +3,7 @@
 # every algorithm per collective: writes bench/a2_*.json, bench/a2_*.svg and
 # bench/README.md. One command, from anywhere:  bash bench/sweep.sh
 #
-# Sizes 8K..64M (x4 steps); -n 1 -w 0 because simulated times are
+# Sizes 4K..64M (x4 steps); -n 1 -w 0 because simulated times are
 # deterministic (warmups change nothing). 1x8 runs in data mode, so every row
 # is also checked against the reference; the larger clusters run timing-only.
 set -euo pipefail
@@ -33,7 +33,7 @@ for c in "${clusters[@]}"; do
   for coll in "${collectives[@]}"; do
     base="${name}_${coll}"
     echo "== $base" >&2
-    "$hccl" test "$coll" -b 8K -e 64M -f 4 -n 1 -w 0 --servers "$servers" \
+    "$hccl" test "$coll" -b 4K -e 64M -f 4 -n 1 -w 0 --servers "$servers" \
       --mode "$mode" --algo all --json "$out/$base.json" --plot "$out/$base.svg" \
       >"$out/$base.txt"
     {

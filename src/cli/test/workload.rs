@@ -188,7 +188,7 @@ pub fn args_for(
 
 /// Every algorithm spec worth running for `kind` on `layout` (`--algo
 /// all`): each flat algorithm that implements it and, on a regular
-/// multi-server layout, each level0 × level1 pair that plans. Specs that
+/// multi-server layout, each level0 (mesh, ring) × level1 pair that plans. Specs that
 /// fail to plan on rank 0 are left out.
 pub fn all_specs(args: &CollectiveArgs, layout: &GroupLayout) -> Vec<AlgoSpec> {
     let mut specs: Vec<AlgoSpec> = Algorithm::supported_for(args.kind)
@@ -203,7 +203,9 @@ pub fn all_specs(args: &CollectiveArgs, layout: &GroupLayout) -> Vec<AlgoSpec> {
         specs.truncate(1);
     }
     if layout.server_count() > 1 && layout.regular().is_ok() {
-        for l0 in Algorithm::ALL {
+        // Inside a server HCCL uses mesh (full-mesh HCCS) or ring; between
+        // servers every level-1 algorithm is worth comparing.
+        for l0 in [Algorithm::Mesh, Algorithm::Ring] {
             for l1 in Algorithm::ALL {
                 specs.push(AlgoSpec::Hierarchical(Levels {
                     level0: Some(l0),
