@@ -34,7 +34,7 @@ pub struct PlanArgs {
     /// Root rank of broadcast / reduce / scatter / gather.
     #[arg(long, default_value_t = 0)]
     root: u32,
-    /// Algorithm: ring, mesh, H-D_R, tree, pairwise, or per level
+    /// Algorithm: ring, mesh, H-D_R, NHR, NB, tree, pairwise, or per level
     /// "level0:mesh;level1:H-D_R". Default: HCCL_ALGO if set, else the selector.
     #[arg(long)]
     algo: Option<String>,
@@ -263,6 +263,17 @@ mod tests {
         // Rank 1 is active (rank 0 folds out; its plan is two steps).
         let mut a = args("all_reduce", 6, 12, "H-D_R", 1);
         a.rank = 1;
+        let (text, ok) = render(&a).unwrap();
+        assert!(ok);
+        insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn nhr_allreduce_p5() {
+        // Rank 3 is the first member of B in the top split 5 = 3 + 2, so it
+        // also gets the message of A's unpaired member (rank 2).
+        let mut a = args("all_reduce", 5, 10, "NHR", 1);
+        a.rank = 3;
         let (text, ok) = render(&a).unwrap();
         assert!(ok);
         insta::assert_snapshot!(text);
