@@ -4,7 +4,8 @@
 //! cargo run --release -p hccl-hw --example tcp_allreduce_bench -- [NRANKS] [MIN_BYTES] [MAX_BYTES] [ALGO]
 //! ```
 //!
-//! Defaults: 2 ranks, 8 KiB .. 64 MiB (doubling), `ring`. The parent starts
+//! Defaults: 2 ranks, 8 KiB .. 64 MiB (doubling), `auto` (the selector,
+//! as `Comm` uses it; or an algorithm name such as `ring`, `mesh`). The parent starts
 //! the bootstrap root and spawns NRANKS copies of itself; every rank times
 //! `iters` back-to-back AllReduces per size after 3 warm-up ones, and rank 0
 //! prints one line per size: bytes, time per op (µs, mean over iterations,
@@ -19,7 +20,7 @@ use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
 use hccl_algos::layout::GroupLayout;
 use hccl_algos::transport::OpContext;
 use hccl_algos::{DataType, ReduceOp};
-use hccl_hw::tcp::{OpBuffers, OpInfo, RootInfo, TcpConfig, TcpRank};
+use hccl_hw::tcp::{choose_algo, OpBuffers, OpInfo, RootInfo, TcpConfig, TcpRank};
 
 const COMM: u64 = 0xBE7C;
 
@@ -80,14 +81,14 @@ fn child(rank: u32) {
         .expect("root info");
     let min: u64 = arg(2, "8192").parse().expect("MIN_BYTES");
     let max: u64 = arg(3, "67108864").parse().expect("MAX_BYTES");
-    let algo: AlgoSpec = arg(4, "ring")
-        .parse()
-        .unwrap_or(AlgoSpec::Flat(Algorithm::Ring));
+    // "auto" (default): the selector, as `Comm` does, per size.
+    let algo_arg = arg(4, "auto");
+    let fixed: Option<AlgoSpec> = (algo_arg != "auto").then(|| algo_arg.parse().expect("ALGO"));
     let mut t = TcpRank::connect(cfg(), &root, n, rank, COMM).expect("bootstrap");
     let describe = |_: &[u8; 32], p: u32| format!("mismatch with rank {p}");
     let mut seq = 0u64;
     if rank == 0 {
-        println!("# hccl-rs TCP AllReduce, fp32 sum, {n} processes, algorithm {algo}");
+        println!("# hccl-rs TCP AllReduce, fp32 sum, {n} processes, algorithm {algo_arg}");
         println!(
             "{:>12} {:>12} {:>12} {:>12} {:>12}",
             "bytes", "count", "time_us", "algbw_GB/s", "busbw_GB/s"
@@ -98,6 +99,7 @@ fn child(rank: u32) {
         let count = bytes / 4;
         let args = CollectiveArgs::new(CollectiveKind::AllReduce, count, DataType::Fp32, n)
             .with_op(ReduceOp::Sum);
+        let algo = fixed.unwrap_or_else(|| choose_algo(&args).expect("HCCL_ALGO"));
         let input: Vec<u8> = (0..count)
             .flat_map(|i| ((i % 7) as f32).to_le_bytes())
             .collect();
@@ -144,7 +146,7 @@ fn child(rank: u32) {
             let algbw = bytes as f64 / secs / 1e9;
             let busbw = algbw * 2.0 * (n as f64 - 1.0) / n as f64;
             println!(
-                "{bytes:>12} {count:>12} {:>12.1} {algbw:>12.3} {busbw:>12.3}",
+                "{bytes:>12} {count:>12} {:>12.1} {algbw:>12.3} {busbw:>12.3}  {algo}",
                 secs * 1e6
             );
         }

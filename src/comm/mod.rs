@@ -39,7 +39,6 @@ use std::time::Duration;
 use hccl_algos::algo::AlgoSpec;
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
 use hccl_algos::layout::GroupLayout;
-use hccl_algos::select::{select, CostModel, HcclAlgo, LinkCost};
 use hccl_algos::transport::OpContext;
 use hccl_hw::tcp::{AbortHandle, OpBuffers, OpInfo, TcpConfig, TcpRank};
 
@@ -141,30 +140,10 @@ fn comm_id(name: &str) -> u64 {
     launch::hash128(&[name.as_bytes()]) as u64
 }
 
-/// Host TCP costs for the selector: α ≈ 30 µs per message (loopback round
-/// trip through two I/O threads, measured order of magnitude), ≈ 3 GB/s per
-/// connection, host reduce ≈ 5 GB/s. Round figures for ranking algorithms.
-const TCP_COST: LinkCost = LinkCost {
-    alpha_ns: 30_000.0,
-    bandwidth_gbps: 3.0,
-    reduce_gbps: 5.0,
-};
-
-/// The algorithm for `args`: `HCCL_ALGO` if it names one for this
-/// collective, else the selector's cheapest under [`TCP_COST`].
+/// The algorithm for `args` (`HCCL_ALGO`, else the selector with host-TCP
+/// costs; see [`hccl_hw::tcp::choose_algo`]).
 fn pick_algo(args: &CollectiveArgs) -> Result<AlgoSpec, CommError> {
-    let env = HcclAlgo::from_env().map_err(|e| CommError::Env {
-        var: "HCCL_ALGO",
-        value: std::env::var("HCCL_ALGO").unwrap_or_default(),
-        reason: e.to_string(),
-    })?;
-    let cost = CostModel {
-        level0: TCP_COST,
-        level1: TCP_COST,
-        level2: TCP_COST,
-    };
-    let layout = GroupLayout::flat(args.world_size);
-    Ok(select(args, &layout, &cost, env.as_ref()).spec)
+    Ok(hccl_hw::tcp::choose_algo(args)?)
 }
 
 impl Comm {

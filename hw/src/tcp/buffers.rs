@@ -243,6 +243,26 @@ impl<'a> OpBuffers<'a> {
         kernels::reduce(dtype, op, self.get_mut(dst)?, data).map_err(kernel_err)
     }
 
+    /// `dst = local (op) data` in one pass (`local` may be `dst`).
+    ///
+    /// # Errors
+    /// Bounds, lengths, partial elements.
+    pub fn reduce_pair_from(
+        &mut self,
+        dtype: DataType,
+        op: ReduceOp,
+        local: Region,
+        dst: Region,
+        data: &[u8],
+    ) -> Result<(), TcpError> {
+        if self.same_bytes(local, dst) {
+            return self.reduce_from(dtype, op, dst, data);
+        }
+        self.with_pair(local, dst, |d, l| {
+            kernels::reduce_into(dtype, op, d, l, data).map_err(kernel_err)
+        })
+    }
+
     /// Divides every element of `dst` by `divisor`.
     ///
     /// # Errors

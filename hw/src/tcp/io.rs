@@ -17,7 +17,7 @@ use super::wire::{FrameHeader, FrameKind, SessionId, WireError, FRAME_HEADER_LEN
 use crate::sync::{ByteBudget, Permit};
 
 /// Payload bytes the reader takes off the socket at a time.
-pub const CHUNK: u64 = 1 << 20;
+pub const CHUNK: u64 = 256 << 10;
 
 /// A frame for a writer task.
 #[derive(Debug)]

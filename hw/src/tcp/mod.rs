@@ -27,6 +27,7 @@ pub mod iface;
 pub mod io;
 pub mod rank;
 pub mod root;
+pub mod select;
 pub mod wire;
 
 pub use buffers::OpBuffers;
@@ -34,3 +35,4 @@ pub use config::TcpConfig;
 pub use error::TcpError;
 pub use rank::{AbortHandle, OpInfo, TcpOp, TcpRank};
 pub use root::RootInfo;
+pub use select::choose_algo;

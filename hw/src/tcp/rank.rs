@@ -49,7 +49,7 @@ pub const LINGER: Duration = Duration::from_secs(10);
 
 /// Bytes of payload per piece handed to a writer: the writer starts on the
 /// first piece while the caller copies the next.
-pub const SEND_PIECE: usize = 1 << 20;
+pub const SEND_PIECE: usize = 256 << 10;
 /// Bound on messages (of any size, zero included) and op starts held
 /// before this rank posts their receives: bytes are bounded by
 /// `HCCL_BUFFSIZE`, this bounds the bookkeeping.
@@ -826,11 +826,7 @@ fn apply_chunk(
     match p.kind {
         RecvKind::Copy { dst } => bufs.get_mut(sub(dst))?.copy_from_slice(data),
         RecvKind::Reduce { local, dst, op } => {
-            let (l, d) = (sub(local), sub(dst));
-            if !bufs.same_bytes(l, d) {
-                bufs.copy(l, d)?;
-            }
-            bufs.reduce_from(dtype, op, d, data)?;
+            bufs.reduce_pair_from(dtype, op, sub(local), sub(dst), data)?;
         }
     }
     p.got += n;
