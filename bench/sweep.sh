@@ -75,7 +75,7 @@ preset's links: HCCS full mesh inside a server, one 200 GbE RoCE port per NPU
 to a leaf switch between servers; parameters and their sources in
 \`topology/src/presets.rs\`). Nothing here was measured on NPUs.
 
-Flags: \`hccl test COLL -b 8K -e 64M -f 4 -n 1 -w 0 --servers N --algo all\`.
+Flags: \`hccl test COLL -b 4K -e 64M -f 4 -n 1 -w 0 --servers N --algo all\`.
 busbw uses nccl-tests' factors (AllReduce 2(n-1)/n; AllGather, ReduceScatter,
 AllToAll (n-1)/n; Broadcast 1). The 1 x 8 runs are in data mode: every row's
 output was compared element by element with the sequential reference
