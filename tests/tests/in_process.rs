@@ -106,3 +106,71 @@ fn wrong_buffer_length_is_an_error_before_anything_moves() {
         "AllGather: receive buffer has 3 bytes, the call needs 4"
     );
 }
+
+#[test]
+fn typed_wrappers_follow_hccl_shapes_on_sim() {
+    typed_wrappers(BackendKind::Sim);
+}
+
+#[test]
+fn typed_wrappers_follow_hccl_shapes_on_tcp() {
+    typed_wrappers(BackendKind::Tcp);
+}
+
+/// Every typed wrapper, checked against the collective's definition by hand
+/// (3 ranks; rank r contributes values r*10 + i).
+fn typed_wrappers(backend: BackendKind) {
+    let comms = Comm::init_all_on(backend, 3).unwrap();
+    let hs: Vec<_> = comms
+        .into_iter()
+        .map(|c| {
+            std::thread::spawn(move || {
+                let r = c.rank() as i32;
+                let mine: Vec<i32> = (0..3).map(|i| r * 10 + i).collect();
+                // ReduceScatter in place: block r of the sum lands in block r.
+                let mut rs: Vec<i32> = (0..6).map(|i| r * 10 + i).collect();
+                c.reduce_scatter_in_place(&mut rs, ReduceOp::Sum).unwrap();
+                let sum_at = |i: i32| 30 + 3 * i; // (0+10+20) + 3i
+                assert_eq!(
+                    &rs[2 * r as usize..2 * r as usize + 2],
+                    &[sum_at(2 * r), sum_at(2 * r + 1)]
+                );
+                // AllGather in place: rank r's input is its own block.
+                let mut ag = vec![-1i32; 3];
+                ag[r as usize] = r * 7;
+                c.all_gather_in_place(&mut ag).unwrap();
+                assert_eq!(ag, vec![0, 7, 14]);
+                // Broadcast from rank 2.
+                let mut b = if r == 2 { vec![5i32, 6] } else { vec![0, 0] };
+                c.broadcast(&mut b, 2).unwrap();
+                assert_eq!(b, vec![5, 6]);
+                // Reduce (max) to rank 1: only the root has an output.
+                let mut red = vec![0i32; if r == 1 { 3 } else { 0 }];
+                c.reduce(&mine, &mut red, ReduceOp::Max, 1).unwrap();
+                if r == 1 {
+                    assert_eq!(red, vec![20, 21, 22]);
+                }
+                // Scatter from rank 0 and gather back to rank 0.
+                let src: Vec<i32> = if r == 0 { vec![100, 101, 102] } else { vec![] };
+                let mut one = [0i32];
+                c.scatter(&src, &mut one, 0).unwrap();
+                assert_eq!(one[0], 100 + r);
+                let mut back = vec![0i32; if r == 0 { 3 } else { 0 }];
+                c.gather(&one, &mut back, 0).unwrap();
+                if r == 0 {
+                    assert_eq!(back, vec![100, 101, 102]);
+                }
+                // AllToAll: block j of rank i goes to block i of rank j.
+                let mut a2a = vec![0i32; 3];
+                c.all_to_all(&mine, &mut a2a).unwrap();
+                assert_eq!(a2a, vec![r, 10 + r, 20 + r]);
+                c.barrier().unwrap();
+                // Shapes that do not split are errors, not panics.
+                assert!(c.all_gather_in_place(&mut [0i32; 4]).is_err());
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+}
