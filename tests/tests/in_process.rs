@@ -174,3 +174,28 @@ fn typed_wrappers(backend: BackendKind) {
         h.join().unwrap();
     }
 }
+
+/// `abort()` from another thread interrupts an op that would otherwise wait
+/// for `HCCL_EXEC_TIMEOUT` (1836 s by default).
+#[test]
+fn abort_interrupts_a_running_op() {
+    let comms: Vec<Arc<Comm>> = Comm::init_all_on(BackendKind::Tcp, 2)
+        .unwrap()
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+    let c0 = Arc::clone(&comms[0]);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // Rank 1 never calls: this waits until aborted.
+        let r = c0.all_reduce(&[1.0f32; 4], &mut [0.0; 4], ReduceOp::Sum);
+        let _ = tx.send(r);
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    comms[0].abort();
+    let r = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the op returned after abort");
+    let e = r.unwrap_err().to_string();
+    assert!(e.contains("aborted by the user"), "{e}");
+}
