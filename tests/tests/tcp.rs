@@ -253,3 +253,44 @@ fn mpirun_launch_runs_the_conformance_cases() {
     assert_eq!(code, Some(0), "{out}");
     assert_eq!(ok, 2 * hccl_conformance::cases(2).len(), "{out}");
 }
+
+/// `Comm::init_cluster_info`: an HCCL 1.0 rank table whose server is this
+/// host; rank 0 serves the root at `HCCL_IF_BASE_PORT`.
+#[test]
+fn rank_table_bootstrap_runs_an_op() {
+    let port = free_port();
+    let table = r#"{
+  "status": "completed",
+  "version": "1.0",
+  "server_count": "1",
+  "server_list": [
+    {
+      "server_id": "127.0.0.1",
+      "host_ip": "127.0.0.1",
+      "device": [
+        { "device_id": "0", "device_ip": "198.51.100.1", "rank_id": "0" },
+        { "device_id": "1", "device_ip": "198.51.100.2", "rank_id": "1" }
+      ]
+    }
+  ]
+}"#;
+    let path = std::env::temp_dir().join(format!("hccl-rank-table-{port}.json"));
+    std::fs::write(&path, table).unwrap();
+    let path_s = path.to_string_lossy().into_owned();
+    let port_s = port.to_string();
+    let job = Job::new(
+        2,
+        &[
+            ("HCCL_TEST_RANK_TABLE", path_s.as_str()),
+            ("HCCL_IF_BASE_PORT", port_s.as_str()),
+            ("HCCL_TEST_MODE", "fault"),
+            ("HCCL_TEST_FAULT", "none"),
+        ],
+    );
+    let outs = run_all(&job, Duration::from_secs(60));
+    let _ = std::fs::remove_file(&path);
+    for (r, (code, out)) in outs.iter().enumerate() {
+        assert_eq!(*code, Some(0), "rank {r}:\n{out}");
+        assert!(out.contains("OPOK"), "rank {r}:\n{out}");
+    }
+}

@@ -1,7 +1,9 @@
 //! One rank of the multi-process conformance and fault tests.
 //!
 //! Joins the communicator from the environment (`Comm::from_env`: RANK,
-//! WORLD_SIZE, MASTER_ADDR, MASTER_PORT), then by `HCCL_TEST_MODE`:
+//! WORLD_SIZE, MASTER_ADDR, MASTER_PORT), or from the rank table at
+//! `HCCL_TEST_RANK_TABLE` (`Comm::init_cluster_info`, rank `RANK`), then by
+//! `HCCL_TEST_MODE`:
 //!
 //! - `cases` (default): every case of `hccl_conformance::cases`; prints
 //!   `CASE ok <name>` or `CASE fail <name>: <why>`; exit 0 iff all pass.
@@ -23,7 +25,14 @@ fn var(k: &str) -> Option<String> {
 }
 
 fn main() {
-    let comm = match Comm::from_env() {
+    let joined = match var("HCCL_TEST_RANK_TABLE") {
+        Some(path) => {
+            let rank = var("RANK").and_then(|r| r.parse().ok()).unwrap_or(0);
+            Comm::init_cluster_info(path, rank)
+        }
+        None => Comm::from_env(),
+    };
+    let comm = match joined {
         Ok(c) => c,
         Err(e) => {
             println!("INITERR {e}");
