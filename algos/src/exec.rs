@@ -11,35 +11,120 @@
 //! plan's length. A step is posted once every step it depends on has
 //! completed; steps complete in any order.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
-
-use crate::schedule::{RankPlan, Step, StepId, MAX_DEPS};
+use crate::schedule::{BufKind, Deps, Op, RankPlan, Region, Step, StepId, MAX_DEPS};
 
 /// Default number of steps a rank may have pulled but not completed.
 /// Schedules are verified deadlock-free under this window.
 pub const DEFAULT_WINDOW: usize = 64;
 
+/// Largest window honoured: links between slots keep 30 bits of a step index.
+const MAX_WINDOW: usize = 1 << 29;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
+    /// A dependency is not complete.
     Waiting,
+    /// Every dependency is complete; not yet handed out.
+    Ready,
     Posted,
     Done,
 }
 
 /// End of an intrusive dependents list.
-const NIL: u64 = u64::MAX;
+const NIL: u32 = u32::MAX;
+
+/// Low bits of a step index kept in a link.
+const LINK_ID_MASK: u32 = (1 << 30) - 1;
 
 /// One pulled step. Its dependents (later steps waiting for it) form an
-/// intrusive list: `head` names the first as `(step << 2) | dep_index`, and
-/// that step's `next[dep_index]` the one after. No allocation per step.
+/// intrusive list: `head` names the first as `(step mod 2^30) << 2 | dep_index`
+/// (the window is narrower than 2^30, so the low bits name it), and that
+/// step's `next[dep_index]` the one after. No allocation per step.
+#[derive(Clone, Copy)]
 struct Slot {
     step: Step,
     state: State,
     /// Dependencies not yet complete (for a fence: earlier steps not done).
     pending: u32,
-    head: u64,
-    next: [u64; MAX_DEPS],
+    head: u32,
+    next: [u32; MAX_DEPS],
+}
+
+const EMPTY_SLOT: Slot = Slot {
+    step: Step {
+        op: Op::Copy {
+            src: Region::new(BufKind::Scratch, 0, 0),
+            dst: Region::new(BufKind::Scratch, 0, 0),
+        },
+        deps: Deps::NONE,
+    },
+    state: State::Done,
+    pending: 0,
+    head: NIL,
+    next: [NIL; MAX_DEPS],
+};
+
+/// A set of ring positions: the first 64 inline (no allocation for the
+/// usual small windows), the rest in `hi`.
+#[derive(Debug, Default)]
+struct Bits {
+    lo: u64,
+    hi: Vec<u64>,
+}
+
+impl Bits {
+    fn word(&self, w: usize) -> u64 {
+        if w == 0 {
+            self.lo
+        } else {
+            self.hi[w - 1]
+        }
+    }
+
+    fn word_mut(&mut self, w: usize) -> &mut u64 {
+        if w == 0 {
+            &mut self.lo
+        } else {
+            &mut self.hi[w - 1]
+        }
+    }
+
+    fn set(&mut self, pos: usize) {
+        *self.word_mut(pos / 64) |= 1 << (pos % 64);
+    }
+
+    fn clear(&mut self, pos: usize) {
+        *self.word_mut(pos / 64) &= !(1 << (pos % 64));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.lo == 0 && self.hi.iter().all(|&w| w == 0)
+    }
+
+    fn reset(&mut self, positions: usize) {
+        self.lo = 0;
+        self.hi.clear();
+        self.hi.resize(positions.div_ceil(64).saturating_sub(1), 0);
+    }
+
+    /// The first set position in cyclic order from `start`, over a ring of
+    /// `size` positions.
+    fn first_from(&self, start: usize, size: usize) -> Option<usize> {
+        let words = size.div_ceil(64);
+        let (sw, sb) = (start / 64, start % 64);
+        let head = self.word(sw) & (!0u64 << sb);
+        if head != 0 {
+            return Some(sw * 64 + head.trailing_zeros() as usize);
+        }
+        for w in (sw + 1..words).chain(0..sw) {
+            let x = self.word(w);
+            if x != 0 {
+                return Some(w * 64 + x.trailing_zeros() as usize);
+            }
+        }
+        let tail = self.word(sw) & !(!0u64 << sb);
+        (tail != 0).then(|| sw * 64 + tail.trailing_zeros() as usize)
+    }
 }
 
 /// Error of feeding the executor a completion it did not expect: a transport bug.
@@ -62,25 +147,31 @@ pub enum ExecError {
 ///
 /// Readiness is tracked, not rescanned: each completion decrements the
 /// pending count of the steps waiting on it, so posting and completing a
-/// step cost O(its dependents + log(ready)), whatever the window size.
+/// step cost O(its dependents + window / 64), whatever the window size.
+/// The window is a ring of slots indexed by step index modulo its
+/// power-of-two size (grown on demand up to the window), and the ready
+/// steps and waiting fences are bit sets over it: one allocation per
+/// executor besides the plan.
 pub struct Executor {
     plan: RankPlan,
-    window: VecDeque<Slot>,
-    /// Index of `window[0]`; every step below it has completed.
+    slots: Vec<Slot>,
+    /// Index of the oldest step in the window; every step below it has completed.
     base: StepId,
-    capacity: usize,
+    /// Steps in the window (`base..base + len`).
+    len: u32,
+    capacity: u32,
     exhausted: bool,
-    /// Steps whose dependencies are complete, lowest index first.
-    ready: BinaryHeap<Reverse<StepId>>,
-    /// Fence steps in the window not yet ready, in index order.
-    fences: VecDeque<StepId>,
+    /// Ring positions of `Ready` steps.
+    ready: Bits,
+    /// Ring positions of fence steps not yet ready.
+    fences: Bits,
 }
 
 impl std::fmt::Debug for Executor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Executor")
             .field("base", &self.base)
-            .field("window_len", &self.window.len())
+            .field("window_len", &self.len)
             .field("exhausted", &self.exhausted)
             .finish()
     }
@@ -92,26 +183,59 @@ impl Executor {
         Executor::with_window(plan, DEFAULT_WINDOW)
     }
 
-    /// An executor over `plan` holding at most `window` (>= 1) uncompleted steps.
+    /// An executor over `plan` holding at most `window` (>= 1; at most
+    /// 2^29) uncompleted steps.
     pub fn with_window(plan: RankPlan, window: usize) -> Executor {
         Executor {
             plan,
-            window: VecDeque::new(),
+            slots: Vec::new(),
             base: 0,
-            capacity: window.max(1),
+            len: 0,
+            capacity: window.clamp(1, MAX_WINDOW) as u32,
             exhausted: false,
-            ready: BinaryHeap::new(),
-            fences: VecDeque::new(),
+            ready: Bits::default(),
+            fences: Bits::default(),
         }
     }
 
-    fn slot_mut(&mut self, id: StepId) -> Option<&mut Slot> {
-        let i = id.checked_sub(self.base)? as usize;
-        self.window.get_mut(i)
+    fn pos(&self, id: StepId) -> usize {
+        id as usize & (self.slots.len() - 1)
+    }
+
+    /// Ring position of `id` if it is in the window.
+    fn find(&self, id: StepId) -> Option<usize> {
+        (id.wrapping_sub(self.base) < self.len).then(|| self.pos(id))
+    }
+
+    /// The step in the window whose index has low bits `low`.
+    fn id_of_link(&self, low: u32) -> StepId {
+        self.base
+            .wrapping_add(low.wrapping_sub(self.base) & LINK_ID_MASK)
+    }
+
+    /// Doubles the ring (up to the window), re-placing every slot.
+    fn grow(&mut self) {
+        let size = (self.slots.len() * 2)
+            .max(8)
+            .min((self.capacity as usize).next_power_of_two());
+        let mut slots = vec![EMPTY_SLOT; size];
+        self.ready.reset(size);
+        self.fences.reset(size);
+        for id in self.base..self.base + self.len {
+            let s = self.slots[self.pos(id)];
+            let p = id as usize & (size - 1);
+            slots[p] = s;
+            if s.state == State::Ready {
+                self.ready.set(p);
+            } else if s.state == State::Waiting && s.step.deps.all_before {
+                self.fences.set(p);
+            }
+        }
+        self.slots = slots;
     }
 
     fn refill(&mut self) {
-        while !self.exhausted && self.window.len() < self.capacity {
+        while !self.exhausted && self.len < self.capacity {
             match self.plan.next() {
                 Some(step) => self.push(step),
                 None => self.exhausted = true,
@@ -121,17 +245,15 @@ impl Executor {
 
     /// Appends a pulled step and links it to the steps it waits for.
     fn push(&mut self, step: Step) {
-        let id = self.base + self.window.len() as StepId;
+        if self.len as usize == self.slots.len() {
+            self.grow();
+        }
+        let id = self.base + self.len;
         let mut pending = 0;
         if step.deps.all_before {
-            pending = self
-                .window
-                .iter()
-                .filter(|s| s.state != State::Done)
+            pending = (self.base..id)
+                .filter(|&i| self.slots[self.pos(i)].state != State::Done)
                 .count() as u32;
-            if pending > 0 {
-                self.fences.push_back(id);
-            }
         }
         let mut slot = Slot {
             step,
@@ -145,11 +267,12 @@ impl Executor {
                 if d < self.base {
                     continue;
                 }
-                match self.slot_mut(d) {
-                    Some(dep) if dep.state == State::Done => {}
-                    Some(dep) => {
+                match self.find(d) {
+                    Some(p) if self.slots[p].state == State::Done => {}
+                    Some(p) => {
+                        let dep = &mut self.slots[p];
                         slot.next[k] = dep.head;
-                        dep.head = (u64::from(id) << 2) | k as u64;
+                        dep.head = ((id & LINK_ID_MASK) << 2) | k as u32;
                         slot.pending += 1;
                     }
                     // A dependency on itself or a later step can never be
@@ -158,21 +281,41 @@ impl Executor {
                 }
             }
         }
+        let p = self.pos(id);
         if slot.pending == 0 {
-            self.ready.push(Reverse(id));
+            slot.state = State::Ready;
+            self.ready.set(p);
+        } else if step.deps.all_before {
+            self.fences.set(p);
         }
-        self.window.push_back(slot);
+        self.slots[p] = slot;
+        self.len += 1;
     }
 
     /// The next step to post, with its index, or `None` when nothing is ready
     /// now (wait for a completion) or the plan is finished ([`Self::is_done`]).
     /// The step is marked posted: the caller must post it.
     pub fn poll_action(&mut self) -> Option<(StepId, Step)> {
+        self.poll_step().map(|(id, s)| (id, *s))
+    }
+
+    /// [`Self::poll_action`] lending the step instead of copying it (the
+    /// simulator posts thousands of steps per rank this way).
+    pub fn poll_step(&mut self) -> Option<(StepId, &Step)> {
         self.refill();
-        let Reverse(id) = self.ready.pop()?;
-        let slot = self.slot_mut(id)?;
+        if self.len == 0 {
+            return None;
+        }
+        let size = self.slots.len();
+        let start = self.pos(self.base);
+        let p = self.ready.first_from(start, size)?;
+        self.ready.clear(p);
+        let id = self
+            .base
+            .wrapping_add((p.wrapping_sub(start) & (size - 1)) as StepId);
+        let slot = &mut self.slots[p];
         slot.state = State::Posted;
-        Some((id, slot.step))
+        Some((id, &slot.step))
     }
 
     /// Records that step `id` finished.
@@ -180,55 +323,69 @@ impl Executor {
     /// # Errors
     /// [`ExecError::NotInFlight`] if `id` was not posted or already completed.
     pub fn handle_completion(&mut self, id: StepId) -> Result<(), ExecError> {
-        let (base, end) = (self.base, self.base + self.window.len() as StepId);
-        let slot = match self.slot_mut(id) {
-            Some(s) if s.state == State::Posted => s,
+        let p = match self.find(id) {
+            Some(p) if self.slots[p].state == State::Posted => p,
             _ => {
                 return Err(ExecError::NotInFlight {
                     step: id,
-                    base,
-                    end,
+                    base: self.base,
+                    end: self.base + self.len,
                 })
             }
         };
+        let slot = &mut self.slots[p];
         slot.state = State::Done;
         let mut link = std::mem::replace(&mut slot.head, NIL);
         while link != NIL {
-            let (dependent, k) = ((link >> 2) as StepId, (link & 3) as usize);
-            let Some(d) = self.slot_mut(dependent) else {
-                break;
-            };
+            let (dependent, k) = (self.id_of_link(link >> 2), (link & 3) as usize);
+            let q = self.pos(dependent);
+            let d = &mut self.slots[q];
             link = d.next[k];
             d.pending -= 1;
             if d.pending == 0 {
-                self.ready.push(Reverse(dependent));
+                d.state = State::Ready;
+                self.ready.set(q);
             }
         }
-        for &f in self.fences.iter().filter(|&&f| f > id) {
-            let i = (f - self.base) as usize;
-            self.window[i].pending -= 1;
-            if self.window[i].pending == 0 {
-                self.ready.push(Reverse(f));
-            }
+        if !self.fences.is_empty() {
+            self.release_fences(id);
         }
-        while self
-            .fences
-            .front()
-            .is_some_and(|&f| self.window[(f - self.base) as usize].pending == 0)
-        {
-            self.fences.pop_front();
-        }
-        while self.window.front().is_some_and(|s| s.state == State::Done) {
-            self.window.pop_front();
+        while self.len > 0 && self.slots[self.pos(self.base)].state == State::Done {
             self.base += 1;
+            self.len -= 1;
         }
         Ok(())
+    }
+
+    /// Step `id` completed: every waiting fence after it has one step fewer to wait for.
+    fn release_fences(&mut self, id: StepId) {
+        let size = self.slots.len();
+        for w in 0..size.div_ceil(64) {
+            let mut bits = self.fences.word(w);
+            while bits != 0 {
+                let q = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let f = self
+                    .base
+                    .wrapping_add((q.wrapping_sub(self.pos(self.base)) & (size - 1)) as StepId);
+                if f <= id {
+                    continue;
+                }
+                let s = &mut self.slots[q];
+                s.pending -= 1;
+                if s.pending == 0 {
+                    s.state = State::Ready;
+                    self.fences.clear(q);
+                    self.ready.set(q);
+                }
+            }
+        }
     }
 
     /// True once every step of the plan has completed.
     pub fn is_done(&mut self) -> bool {
         self.refill();
-        self.exhausted && self.window.is_empty()
+        self.exhausted && self.len == 0
     }
 
     /// Number of steps completed so far (every step below this index is done).
@@ -236,23 +393,22 @@ impl Executor {
         self.base
     }
 
-    fn with_state(&self, state: State) -> impl Iterator<Item = (StepId, &Step)> + '_ {
-        self.window
-            .iter()
-            .enumerate()
-            .filter(move |(_, s)| s.state == state)
-            .map(|(i, s)| (self.base + i as StepId, &s.step))
+    fn with_state(&self, states: &'static [State]) -> impl Iterator<Item = (StepId, &Step)> + '_ {
+        (self.base..self.base + self.len)
+            .map(|id| (id, &self.slots[self.pos(id)]))
+            .filter(move |(_, s)| states.contains(&s.state))
+            .map(|(id, s)| (id, &s.step))
     }
 
     /// Steps posted but not completed: what this rank is waiting on (for hang reports).
     pub fn in_flight(&self) -> impl Iterator<Item = (StepId, &Step)> + '_ {
-        self.with_state(State::Posted)
+        self.with_state(&[State::Posted])
     }
 
     /// Steps pulled but not yet posted (a dependency is unfinished, or the
     /// caller has not polled them yet).
     pub fn blocked(&self) -> impl Iterator<Item = (StepId, &Step)> + '_ {
-        self.with_state(State::Waiting)
+        self.with_state(&[State::Waiting, State::Ready])
     }
 }
 
@@ -303,6 +459,72 @@ mod tests {
         ex.handle_completion(0).unwrap();
         assert!(ex.handle_completion(0).is_err(), "already done");
         assert!(ex.handle_completion(7).is_err(), "never existed");
+    }
+
+    /// The executor against a naive model that rescans its window (what the
+    /// executor did before readiness tracking): same posting order for a
+    /// plan mixing chains, fan-in and fences, windows below and above 64
+    /// slots (inline and spilled bit sets), and a ring that wraps and grows.
+    #[test]
+    fn matches_a_rescanning_model() {
+        let steps: Vec<Step> = (0..300u32)
+            .map(|i| match i % 7 {
+                _ if i % 50 == 49 => copy_step(Deps::FENCE),
+                0 | 3 if i >= 2 => copy_step(Deps::on(&[i - 1, i - 2])),
+                5 if i >= 9 => copy_step(Deps::on(&[i - 9, i - 3, i - 1])),
+                _ => copy_step(Deps::NONE),
+            })
+            .collect();
+        for window in [1, 3, 8, 64, 100, 1000] {
+            let mut ex = Executor::with_window(Box::new(steps.clone().into_iter()), window);
+            // Model: done flags; ready = pulled, not posted, deps done.
+            let mut done = vec![false; steps.len()];
+            let mut posted = vec![false; steps.len()];
+            let (mut base, mut pulled) = (0usize, 0usize);
+            let mut in_flight = Vec::new();
+            let mut rounds = 0;
+            loop {
+                pulled = (base + window).min(steps.len()).max(pulled);
+                let expect: Vec<StepId> = (base..pulled)
+                    .filter(|&i| {
+                        !posted[i]
+                            && if steps[i].deps.all_before {
+                                (0..i).all(|j| done[j])
+                            } else {
+                                steps[i].deps.ids().iter().all(|&d| done[d as usize])
+                            }
+                    })
+                    .map(|i| i as StepId)
+                    .collect();
+                // The executor hands out one ready step at a time, lowest first;
+                // completions only come after a whole batch here, so the batch
+                // is exactly the model's ready set.
+                let got: Vec<StepId> =
+                    std::iter::from_fn(|| ex.poll_action().map(|a| a.0)).collect();
+                assert_eq!(got, expect, "window {window}, round {rounds}");
+                for &g in &got {
+                    posted[g as usize] = true;
+                    in_flight.push(g);
+                }
+                if in_flight.is_empty() {
+                    break;
+                }
+                // Complete alternately the newest and the oldest in flight.
+                let c = if rounds % 2 == 0 {
+                    in_flight.pop().unwrap()
+                } else {
+                    in_flight.remove(0)
+                };
+                ex.handle_completion(c).unwrap();
+                done[c as usize] = true;
+                while base < steps.len() && done[base] {
+                    base += 1;
+                }
+                rounds += 1;
+            }
+            assert!(done.iter().all(|&d| d), "window {window}");
+            assert!(ex.is_done());
+        }
     }
 
     #[test]

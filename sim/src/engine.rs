@@ -272,7 +272,7 @@ impl<'a> Engine<'a> {
                     .map_err(|source| SimError::Exec { rank: r, source })?;
             }
             let mut posted = false;
-            while let Some((id, step)) = exec.poll_action() {
+            while let Some((id, step)) = exec.poll_step() {
                 t.post(&ctx, id, &step.op)?;
                 posted = true;
             }
