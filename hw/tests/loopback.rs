@@ -137,7 +137,8 @@ fn run_allreduce(
 
 #[test]
 fn three_ranks_allreduce_twice_including_large_chunked_messages() {
-    // 1 MB budget per peer forces early 3 MiB messages through backpressure.
+    // 1 MB budget per peer forces early 6 MiB messages through backpressure;
+    // 6 MiB is more pieces than a send copies ahead, so refills run too.
     let cfg = TcpConfig {
         unexpected_bound: 1 << 20,
         ..cfg()
@@ -146,14 +147,14 @@ fn three_ranks_allreduce_twice_including_large_chunked_messages() {
         let mut t = t.unwrap();
         let small: Vec<f32> = (0..5).map(|i| (i * 10 + r) as f32).collect();
         let a = run_allreduce(&mut t, 0, &f32s(&small), [1; 32]).unwrap();
-        let big: Vec<f32> = (0..(3 << 18) + 3)
+        let big: Vec<f32> = (0..(3 << 19) + 3)
             .map(|i| (i % 1000) as f32 * (r + 1) as f32)
             .collect();
         let b = run_allreduce(&mut t, 1, &f32s(&big), [1; 32]).unwrap();
         (a, b)
     });
     let want_small: Vec<f32> = (0..5).map(|i| (i * 10) as f32 * 3.0 + 3.0).collect();
-    let want_big: Vec<f32> = (0..(3 << 18) + 3)
+    let want_big: Vec<f32> = (0..(3 << 19) + 3)
         .map(|i| (i % 1000) as f32 * 6.0)
         .collect();
     for (a, b) in out {

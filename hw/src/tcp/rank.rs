@@ -54,6 +54,9 @@ pub const SEND_PIECE: usize = 256 << 10;
 /// before this rank posts their receives: bytes are bounded by
 /// `HCCL_BUFFSIZE`, this bounds the bookkeeping.
 pub const MAX_EARLY_MESSAGES: usize = 1 << 16;
+/// Pieces a send may run ahead of the writer (4 MiB at 256 KiB pieces): the
+/// memory a send holds per peer, whatever the message size.
+pub const PIECES_AHEAD: u32 = 16;
 /// Send piece buffers kept for reuse.
 const SEND_POOL: usize = 16;
 
@@ -135,6 +138,25 @@ struct Peer {
     sends_in_flight: u32,
     /// Lengths of the messages posted to this peer and not yet written.
     unsent: VecDeque<u64>,
+    /// Messages whose pieces are still to be copied, in posting order.
+    outq: VecDeque<OutMsg>,
+    /// Pieces handed to the writer and not yet written.
+    pieces_in_flight: u32,
+}
+
+/// A posted send whose payload is copied into pieces lazily, at most
+/// [`PIECES_AHEAD`] pieces ahead of the writer, so copying overlaps sending.
+/// Reading the region late is sound: a step that writes it depends on the
+/// send, which completes only after its last piece is written.
+#[derive(Debug)]
+struct OutMsg {
+    seq: u64,
+    step: StepId,
+    src: Region,
+    header: [u8; 88],
+    /// Payload bytes already queued.
+    next: u64,
+    started: bool,
 }
 
 /// One rank of a TCP communicator. See the module docs.
@@ -457,6 +479,38 @@ impl TcpRank {
         }
     }
 
+    /// Queues pieces of `peer`'s pending sends, up to [`PIECES_AHEAD`] in flight.
+    fn fill_sends(&mut self, peer: u32, bufs: &OpBuffers<'_>) -> Result<(), TcpError> {
+        let p = &mut self.peers[peer as usize];
+        while p.pieces_in_flight < PIECES_AHEAD {
+            let Some(m) = p.outq.front_mut() else { break };
+            let n = (m.src.len - m.next).min(SEND_PIECE as u64);
+            let mut bytes = self.send_pool.pop().unwrap_or_default();
+            bytes.clear();
+            if !m.started {
+                bytes.extend_from_slice(&m.header);
+                m.started = true;
+            }
+            bytes.extend_from_slice(bufs.get(Region::new(m.src.buf, m.src.offset + m.next, n))?);
+            m.next += n;
+            let last = m.next == m.src.len;
+            let out = Outgoing::Data {
+                bytes,
+                seq: m.seq,
+                step: last.then_some(m.step),
+            };
+            if last {
+                p.outq.pop_front();
+            }
+            let sent = p.dead.is_none() && p.tx.as_ref().is_some_and(|tx| tx.send(out).is_ok());
+            if !sent {
+                return Ok(()); // The reader reports the peer's end.
+            }
+            p.pieces_in_flight += 1;
+        }
+        Ok(())
+    }
+
     /// Says goodbye to every peer and lets the writers flush (at most
     /// [`LINGER`]). With `linger`, it then reads until every peer has said
     /// goodbye too (at most [`LINGER`]): closing a socket with unread bytes
@@ -705,6 +759,11 @@ impl TcpRank {
             } => {
                 if self.send_pool.len() < SEND_POOL && buf.capacity() >= 64 << 10 {
                     self.send_pool.push(buf);
+                }
+                let p = &mut self.peers[peer as usize];
+                p.pieces_in_flight = p.pieces_in_flight.saturating_sub(1);
+                if let Some((_, _, bufs)) = op.as_ref() {
+                    self.fill_sends(peer, bufs)?;
                 }
                 let Some(step) = step else { return Ok(()) };
                 let p = &mut self.peers[peer as usize];
@@ -1071,6 +1130,9 @@ impl TcpOp<'_, '_> {
             self.rank.broken = Some(e.clone());
         }
         self.rank.posted.clear();
+        for p in &mut self.rank.peers {
+            p.outq.clear();
+        }
         e
     }
 }
@@ -1088,42 +1150,24 @@ impl Transport for TcpOp<'_, '_> {
         match *op {
             Op::Send { peer, tag, src } => {
                 self.check_peer(peer)?;
-                let data = self.bufs.get(src)?;
+                self.bufs.check(src)?;
                 let header = self.header(FrameKind::Data, tag, src.len).encode();
                 let r = &mut *self.rank;
-                let p = &r.peers[peer as usize];
-                let tx = match (&p.dead, &p.tx) {
-                    (None, Some(tx)) => tx.clone(),
-                    _ => return Err(r.lost_sending(self.info.name, ctx.seq, peer, Some(src.len))),
-                };
-                // Pieces of at most SEND_PIECE bytes (the header rides on the
-                // first), in reused buffers; the last names the step.
-                let mut pieces = data.chunks(SEND_PIECE).peekable();
-                let mut first = true;
-                let mut ok = true;
-                while first || pieces.peek().is_some() {
-                    let piece = pieces.next().unwrap_or(&[]);
-                    let mut bytes = r.send_pool.pop().unwrap_or_default();
-                    bytes.clear();
-                    if first {
-                        bytes.extend_from_slice(&header);
-                        first = false;
-                    }
-                    bytes.extend_from_slice(piece);
-                    let last = pieces.peek().is_none();
-                    ok &= tx
-                        .send(Outgoing::Data {
-                            bytes,
-                            seq: ctx.seq,
-                            step: last.then_some(step),
-                        })
-                        .is_ok();
-                }
-                if !ok {
+                let p = &mut r.peers[peer as usize];
+                if p.dead.is_some() || p.tx.is_none() {
                     return Err(r.lost_sending(self.info.name, ctx.seq, peer, Some(src.len)));
                 }
-                r.peers[peer as usize].sends_in_flight += 1;
-                r.peers[peer as usize].unsent.push_back(src.len);
+                p.outq.push_back(OutMsg {
+                    seq: ctx.seq,
+                    step,
+                    src,
+                    header,
+                    next: 0,
+                    started: false,
+                });
+                p.sends_in_flight += 1;
+                p.unsent.push_back(src.len);
+                r.fill_sends(peer, &self.bufs)?;
             }
             Op::Recv { peer, tag, dst } => {
                 self.bufs.check_writable(dst)?;
