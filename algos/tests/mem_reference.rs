@@ -237,19 +237,27 @@ fn small_worlds_every_shape_exhaustively() {
 fn hierarchical_specs_match_the_reference_where_implemented() {
     // Hierarchical composition over 2 servers x 3 ranks and 2 pods x 2
     // servers x 2 ranks; combinations the planner does not implement are
-    // skipped, but some must run.
+    // skipped, but some must run, the pipeline among them.
     let mut ran = 0;
+    let mut pipelined = 0;
     for (layout, p) in [
         (GroupLayout::servers(2, 3), 6),
         (GroupLayout::pods(2, 2, 2), 8),
     ] {
         for kind in CollectiveKind::ALL {
             for a0 in [Algorithm::Ring, Algorithm::Mesh] {
-                for a1 in [Algorithm::Ring, Algorithm::HalvingDoubling, Algorithm::Nhr] {
+                for a1 in [
+                    Algorithm::Ring,
+                    Algorithm::HalvingDoubling,
+                    Algorithm::Nhr,
+                    Algorithm::Pipeline,
+                ] {
+                    let pipe = a1 == Algorithm::Pipeline;
                     let spec = AlgoSpec::Hierarchical(Levels {
                         level0: Some(a0),
                         level1: Some(a1),
-                        level2: (p == 8).then_some(Algorithm::Ring),
+                        // The pipeline flattens pods into level 1.
+                        level2: (p == 8 && !pipe).then_some(Algorithm::Ring),
                     });
                     for count in [0, 1, 5, 13] {
                         for in_place in [false, true] {
@@ -263,7 +271,9 @@ fn hierarchical_specs_match_the_reference_where_implemented() {
                                 count,
                             )
                             .with_in_place(in_place && in_place_ok(kind));
-                            ran += check_equal(&args, &spec, &layout, count) as u32;
+                            let ok = check_equal(&args, &spec, &layout, count);
+                            ran += ok as u32;
+                            pipelined += (ok && pipe && count > 0) as u32;
                         }
                     }
                 }
@@ -271,6 +281,59 @@ fn hierarchical_specs_match_the_reference_where_implemented() {
         }
     }
     assert!(ran > 0, "no hierarchical combination is implemented");
+    // Pipeline x mesh level 0 x {AllReduce, AllGather, ReduceScatter} x
+    // 3 non-zero counts x 2 placements x 2 layouts (level0:ring is not
+    // pipelined; count 0 is an empty plan for any spec).
+    assert_eq!(pipelined, 3 * 3 * 2 * 2, "pipeline runs");
+}
+
+#[test]
+fn pipeline_matches_the_reference_on_server_grids() {
+    // HCCL's hierarchical pipeline on every grid of 1..=4 servers x
+    // 1..=4 ranks plus odd shapes, counts 0, 1, < p, non-divisible and
+    // larger, in and out of place; dtype and op rotate; half the runs use
+    // the simulator's small executor window (8). Every case must really run.
+    use hccl_algos::mem_transport::{run_collective_with, MemOptions, Order};
+    let mut shapes: Vec<(u32, u32)> = (1..=4).flat_map(|s| (1..=4).map(move |k| (s, k))).collect();
+    shapes.extend([(3, 5), (5, 2), (2, 8)]);
+    let mut case = 0u64;
+    for (servers, per) in shapes {
+        let layout = GroupLayout::servers(servers, per);
+        let p = servers * per;
+        for kind in [
+            CollectiveKind::AllGather,
+            CollectiveKind::ReduceScatter,
+            CollectiveKind::AllReduce,
+        ] {
+            for count in [0, 1, u64::from(p) - 1, 2 * u64::from(p) + 3, 257] {
+                for in_place in [false, true] {
+                    case += 1;
+                    let dtype = DataType::ALL[case as usize % 12];
+                    let op = ReduceOp::ALL[case as usize % 5];
+                    let args = args_for(kind, p, count, 0, dtype, op, case).with_in_place(in_place);
+                    let spec = AlgoSpec::Flat(Algorithm::Pipeline);
+                    if case % 2 == 0 {
+                        assert!(
+                            check_equal(&args, &spec, &layout, case),
+                            "{}",
+                            describe(&args, &spec, case)
+                        );
+                        continue;
+                    }
+                    let inputs = verifiable_inputs(&args, case);
+                    let want = reference(&args, &inputs).unwrap();
+                    let opts = MemOptions {
+                        order: Order::Shuffled(case),
+                        window: 8,
+                        ..MemOptions::default()
+                    };
+                    let got = run_collective_with(&args, &spec, &layout, inputs, opts)
+                        .unwrap_or_else(|e| panic!("{}: {e}", describe(&args, &spec, case)));
+                    assert!(got == want, "{}: window 8", describe(&args, &spec, case));
+                }
+            }
+        }
+    }
 }
 
 /// Random floats with full mantissas: their sums depend on the order.

@@ -16,6 +16,7 @@ mod hd;
 mod mesh;
 mod nb;
 mod nhr;
+mod pipeline;
 mod ring;
 #[cfg(test)]
 mod tests;
@@ -48,7 +49,10 @@ pub enum Algorithm {
     Pairwise,
     /// Binomial tree (`tree`), Broadcast / Reduce / Scatter / Gather.
     Tree,
-    /// Chunked pipeline (`pipeline`): chunks of consecutive steps overlap.
+    /// HCCL's hierarchical pipeline (`pipeline`, `HCCL_ALGO=level1:pipeline`):
+    /// inter-server ring steps overlap intra-server full-mesh steps
+    /// (AllGather, ReduceScatter, AllReduce; see the `pipeline` module).
+    /// Uses the [`GroupLayout`]'s servers; on one server it is the mesh.
     Pipeline,
 }
 
@@ -105,7 +109,9 @@ impl Algorithm {
             ),
             Algorithm::Tree => matches!(kind, K::Broadcast | K::Reduce),
             Algorithm::Pairwise => matches!(kind, K::AllToAll | K::AllToAllV),
-            Algorithm::Pipeline => false,
+            Algorithm::Pipeline => {
+                matches!(kind, K::AllReduce | K::AllGather | K::ReduceScatter)
+            }
         }
     }
 
@@ -935,6 +941,29 @@ fn build(args: &CollectiveArgs, algo: &AlgoSpec, layout: &GroupLayout, rank: Ran
         return Ok((0, gen::empty()));
     }
     match algo {
+        AlgoSpec::Flat(Algorithm::Pipeline)
+            if matches!(
+                args.kind,
+                CollectiveKind::AllReduce
+                    | CollectiveKind::AllGather
+                    | CollectiveKind::ReduceScatter
+            ) =>
+        {
+            pipeline::build(args, layout, rank)
+        }
+        AlgoSpec::Hierarchical(l) if l.level1 == Some(Algorithm::Pipeline) => {
+            // HCCL's `level0:NA;level1:pipeline`: level 0 is the full mesh
+            // the pipeline interleaves with; a third level is not pipelined.
+            if matches!(l.level0, None | Some(Algorithm::Mesh)) && l.level2.is_none() {
+                pipeline::build(args, layout, rank)
+            } else {
+                Err(AlgoError::Unsupported {
+                    algo: algo.to_string(),
+                    kind: args.kind,
+                    supported: "level0:NA (or mesh);level1:pipeline without level2".into(),
+                })
+            }
+        }
         AlgoSpec::Flat(a) => build_flat(args, *a, rank),
         AlgoSpec::Hierarchical(l) => build_hier(args, l, layout, rank),
     }
