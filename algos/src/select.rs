@@ -35,6 +35,17 @@
 //! e.g. AllReduce = level0 ReduceScatter + level1 AllReduce on `n/k0` +
 //! level0 AllGather). Mesh is a candidate only inside a server (HCCL uses it
 //! for the intra-server full mesh) or for flat groups of at most 8.
+//!
+//! **Pipeline** (HCCL's guide, `coll_algo_intro/Pipeline.md`, table 1), on
+//! `S` servers of `k` ranks (`p = S·k`), `B = n/p` bytes per block, inter
+//! = the level-1 link (level 2 if the layout has several super pods),
+//! intra = the level-0 link:
+//! `T_AG = (S-1)·max(α_inter + Bβ_inter, α_intra + Bβ_intra) + α_intra + Bβ_intra`;
+//! ReduceScatter the same plus `(p-1)·Bγ`; AllReduce `2·T_AG + (p-1)·Bγ`.
+//! The guide's table has no γ term; hccl-rs adds the reductions every
+//! ReduceScatter does. The intra step costs one block per link because the
+//! `k − 1` messages go to distinct peers over the server's full mesh. With
+//! one server the pipeline is the mesh, so it is not a separate candidate.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -254,6 +265,34 @@ fn flat_cost(kind: CollectiveKind, a: Algorithm, p: u32, n: f64, l: &LinkCost) -
     Some(t)
 }
 
+/// HCCL's pipeline time (see the module docs) for `kind` on `servers` ×
+/// `per` ranks and an `n`-byte message; None if not implemented or on one server.
+fn pipeline_cost(
+    kind: CollectiveKind,
+    servers: u32,
+    per: u32,
+    n: f64,
+    inter: &LinkCost,
+    intra: &LinkCost,
+) -> Option<f64> {
+    use CollectiveKind as K;
+    if servers < 2 {
+        return None;
+    }
+    let p = f64::from(servers) * f64::from(per);
+    let b = n / p;
+    let intra_step = intra.alpha_ns + b * intra.beta();
+    let step = (inter.alpha_ns + b * inter.beta()).max(intra_step);
+    let ag = f64::from(servers - 1) * step + intra_step;
+    let reduce = (p - 1.0) * b * intra.gamma();
+    match kind {
+        K::AllGather => Some(ag),
+        K::ReduceScatter => Some(ag + reduce),
+        K::AllReduce => Some(2.0 * ag + reduce),
+        _ => None,
+    }
+}
+
 /// Predicted time of `spec` for `args` on `layout`, ns; None if the spec
 /// does not implement the collective or the layout does not fit it.
 pub fn predict(
@@ -267,10 +306,23 @@ pub fn predict(
     let p = args.world_size;
     let n = args.message_bytes() as f64;
     let servers = layout.server_count();
+    let pods = (0..p).map(|r| layout.pod_of(r)).max().unwrap_or(0) + 1;
+    let pipelined = match spec {
+        AlgoSpec::Flat(a) => *a == Algorithm::Pipeline,
+        AlgoSpec::Hierarchical(l) => {
+            l.level1 == Some(Algorithm::Pipeline)
+                && matches!(l.level0, None | Some(Algorithm::Mesh))
+                && l.level2.is_none()
+        }
+    };
+    if pipelined {
+        let per = layout.regular().ok()?.ranks_per_server;
+        let inter = if pods > 1 { &cost.level2 } else { &cost.level1 };
+        return pipeline_cost(kind, p / per, per, n, inter, &cost.level0);
+    }
     match spec {
         AlgoSpec::Flat(a) => {
             // Flat traffic crosses the slowest level the layout has.
-            let pods = (0..p).map(|r| layout.pod_of(r)).max().unwrap_or(0) + 1;
             let l = if pods > 1 {
                 &cost.level2
             } else if servers > 1 {
@@ -321,8 +373,10 @@ pub fn predict(
 }
 
 /// Every candidate for `args` on `layout` with its predicted time, cheapest
-/// first: the flat algorithms implementing the collective and, when the
-/// layout has several servers and is regular, level0 × level1 combinations.
+/// first: the flat algorithms implementing the collective (the pipeline
+/// among them when the layout has several servers) and, when the layout
+/// has several servers and is regular, level0 (mesh, ring) × level1 (ring,
+/// H-D_R, NHR, NB, tree, mesh) combinations.
 pub fn explain(args: &CollectiveArgs, layout: &GroupLayout, cost: &CostModel) -> Vec<Candidate> {
     let mut specs: Vec<AlgoSpec> = Algorithm::ALL.into_iter().map(AlgoSpec::Flat).collect();
     if layout.server_count() > 1 && layout.regular().is_ok() {
@@ -330,6 +384,8 @@ pub fn explain(args: &CollectiveArgs, layout: &GroupLayout, cost: &CostModel) ->
             for l1 in [
                 Algorithm::Ring,
                 Algorithm::HalvingDoubling,
+                Algorithm::Nhr,
+                Algorithm::Nb,
                 Algorithm::Tree,
                 Algorithm::Mesh,
             ] {
@@ -724,13 +780,103 @@ mod tests {
     }
 
     #[test]
+    fn pipeline_formula_matches_hccl_guide_by_hand() {
+        let inter = LinkCost {
+            alpha_ns: 1000.0,
+            bandwidth_gbps: 10.0,
+            reduce_gbps: 20.0,
+        };
+        let intra = LinkCost {
+            alpha_ns: 100.0,
+            bandwidth_gbps: 50.0,
+            reduce_gbps: 20.0,
+        };
+        // S = 4, k = 8, n = 3.2e6 B: B = 1e5 B; inter step 1000 + 1e4 =
+        // 11000 ns, intra step 100 + 2000 = 2100 ns: 3 * 11000 + 2100.
+        let ag = pipeline_cost(CollectiveKind::AllGather, 4, 8, 3.2e6, &inter, &intra).unwrap();
+        assert!((ag - 35_100.0).abs() < 1e-6, "{ag}");
+        // ReduceScatter adds (p-1) B γ = 31 * 1e5 / 20 = 155000.
+        let rs = pipeline_cost(CollectiveKind::ReduceScatter, 4, 8, 3.2e6, &inter, &intra).unwrap();
+        assert!((rs - 190_100.0).abs() < 1e-6, "{rs}");
+        let ar = pipeline_cost(CollectiveKind::AllReduce, 4, 8, 3.2e6, &inter, &intra).unwrap();
+        assert!((ar - (70_200.0 + 155_000.0)).abs() < 1e-6, "{ar}");
+        // Intra-bound: a slow server link makes the max pick the intra step.
+        let slow = LinkCost {
+            bandwidth_gbps: 1.0,
+            ..intra
+        };
+        let ag = pipeline_cost(CollectiveKind::AllGather, 2, 2, 4e5, &inter, &slow).unwrap();
+        assert!((ag - 2.0 * 100_100.0).abs() < 1e-6, "{ag}");
+        assert_eq!(
+            pipeline_cost(CollectiveKind::AllGather, 1, 8, 1e6, &inter, &intra),
+            None,
+            "one server: the mesh"
+        );
+        assert_eq!(
+            pipeline_cost(CollectiveKind::Broadcast, 2, 8, 1e6, &inter, &intra),
+            None
+        );
+    }
+
+    #[test]
+    fn large_multi_server_messages_pick_the_pipeline() {
+        let layout = GroupLayout::servers(4, 8);
+        let cost = CostModel::default();
+        for kind in [CollectiveKind::AllGather, CollectiveKind::AllReduce] {
+            let big = CollectiveArgs::new(kind, 1 << 24, DataType::Fp32, 32);
+            let c = explain(&big, &layout, &cost);
+            assert_eq!(
+                c[0].spec,
+                AlgoSpec::Flat(Algorithm::Pipeline),
+                "{kind}: {c:?}"
+            );
+            // Small messages: the pipeline's S - 1 inter-server latencies lose
+            // to log-step level-1 algorithms.
+            let small = CollectiveArgs::new(kind, 1, DataType::Fp32, 32);
+            let s = select(&small, &layout, &cost, None);
+            assert_ne!(s.spec, AlgoSpec::Flat(Algorithm::Pipeline), "{kind}");
+        }
+        // explain lists NHR and NB as level-1 choices; the pipeline is no
+        // candidate on one server.
+        let args = CollectiveArgs::new(CollectiveKind::AllGather, 1 << 20, DataType::Fp32, 32);
+        let names: Vec<String> = explain(&args, &layout, &cost)
+            .iter()
+            .map(|c| c.spec.to_string())
+            .collect();
+        for want in [
+            "level0:mesh;level1:NHR",
+            "level0:ring;level1:NB",
+            "pipeline",
+        ] {
+            assert!(names.iter().any(|n| n == want), "{want} missing: {names:?}");
+        }
+        let flat = explain(&args, &GroupLayout::flat(32), &cost);
+        assert!(flat
+            .iter()
+            .all(|c| c.spec != AlgoSpec::Flat(Algorithm::Pipeline)));
+        // HCCL's spelling is costed the same.
+        let env = HcclAlgo::parse("level0:NA;level1:pipeline").unwrap();
+        let s = select(&args, &layout, &cost, Some(&env));
+        assert_eq!(
+            s.predicted_ns,
+            predict(&args, &AlgoSpec::Flat(Algorithm::Pipeline), &layout, &cost)
+        );
+        assert!(s.predicted_ns.is_some());
+    }
+
+    #[test]
     fn multi_server_prefers_hierarchical_and_env_overrides() {
         let layout = GroupLayout::servers(4, 8);
         let cost = CostModel::default();
         let args = CollectiveArgs::new(CollectiveKind::AllReduce, 1 << 24, DataType::Fp32, 32);
         let s = select(&args, &layout, &cost, None);
+        // A layout-aware spec: a level composition or the pipeline (which
+        // interleaves the two levels).
         assert!(
-            matches!(s.spec, AlgoSpec::Hierarchical(_)),
+            matches!(
+                s.spec,
+                AlgoSpec::Hierarchical(_) | AlgoSpec::Flat(Algorithm::Pipeline)
+            ),
             "{:?}",
             explain(&args, &layout, &cost)
         );
