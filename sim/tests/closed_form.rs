@@ -29,15 +29,33 @@
 //!
 //! On the `full-mesh` preset every pair of ranks has its own link, so:
 //!
-//! - **Mesh AllGather / Broadcast**: all p−1 messages go at once on
-//!   distinct links: `T = α + ⌈B/β⌉ + L` (B = the block, resp. the buffer).
-//! - **Mesh ReduceScatter**: the p−1 receive-reduces accumulate into one
-//!   block, so each waits for the previous; with rendezvous the next
-//!   message starts only when its receive is posted:
-//!   `T = (p−1)(α + ⌈B/β⌉ + L + ⌈B/γ⌉)`.
+//! - **Mesh AllGather**: all p−1 messages go at once on distinct links:
+//!   `T = α + ⌈B/β⌉ + L` (B = the block).
+//! - **Mesh ReduceScatter** (HCCL guide `Mesh.md`: `α + nβ/p + (p−1)/p·nγ`
+//!   with n = pB): every rank posts its p−1 sends and its p−1 receives (each
+//!   into its own scratch slot) at once, with no dependencies; each pair of
+//!   ranks has its own link, so every message runs alone and all receives
+//!   complete at `α + ⌈B/β⌉ + L`. Then p−1 local reductions of B bytes in
+//!   rank order, each waiting for the previous one:
+//!   `T = α + ⌈B/β⌉ + L + (p−1)⌈B/γ⌉`.
 //! - **Mesh AllReduce** = that ReduceScatter on blocks `B = M/p`, then one
-//!   all-to-all round of the reduced blocks:
-//!   `T = (p−1)(α + ⌈B/β⌉ + L + ⌈B/γ⌉) + α + ⌈B/β⌉ + L`.
+//!   AllGather round whose sends wait for the last reduction (the receives
+//!   are posted earlier; the channels are idle again):
+//!   `T = 2(α + ⌈B/β⌉ + L) + (p−1)⌈B/γ⌉` (guide: `2α + 2nβ/p + (p−1)/p·nγ`).
+//! - **Mesh Reduce** = ReduceScatter + Gather: every non-root sends its
+//!   reduced block to the root once its last reduction is done, the root's
+//!   receives are already posted: `T = 2(α + ⌈B/β⌉ + L) + (p−1)⌈B/γ⌉`.
+//! - **Mesh Broadcast** = Scatter + AllGather (guide: `2α + 2nβ/p`), blocks
+//!   `B = M/p`: member j gets block j from the root at `α + ⌈B/β⌉ + L` and
+//!   forwards it to every other non-root (arriving `α + ⌈B/β⌉ + L` later);
+//!   the root's second message to j (the root's own block) queues on the
+//!   same root→j channel behind the first, so it leaves at `2(α + ⌈B/β⌉)`
+//!   and lands L later. For p ≥ 3: `T = 2(α + ⌈B/β⌉ + L)`; for p = 2 only
+//!   the root's two messages exist: `T = 2(α + ⌈B/β⌉) + L`. (The root's
+//!   local copy of M bytes runs alongside; at ≥ 800 GB/s it is shorter for
+//!   the p ≤ 12 and ≤ 56 GB/s links tested.)
+//! - **Mesh Scatter**: the root sends block j to member j, all at once:
+//!   `T = α + ⌈B/β⌉ + L`.
 //! - **H-D_R AllReduce**, p = 2^m (Thakur et al. 2005 §4.2, recursive
 //!   halving then doubling): step k exchanges `M/2^k` with the partner at
 //!   distance `2^(m−k)`, both directions at once:
@@ -189,14 +207,20 @@ proptest! {
         let p = u64::from(c.p);
         let b = block_elems * 4;
         let hop = a + ceil(b, c.gbps) + l;
+        let red = (p - 1) * ceil(b, g);
         let ag = simulate(&f, c.costs, CollectiveKind::AllGather, block_elems, Algorithm::Mesh);
         assert_close(ag, hop, "mesh AllGather");
-        let bc = simulate(&f, c.costs, CollectiveKind::Broadcast, block_elems, Algorithm::Mesh);
-        assert_close(bc, hop, "mesh Broadcast");
+        let sc = simulate(&f, c.costs, CollectiveKind::Scatter, block_elems, Algorithm::Mesh);
+        assert_close(sc, hop, "mesh Scatter");
+        let bc = simulate(&f, c.costs, CollectiveKind::Broadcast, block_elems * p, Algorithm::Mesh);
+        let bc_formula = if p == 2 { 2 * (a + ceil(b, c.gbps)) + l } else { 2 * hop };
+        assert_close(bc, bc_formula, "mesh Broadcast");
         let rs = simulate(&f, c.costs, CollectiveKind::ReduceScatter, block_elems, Algorithm::Mesh);
-        assert_close(rs, (p - 1) * (hop + ceil(b, g)), "mesh ReduceScatter");
+        assert_close(rs, hop + red, "mesh ReduceScatter");
         let ar = simulate(&f, c.costs, CollectiveKind::AllReduce, block_elems * p, Algorithm::Mesh);
-        assert_close(ar, (p - 1) * (hop + ceil(b, g)) + hop, "mesh AllReduce");
+        assert_close(ar, 2 * hop + red, "mesh AllReduce");
+        let rd = simulate(&f, c.costs, CollectiveKind::Reduce, block_elems * p, Algorithm::Mesh);
+        assert_close(rd, 2 * hop + red, "mesh Reduce");
     }
 
     #[test]

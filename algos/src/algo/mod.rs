@@ -351,9 +351,8 @@ fn phase_rs(
         Algorithm::Ring => Ok(ring::reduce_scatter(
             c, blocks, src, out, scratch, same, divide,
         )),
-        Algorithm::Mesh => Ok((
-            0,
-            mesh::reduce_scatter(c, blocks, src, out, out, same, divide, false),
+        Algorithm::Mesh => Ok(mesh::reduce_scatter(
+            c, blocks, src, out, out, scratch, same, divide, false,
         )),
         Algorithm::HalvingDoubling => Ok(hd::reduce_scatter(
             c, blocks, src, out, scratch, same, divide,
@@ -391,9 +390,16 @@ fn phase_ar(
         Algorithm::Ring => Ok((0, ring::allreduce(c, blocks, src, dst, same, divide))),
         Algorithm::Mesh => {
             let acc = dst.shift(blocks.off(c.me));
-            Ok((
-                0,
-                mesh::reduce_scatter(c, blocks, src, acc, dst, same, divide, true),
+            Ok(mesh::reduce_scatter(
+                c,
+                blocks,
+                src,
+                acc,
+                dst,
+                env.scratch(),
+                same,
+                divide,
+                true,
             ))
         }
         Algorithm::HalvingDoubling => Ok((0, hd::allreduce(c, count, src, dst, same, divide))),
@@ -473,7 +479,9 @@ fn phase_reduce(
                 c, chunks, root, src, dst, scratch, same, divide,
             ))
         }
-        Algorithm::Mesh => Ok((0, mesh::reduce(c, count, root, src, dst, same, divide))),
+        Algorithm::Mesh => Ok(mesh::reduce(
+            c, count, root, src, dst, scratch, same, divide,
+        )),
         Algorithm::Tree => Ok(tree::reduce(
             c, count, root, src, dst, scratch, same, divide,
         )),
