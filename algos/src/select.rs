@@ -14,7 +14,7 @@
 //! | ring | `2(p-1)α + 2(p-1)/p·nβ + (p-1)/p·nγ` | `(p-1)α + (p-1)/p·nβ (+ (p-1)/p·nγ)` |
 //! | H-D_R, p = 2^k | `2 log2 p·α + 2(p-1)/p·nβ + (p-1)/p·nγ` | `log2 p·α + (p-1)/p·nβ` |
 //! | H-D_R, other p | the power-of-two part for `p' = 2^⌊log2 p⌋`, plus `2(α + nβ) + nγ` to fold | plus `2α + nβ`-ish folding |
-//! | mesh | `2α + 2(p-1)/p·nβ + (p-1)/p·nγ` | `α + (p-1)/p·nβ` |
+//! | mesh (HCCL `Mesh.md`) | `2α + 2/p·nβ + (p-1)/p·nγ` | `α + 1/p·nβ (+ (p-1)/p·nγ)` |
 //! | NB, any p | `2⌈log2 p⌉α + 2(p-1)/p·nβ + (p-1)/p·nγ` | `⌈log2 p⌉α + (p-1)/p·nβ (+ (p-1)/p·nγ)` |
 //! | NHR, any p | as NB, plus `x/p·n(β+γ)` per phase | as NB, plus `x/p·nβ (+γ)` |
 //!
@@ -28,8 +28,9 @@
 //! `Σ_{i=1..⌊log2 p⌋} (α + ⌈p/2^i⌉/p·n(β+γ))`, last send `α + nβ/p`.
 //!
 //! Broadcast/Reduce: chain `(p-2+C)(α + nβ/C)` with `C` chunks (+γ),
-//! binomial tree `⌈log2 p⌉(α + nβ)`, mesh `α + (p-1)·nβ` (the root's port
-//! carries every copy). AllToAll with `n` bytes per rank: pairwise
+//! binomial tree `⌈log2 p⌉(α + nβ)`, mesh Broadcast = Scatter + AllGather
+//! `2α + 2/p·nβ`, mesh Reduce = ReduceScatter + Gather
+//! `2α + 2/p·nβ + (p-1)/p·nγ`; mesh Scatter/Gather `α + 1/p·nβ`. AllToAll with `n` bytes per rank: pairwise
 //! `(p-1)(α + nβ/p)`, mesh `α + (p-1)/p·nβ`. Hierarchical plans add their
 //! phases, each with its level's [`LinkCost`] (HCCL's hierarchical scheme,
 //! e.g. AllReduce = level0 ReduceScatter + level1 AllReduce on `n/k0` +
@@ -189,7 +190,10 @@ fn flat_cost(kind: CollectiveKind, a: Algorithm, p: u32, n: f64, l: &LinkCost) -
                 0.0
             }
         }
-        (K::AllReduce, Algorithm::Mesh) => 2.0 * al + 2.0 * frac * n * be + frac * n * ga,
+        // Mesh: HCCL's algorithm guide, `docs/en/user_guide/coll_algo_intro/Mesh.md`
+        // (hicann/hccl), table 1: every peer's block moves at once on its own
+        // link, so one step costs `α + nβ/p`; reductions `(p-1)/p·nγ`.
+        (K::AllReduce, Algorithm::Mesh) => 2.0 * al + 2.0 * n / pf * be + frac * n * ga,
         (K::AllReduce, Algorithm::Nb) => {
             2.0 * log2_ceil(p) * al + 2.0 * frac * n * be + frac * n * ga
         }
@@ -227,12 +231,12 @@ fn flat_cost(kind: CollectiveKind, a: Algorithm, p: u32, n: f64, l: &LinkCost) -
         (K::ReduceScatter | K::ReduceScatterV, Algorithm::Ring) => {
             (pf - 1.0) * al + frac * n * (be + ga)
         }
-        (K::ReduceScatter | K::ReduceScatterV, Algorithm::Mesh) => al + frac * n * (be + ga),
+        (K::ReduceScatter | K::ReduceScatterV, Algorithm::Mesh) => al + n / pf * be + frac * n * ga,
         (K::AllGather | K::AllGatherV, Algorithm::Ring) => (pf - 1.0) * al + frac * n * be,
         (K::AllGather | K::AllGatherV, Algorithm::HalvingDoubling) => {
             lg * al + frac * n * be + if fold { 2.0 * al + n * be } else { 0.0 }
         }
-        (K::AllGather | K::AllGatherV, Algorithm::Mesh) => al + frac * n * be,
+        (K::AllGather | K::AllGatherV, Algorithm::Mesh) => al + n / pf * be,
         (K::Broadcast | K::Reduce, Algorithm::Ring) => {
             let c = 1.0_f64.max((n / (512.0 * 1024.0)).min(64.0)).floor();
             let g = if kind == K::Reduce { ga } else { 0.0 };
@@ -248,14 +252,14 @@ fn flat_cost(kind: CollectiveKind, a: Algorithm, p: u32, n: f64, l: &LinkCost) -
         }
         (K::Broadcast | K::Reduce, Algorithm::Mesh) => {
             let g = if kind == K::Reduce {
-                ga * (pf - 1.0) * n
+                frac * n * ga
             } else {
                 0.0
             };
-            al + (pf - 1.0) * n * be + g
+            2.0 * al + 2.0 * n / pf * be + g
         }
         (K::Scatter | K::Gather, Algorithm::Ring) => (pf - 1.0) * al + frac * n * be,
-        (K::Scatter | K::Gather, Algorithm::Mesh) => al + frac * n * be,
+        (K::Scatter | K::Gather, Algorithm::Mesh) => al + n / pf * be,
         (K::AllToAll | K::AllToAllV, Algorithm::Pairwise) => (pf - 1.0) * (al + n / pf * be),
         (K::AllToAll | K::AllToAllV, Algorithm::Mesh) => al + frac * n * be,
         (K::Barrier, _) => log2_ceil(p) * al,
@@ -290,6 +294,22 @@ fn pipeline_cost(
         K::ReduceScatter => Some(ag + reduce),
         K::AllReduce => Some(2.0 * ag + reduce),
         _ => None,
+    }
+}
+
+/// The link cost a mesh sees on a level where each rank has one port to a
+/// switch (level 1 and 2), not a link per peer as in a server's full mesh:
+/// its `p − 1` concurrent messages share the port max-min fairly, each at
+/// `1/(p−1)` of the bandwidth, so `Mesh.md`'s per-link `nβ/p` becomes
+/// `(p−1)/p·nβ`. Other algorithms send one message at a time: unchanged.
+fn port_shared(a: Algorithm, p: u32, l: &LinkCost) -> LinkCost {
+    if a == Algorithm::Mesh && p > 2 {
+        LinkCost {
+            bandwidth_gbps: l.bandwidth_gbps / (p - 1) as f64,
+            ..*l
+        }
+    } else {
+        *l
     }
 }
 
@@ -353,7 +373,8 @@ pub fn predict(
                 Algorithm::Ring
             });
             let c0 = |kind, n| flat_cost(kind, a0, k0, n, &cost.level0);
-            let c1 = |kind, n| flat_cost(kind, a1, k1, n, &cost.level1);
+            let l1 = port_shared(a1, k1, &cost.level1);
+            let c1 = |kind, n| flat_cost(kind, a1, k1, n, &l1);
             match kind {
                 K::AllReduce => Some(
                     c0(K::ReduceScatter, n)?
@@ -712,6 +733,33 @@ mod tests {
                 < 1e-6,
             "{t}"
         );
+    }
+
+    #[test]
+    fn mesh_formulas_match_hccl_guide_by_hand() {
+        // Mesh.md table 1, p = 4, n = 1e6 B, α = 1000 ns, β = 0.1 ns/B, γ = 0.05 ns/B:
+        // nβ/p = 25000, (p-1)/p·nγ = 37500.
+        let l = LinkCost {
+            alpha_ns: 1000.0,
+            bandwidth_gbps: 10.0,
+            reduce_gbps: 20.0,
+        };
+        let c = |k| flat_cost(k, Algorithm::Mesh, 4, 1e6, &l).unwrap();
+        let near = |t: f64, want: f64| assert!((t - want).abs() < 1e-6, "{t} != {want}");
+        near(
+            c(CollectiveKind::ReduceScatter),
+            1000.0 + 25_000.0 + 37_500.0,
+        );
+        near(c(CollectiveKind::AllGather), 1000.0 + 25_000.0);
+        near(c(CollectiveKind::AllReduce), 2000.0 + 50_000.0 + 37_500.0);
+        near(c(CollectiveKind::Scatter), 1000.0 + 25_000.0);
+        near(c(CollectiveKind::Gather), 1000.0 + 25_000.0);
+        near(c(CollectiveKind::Broadcast), 2000.0 + 50_000.0);
+        near(c(CollectiveKind::Reduce), 2000.0 + 50_000.0 + 37_500.0);
+        // Between servers the 3 messages share one port: (p-1)/p·nβ = 75000.
+        let l1 = port_shared(Algorithm::Mesh, 4, &l);
+        let t = flat_cost(CollectiveKind::AllGather, Algorithm::Mesh, 4, 1e6, &l1).unwrap();
+        near(t, 1000.0 + 75_000.0);
     }
 
     #[test]
