@@ -43,6 +43,7 @@ use crate::flows::{FlowNet, LinkId, LinkSpec, Resched};
 use crate::hooks::{Ctl, Delivered, Hooks, MessageFate, MessageInfo};
 use crate::queue::{EventKind, EventQueue};
 use crate::scenario::{CommEntry, CostParams, OpEntry};
+use crate::small::IdList;
 use crate::trace::TraceHash;
 
 /// Where a rank is in its list of ops.
@@ -86,7 +87,7 @@ pub(crate) struct RankState {
     /// Unmatched posts addressed to this rank (as receiver).
     pub pending: Vec<Pending>,
     /// Completed steps not yet fed to the executor.
-    pub completions: Vec<StepId>,
+    pub completions: IdList,
     /// Channels to the peers this rank sent to, sorted by destination.
     pub chans: Vec<Chan>,
     pub touched: bool,
@@ -207,7 +208,7 @@ impl<'a> Core<'a> {
                     next_op: 0,
                     ctx: idle_ctx,
                     pending: Vec::new(),
-                    completions: Vec::new(),
+                    completions: IdList::default(),
                     chans: Vec::new(),
                     touched: false,
                     mem: None,
@@ -818,7 +819,7 @@ impl Core<'_> {
                 .iter()
                 .map(|r| {
                     r.pending.capacity() * size_of::<Pending>()
-                        + r.completions.capacity() * 4
+                        + r.completions.heap_bytes()
                         + r.chans.capacity() * size_of::<Chan>()
                 })
                 .sum::<usize>()

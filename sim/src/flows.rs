@@ -29,6 +29,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::cost::ceil_ns;
+use crate::small::IdList;
 
 /// Index of a directed link: the fabric's edge index.
 pub type LinkId = u32;
@@ -56,7 +57,7 @@ struct LinkState {
     /// Current capacity, bytes per ns.
     cap: f64,
     latency: u64,
-    flows: Vec<u32>,
+    flows: IdList,
     busy_since: u64,
     usage: LinkUsage,
     epoch: u32,
@@ -123,7 +124,7 @@ impl FlowNet {
                 .map(|l| LinkState {
                     cap: l.bandwidth_gbps,
                     latency: l.latency_ns,
-                    flows: Vec::new(),
+                    flows: IdList::default(),
                     busy_since: 0,
                     usage: LinkUsage::default(),
                     epoch: 0,
@@ -231,7 +232,7 @@ impl FlowNet {
         let bytes = f.bytes;
         for &l in Self::route_links(&self.routes, f.route) {
             let link = &mut self.links[l as usize];
-            if let Some(pos) = link.flows.iter().position(|&x| x == flow) {
+            if let Some(pos) = link.flows.as_slice().iter().position(|&x| x == flow) {
                 link.flows.swap_remove(pos);
             }
             link.usage.bytes += bytes;
@@ -310,7 +311,7 @@ impl FlowNet {
             let l = self.comp_links[next] as usize;
             next += 1;
             for i in 0..self.links[l].flows.len() {
-                let f = self.links[l].flows[i];
+                let f = self.links[l].flows.as_slice()[i];
                 let flow = &mut self.flows[f as usize];
                 if flow.epoch == epoch {
                     continue;
@@ -358,7 +359,7 @@ impl FlowNet {
             }
             let share = f64::from_bits(key);
             for i in 0..self.links[l as usize].flows.len() {
-                let f = self.links[l as usize].flows[i];
+                let f = self.links[l as usize].flows.as_slice()[i];
                 let flow = &mut self.flows[f as usize];
                 if flow.frozen {
                     continue;
@@ -440,7 +441,7 @@ impl FlowNet {
             + self
                 .links
                 .iter()
-                .map(|l| l.flows.capacity() * 4)
+                .map(|l| l.flows.heap_bytes())
                 .sum::<usize>()
             + self.routes.links.capacity() * 4
             + self.routes.spans.capacity() * size_of::<(u32, u32, u64)>()

@@ -37,6 +37,7 @@ mod hooks;
 mod queue;
 mod report;
 mod scenario;
+mod small;
 pub mod scenario_file;
 mod trace;
 mod transport;

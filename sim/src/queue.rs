@@ -48,8 +48,15 @@ impl EventKind {
 }
 
 /// Pending events, earliest `(time, seq)` first.
+///
+/// The FIFO of the earliest instant is kept outside the map (`cur`): most
+/// pops and many pushes touch only it, not the tree's nodes.
 #[derive(Debug, Default)]
 pub(crate) struct EventQueue {
+    /// Events of instant `cur_time`, the earliest pending (empty: none).
+    cur: VecDeque<EventKind>,
+    cur_time: u64,
+    /// Events of later instants.
     by_time: BTreeMap<u64, VecDeque<EventKind>>,
     /// Empty FIFOs kept for reuse (no allocation per distinct time).
     pool: Vec<VecDeque<EventKind>>,
@@ -59,28 +66,58 @@ pub(crate) struct EventQueue {
 
 impl EventQueue {
     pub(crate) fn push(&mut self, time: u64, kind: EventKind) {
+        self.len += 1;
+        self.peak_len = self.peak_len.max(self.len);
+        if self.cur.is_empty() {
+            // Nothing current: `time` becomes current unless the map
+            // holds an instant at or before it.
+            match self.by_time.first_key_value() {
+                Some((&t, _)) if t <= time => {}
+                _ => {
+                    self.cur_time = time;
+                    self.cur.push_back(kind);
+                    return;
+                }
+            }
+        } else if time == self.cur_time {
+            self.cur.push_back(kind);
+            return;
+        } else if time < self.cur_time {
+            // Earlier than the current instant: park the current FIFO.
+            let cur = std::mem::replace(&mut self.cur, self.pool.pop().unwrap_or_default());
+            self.by_time.insert(self.cur_time, cur);
+            self.cur_time = time;
+            self.cur.push_back(kind);
+            return;
+        }
         let pool = &mut self.pool;
         self.by_time
             .entry(time)
             .or_insert_with(|| pool.pop().unwrap_or_default())
             .push_back(kind);
-        self.len += 1;
-        self.peak_len = self.peak_len.max(self.len);
     }
 
-    pub(crate) fn peek_time(&self) -> Option<u64> {
-        self.by_time.first_key_value().map(|(&t, _)| t)
+    /// Makes `cur` the earliest instant's FIFO if it is empty.
+    fn promote(&mut self) {
+        if self.cur.is_empty() {
+            if let Some((t, q)) = self.by_time.pop_first() {
+                let old = std::mem::replace(&mut self.cur, q);
+                self.pool.push(old);
+                self.cur_time = t;
+            }
+        }
+    }
+
+    pub(crate) fn peek_time(&mut self) -> Option<u64> {
+        self.promote();
+        (!self.cur.is_empty()).then_some(self.cur_time)
     }
 
     pub(crate) fn pop(&mut self) -> Option<(u64, EventKind)> {
-        let mut first = self.by_time.first_entry()?;
-        let time = *first.key();
-        let kind = first.get_mut().pop_front()?;
-        if first.get().is_empty() {
-            self.pool.push(first.remove());
-        }
+        self.promote();
+        let kind = self.cur.pop_front()?;
         self.len -= 1;
-        Some((time, kind))
+        Some((self.cur_time, kind))
     }
 
     pub(crate) fn peak_len(&self) -> usize {
@@ -89,7 +126,8 @@ impl EventQueue {
 
     pub(crate) fn heap_bytes(&self) -> usize {
         let fifo = |q: &VecDeque<EventKind>| q.capacity() * std::mem::size_of::<EventKind>();
-        self.by_time.values().map(fifo).sum::<usize>()
+        fifo(&self.cur)
+            + self.by_time.values().map(fifo).sum::<usize>()
             + self.pool.iter().map(fifo).sum::<usize>()
             + self.by_time.len() * 64
     }
@@ -116,5 +154,28 @@ mod tests {
             .collect();
         assert_eq!(ranks, vec![1, 3, 0, 2]);
         assert_eq!(q.peak_len(), 4);
+    }
+
+    #[test]
+    fn pushes_around_the_current_instant_keep_the_order() {
+        let mut q = EventQueue::default();
+        let w = |rank| EventKind::Wake { rank };
+        q.push(10, w(0));
+        q.push(10, w(1));
+        assert_eq!(q.pop(), Some((10, w(0))));
+        q.push(10, w(2)); // same instant: after 1
+        q.push(4, w(3)); // earlier than the current instant
+        q.push(7, w(4));
+        q.push(4, w(5));
+        q.push(12, w(6));
+        assert_eq!(q.pop(), Some((4, w(3))));
+        assert_eq!(q.pop(), Some((4, w(5))));
+        q.push(7, w(7)); // current FIFO empty, map already holds 7
+        let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(
+            order,
+            vec![(7, w(4)), (7, w(7)), (10, w(1)), (10, w(2)), (12, w(6))]
+        );
+        assert_eq!(q.peek_time(), None);
     }
 }
