@@ -287,6 +287,19 @@ mod tests {
     }
 
     #[test]
+    fn pipeline_allgather_2x4() {
+        // Rank 5 = server 1, local 1: ring step 0 sends its own block to
+        // rank 1 (the other server) and to its server mates 6, 7, 4, while
+        // rank 1's block arrives; step 1 forwards rank 1's block inside the
+        // server (HCCL's Pipeline.md, figure 2).
+        let mut a = args("all_gather", 8, 4, "pipeline", 2);
+        a.rank = 5;
+        let (text, ok) = render(&a).unwrap();
+        assert!(ok);
+        insta::assert_snapshot!(text);
+    }
+
+    #[test]
     fn bad_input_is_an_error_not_a_panic() {
         let e = render(&args("all_reduce", 6, 12, "ring", 4))
             .unwrap_err()
