@@ -34,7 +34,6 @@ mod sim_backend;
 
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Duration;
 
 use hccl_algos::algo::AlgoSpec;
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
@@ -855,9 +854,4 @@ impl Drop for Shared {
         // Closing the backend (TcpRank's drop) says goodbye to the peers.
         lock(&self.state).backend = None;
     }
-}
-
-/// A short per-op timeout for tests and examples: `HCCL_EXEC_TIMEOUT` parsed.
-pub fn exec_timeout() -> Option<Duration> {
-    TcpConfig::from_env().ok().and_then(|c| c.exec_timeout)
 }

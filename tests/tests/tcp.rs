@@ -9,12 +9,24 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_conformance_rank");
 
+/// A free port below Linux's ephemeral range (32768..), so that no
+/// OS-chosen port (every data listener uses one) can take it between this
+/// check and the root's bind; successive calls never repeat.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = 20_000 + (std::process::id() % 500) as u16 * 16;
+    let _ = NEXT.compare_exchange(0, base, Ordering::SeqCst, Ordering::SeqCst);
+    loop {
+        let p = NEXT.fetch_add(16, Ordering::SeqCst);
+        if p > 32_000 {
+            NEXT.store(20_000, Ordering::SeqCst);
+            continue;
+        }
+        if TcpListener::bind(("127.0.0.1", p)).is_ok() {
+            return p;
+        }
+    }
 }
 
 struct Job {

@@ -1122,6 +1122,22 @@ impl TcpOp<'_, '_> {
     /// Fails the op: records the error, tells every live peer (unless the
     /// error came from a peer's abort), and returns it.
     pub fn fail(&mut self, e: TcpError) -> TcpError {
+        // A message already started on a connection must be finished, or
+        // the abort frame would land inside its payload; the rest are dropped.
+        for p in 0..self.rank.nranks {
+            let peer = &mut self.rank.peers[p as usize];
+            if peer.outq.front().is_some_and(|m| m.started) {
+                peer.outq.truncate(1);
+                peer.pieces_in_flight = 0;
+                while !self.rank.peers[p as usize].outq.is_empty() {
+                    if self.rank.fill_sends(p, &self.bufs).is_err() {
+                        break;
+                    }
+                    self.rank.peers[p as usize].pieces_in_flight = 0;
+                }
+            }
+            self.rank.peers[p as usize].outq.clear();
+        }
         if !matches!(e, TcpError::Aborted { .. } | TcpError::Broken(_)) {
             let reason = format!("rank {}: {e}", self.rank.rank);
             self.rank.broadcast_abort(self.ctx.seq, &reason);
@@ -1130,9 +1146,6 @@ impl TcpOp<'_, '_> {
             self.rank.broken = Some(e.clone());
         }
         self.rank.posted.clear();
-        for p in &mut self.rank.peers {
-            p.outq.clear();
-        }
         e
     }
 }

@@ -101,6 +101,9 @@ fn fault(comm: Comm) {
         }
         Err(e) => {
             println!("OPERR {e}");
+            // Destroying lets the abort frames reach the peers before the
+            // sockets close (exiting with unread bytes resets them).
+            comm.destroy();
             std::process::exit(3);
         }
     }
