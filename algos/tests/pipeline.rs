@@ -170,6 +170,12 @@ fn plans_are_lazy_at_16384_ranks() {
     // Scratch: 2 x 7 intra slots + 2 inter slots of one 64-element block.
     assert_eq!(sizes.scratch, 16 * 64 * 4);
     assert!(steps.count() > 2 * 2047 * 16);
+    // One server of 16,384 (a flat layout): the mesh, emitted one peer at
+    // a time (the generator never queues a whole round of 2 x 16,383 steps).
+    let flat = GroupLayout::flat(16384);
+    let args = CollectiveArgs::new(CollectiveKind::AllGather, 1, DataType::Fp32, 16384);
+    let (_, steps) = plan(&args, &pipeline(), &flat, 3).unwrap();
+    assert_eq!(steps.count(), 1 + 2 * 16383);
 }
 
 #[test]

@@ -110,9 +110,14 @@ pub(crate) fn allgather(
     let (s, k) = (g.servers, g.per);
     let me = g.me();
     let (next, prev) = (g.rank(g.server(1), g.j), g.rank(g.server(-1), g.j));
-    // The inter receive of the previous ring step: what the next sends read.
+    // The inter receive of the latest ring step, and of the one before
+    // (what the current step's sends read).
     let mut got: Option<StepId> = None;
-    rounds(s + 1, move |t, e: &mut Emit| {
+    let mut deps: Option<StepId> = None;
+    // Round 0: the copy; then ring step u in k sub-rounds (d = 0: the
+    // inter-server pair, d >= 1: the intra-server pair at distance d), so
+    // each call emits O(1) steps whatever k.
+    rounds(1 + s * k, move |t, e: &mut Emit| {
         if t == 0 {
             if let Some(from) = src {
                 e.push(
@@ -125,52 +130,57 @@ pub(crate) fn allgather(
             }
             return;
         }
-        let u = t - 1;
+        let (u, d) = ((t - 1) / k, (t - 1) % k);
         // The block this rank forwards in step u: that of rank (i - u, j).
         let fwd = g.rank(g.server(-(u as i64)), g.j);
         let from = match (u, src) {
             (0, Some(l)) => l.at(0, blocks.len(me)),
             _ => dst.block(&blocks, fwd),
         };
-        let deps: Vec<StepId> = got.into_iter().collect();
-        if u + 1 < s {
-            e.push(
-                Op::Send {
-                    peer: next,
-                    tag: tag_inter(&c, u),
-                    src: from,
-                },
-                &deps,
-            );
-            let origin = g.rank(g.server(-(u as i64) - 1), g.j);
-            got = Some(e.push(
-                Op::Recv {
-                    peer: prev,
-                    tag: tag_inter(&c, u),
-                    dst: dst.block(&blocks, origin),
-                },
-                &[],
-            ));
+        if d == 0 {
+            deps = got;
         }
-        for d in 1..k as i64 {
-            e.push(
-                Op::Send {
-                    peer: g.rank(g.i, g.local(d)),
-                    tag: tag_intra(&c, u),
-                    src: from,
-                },
-                &deps,
-            );
-            let origin = g.rank(g.server(-(u as i64)), g.local(-d));
-            e.push(
-                Op::Recv {
-                    peer: g.rank(g.i, g.local(-d)),
-                    tag: tag_intra(&c, u),
-                    dst: dst.block(&blocks, origin),
-                },
-                &[],
-            );
+        let deps: Vec<StepId> = deps.into_iter().collect();
+        if d == 0 {
+            if u + 1 < s {
+                e.push(
+                    Op::Send {
+                        peer: next,
+                        tag: tag_inter(&c, u),
+                        src: from,
+                    },
+                    &deps,
+                );
+                let origin = g.rank(g.server(-(u as i64) - 1), g.j);
+                got = Some(e.push(
+                    Op::Recv {
+                        peer: prev,
+                        tag: tag_inter(&c, u),
+                        dst: dst.block(&blocks, origin),
+                    },
+                    &[],
+                ));
+            }
+            return;
         }
+        let d = d as i64;
+        e.push(
+            Op::Send {
+                peer: g.rank(g.i, g.local(d)),
+                tag: tag_intra(&c, u),
+                src: from,
+            },
+            &deps,
+        );
+        let origin = g.rank(g.server(-(u as i64)), g.local(-d));
+        e.push(
+            Op::Recv {
+                peer: g.rank(g.i, g.local(-d)),
+                tag: tag_intra(&c, u),
+                dst: dst.block(&blocks, origin),
+            },
+            &[],
+        );
     })
 }
 
@@ -251,7 +261,14 @@ pub(crate) fn reduce_scatter(
     // of the round's accumulator slot).
     let mut done = [0 as StepId; 3];
     let mut sent = [None::<StepId>; 3];
-    let gen = rounds(s, move |v, e: &mut Emit| {
+    // Within a round: the inter receive, and the running intra sum.
+    let mut inter_recv: Option<StepId> = None;
+    let mut last: Option<StepId> = None;
+    // Round v in k + 1 sub-rounds (d = 0: the inter-server pair, d in
+    // 1..k: the intra-server pair at distance d, d = k: the final
+    // reductions), so each call emits O(1) steps whatever k.
+    let gen = rounds(s * (k + 1), move |t, e: &mut Emit| {
+        let (v, d) = (t / (k + 1), t % (k + 1));
         // Where round w accumulates its sum (the last round: the output).
         let acc_region = |w: u32| -> Region {
             let b = target(w);
@@ -265,21 +282,23 @@ pub(crate) fn reduce_scatter(
         let len = blocks.len(b);
         let accr = acc_region(v);
         if s * k == 1 {
-            let copy = e.push(
-                Op::Copy {
-                    src: src.block(&blocks, me),
-                    dst: out.at(0, own_len),
-                },
-                &[],
-            );
-            if let Some(d) = divide {
-                e.push(
-                    Op::Divide {
+            if d == 0 {
+                let copy = e.push(
+                    Op::Copy {
+                        src: src.block(&blocks, me),
                         dst: out.at(0, own_len),
-                        divisor: d,
                     },
-                    &[copy],
+                    &[],
                 );
+                if let Some(d) = divide {
+                    e.push(
+                        Op::Divide {
+                            dst: out.at(0, own_len),
+                            divisor: d,
+                        },
+                        &[copy],
+                    );
+                }
             }
             return;
         }
@@ -289,9 +308,14 @@ pub(crate) fn reduce_scatter(
             Acc::Slots if v >= 3 && v + 1 < s => sent[(v - 3) as usize % 3].into_iter().collect(),
             _ => vec![],
         };
-        // The partial sum of round v - 1 (k = 1: the own input block of round 0).
-        let mut inter_recv = None;
-        if v >= 1 {
+        if d == 0 {
+            inter_recv = None;
+            last = None;
+            if v == 0 {
+                return;
+            }
+            // Ring step u = v - 1: pass on round u's sum (k = 1: the own
+            // input block of round 0), receive the partial for round v's block.
             let u = v - 1;
             let (from, deps) = if k == 1 && v == 1 {
                 (src.block(&blocks, target(0)), vec![])
@@ -334,71 +358,72 @@ pub(crate) fn reduce_scatter(
                     &deps,
                 ));
             }
+            return;
         }
-        if k > 1 {
-            // Intra slots of parity v were last read by round v - 2's reductions,
-            // all before its final step.
-            let slot_free: Vec<StepId> = if v >= 2 {
-                vec![done[(v - 2) as usize % 3]]
-            } else {
-                vec![]
-            };
-            let mut last: Option<StepId> = None;
-            for d in 1..k {
-                let to = g.local(d as i64);
-                e.push(
-                    Op::Send {
-                        peer: g.rank(g.i, to),
+        if d < k {
+            let to = g.local(d as i64);
+            e.push(
+                Op::Send {
+                    peer: g.rank(g.i, to),
+                    tag: tag_intra(&c, v),
+                    src: src.block(&blocks, g.rank(g.server(-1 - v as i64), to)),
+                },
+                &[],
+            );
+            let peer = g.rank(g.i, g.local(-(d as i64)));
+            if d == 1 {
+                // own + the first peer's block, straight into the accumulator.
+                last = Some(e.push(
+                    Op::RecvReduce {
+                        peer,
                         tag: tag_intra(&c, v),
-                        src: src.block(&blocks, g.rank(g.server(-1 - v as i64), to)),
+                        local: src.block(&blocks, b),
+                        dst: accr,
+                        op: c.op,
                     },
-                    &[],
-                );
-                let peer = g.rank(g.i, g.local(-(d as i64)));
-                if d == 1 {
-                    // own + the first peer's block, straight into the accumulator.
-                    last = Some(e.push(
-                        Op::RecvReduce {
-                            peer,
-                            tag: tag_intra(&c, v),
-                            local: src.block(&blocks, b),
-                            dst: accr,
-                            op: c.op,
-                        },
-                        &acc_free,
-                    ));
+                    &acc_free,
+                ));
+            } else {
+                // Intra slots of parity v were last read by round v - 2's
+                // reductions, all before its final step.
+                let slot_free: Vec<StepId> = if v >= 2 {
+                    vec![done[(v - 2) as usize % 3]]
                 } else {
-                    let r = e.push(
-                        Op::Recv {
-                            peer,
-                            tag: tag_intra(&c, v),
-                            dst: sc.intra(v, d, len),
-                        },
-                        &slot_free,
-                    );
-                    let prev_sum = last.expect("d > 1 follows d = 1");
-                    last = Some(e.push(
-                        Op::LocalReduce {
-                            src: sc.intra(v, d, len),
-                            dst: accr,
-                            op: c.op,
-                        },
-                        &[prev_sum, r],
-                    ));
-                }
+                    vec![]
+                };
+                let r = e.push(
+                    Op::Recv {
+                        peer,
+                        tag: tag_intra(&c, v),
+                        dst: sc.intra(v, d, len),
+                    },
+                    &slot_free,
+                );
+                let prev_sum = last.expect("d > 1 follows d = 1");
+                last = Some(e.push(
+                    Op::LocalReduce {
+                        src: sc.intra(v, d, len),
+                        dst: accr,
+                        op: c.op,
+                    },
+                    &[prev_sum, r],
+                ));
             }
-            let mut fin = last.expect("k > 1");
-            if let Some(r) = inter_recv {
-                fin = e.push(
+            return;
+        }
+        // d == k: add the previous server's partial, divide at the end.
+        if let Some(fin) = last {
+            done[v as usize % 3] = match inter_recv {
+                Some(r) => e.push(
                     Op::LocalReduce {
                         src: sc.inter(v, len),
                         dst: accr,
                         op: c.op,
                     },
                     &[fin, r],
-                );
-            }
-            done[v as usize % 3] = fin;
+                ),
+                None => fin,
+            };
         }
         if v + 1 == s {
             if let Some(d) = divide {
