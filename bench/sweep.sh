@@ -100,18 +100,37 @@ our sources, so the hardware generation behind it is not confirmed), and its
 hccl-rs predicts **${sim_us} us** (${sim_algo}, the selector's choice) for
 \`hccl test all_reduce -b 64M -e 64M -d fp32 -o sum -p 8\`: **${diff_pct}%**.
 
-Why: the time is dominated by the HCCS bandwidth term. The mesh AllReduce
-runs its reduce-scatter as 7 rounds (each rank receives and reduces one
-8 MiB block per round, in a fixed order) and its all-gather in one round:
-8 x (8 MiB / 56 GB/s) = 1198 us of the total is HCCS transfer; the other
-~129 us are alpha (8 x 2 us), hop latency and gamma (7 reductions of 8 MiB at
-533 GB/s = 110 us). (Figures for the parameters at the time of writing.) The only
-parameter that could move the result by 2x is the HCCS figure, 56 GB/s per
-link and direction, marked *unverified* in \`topology/src/presets.rs\`: if
-the commonly quoted 56 GB/s were the bidirectional rate (28 GB/s per
-direction), the same model would give about 2525 us (-4%). No source that
-settles this was found, so the parameter is unchanged; the offset is reported
-here instead of tuned away. Ring (\`--algo ring\`) predicts ${ring_us} us (${ring_pct}%).
+Ring (\`--algo ring\`) predicts ${ring_us} us (${ring_pct}%).
+
+How the mesh figure is made up. Since the mesh follows HCCL's algorithm
+guide (\`Mesh.md\` in hicann/hccl: AllReduce = ReduceScatter + AllGather,
+\`2α + 2/p·nβ + (p-1)/p·nγ\`), each rank exchanges its 8 MiB blocks with all
+7 peers at once, one HCCS link per peer, then reduces the 8 contributions
+locally in rank order; the simulator's closed form (\`sim/tests/closed_form.rs\`)
+is 2(α + ⌈B/β⌉ + L) + 7⌈B/γ⌉ = 2(2000 + 149,797 + 300) + 7 x 15,729 ns
+= 414.3 us: 299.6 us HCCS transfer, 110.1 us reduction (γ), 4.6 us α and hop
+latency. Before this rewrite the mesh chained its 7 receive-reduces into one
+block, so under rendezvous they ran one after another: 1326.88 us (-49.6%).
+HCCL's own number sits far above both.
+
+The gap is a model question, not a tuning knob. The model lets every NPU
+drive its 7 HCCS links at 56 GB/s each at the same time (392 GB/s out of
+each NPU), and reduce at HBM/3 = 533 GB/s. Three parameters are unsourced
+(\`topology/src/presets.rs\`): the 56 GB/s per link and direction, α = 2 us,
+and γ. Any of these could explain the gap, as could the hardware behind
+CANN's example, which is not confirmed:
+- If 56 GB/s were the NPU's total HCCS rate shared by its 7 links (8 GB/s per
+  peer), the same plan would take about 2(2 + 1048.6 + 0.3) + 110.1 = 2212 us
+  (-16%).
+- If HCCL's mesh copies are limited by the NPU's SDMA engines rather than by
+  the links, the same kind of per-NPU cap applies.
+- The example may come from an Atlas 800 (910A: two HCCS groups of 4 joined
+  over PCIe). \`--preset atlas800-910a\` predicts 8677 us there.
+
+We found no source for HCCS per-link versus per-NPU bandwidth, SDMA
+throughput or HCCL's reduce throughput on the 910B (searched Huawei's
+Atlas/CANN docs and HCCL's sources), so no parameter was changed. The
+offset is reported here instead of tuned away.
 EOF
   cat "$tables"
 } >"$out/README.md"
