@@ -388,6 +388,11 @@ impl Executor {
         self.exhausted && self.len == 0
     }
 
+    /// Step `id` if it is in the window (pulled and not yet retired).
+    pub fn step(&self, id: StepId) -> Option<&Step> {
+        self.find(id).map(|p| &self.slots[p].step)
+    }
+
     /// Number of steps completed so far (every step below this index is done).
     pub fn completed_prefix(&self) -> StepId {
         self.base

@@ -62,17 +62,35 @@ pub(crate) enum Status {
 }
 
 /// A posted send or receive waiting for its partner, kept at the receiver.
+/// Only what matching and timing need (40 bytes, not the whole [`Op`]): the
+/// op itself is in the poster's executor window until it completes, and in
+/// data mode also in `Core::data_ops` (slot `op_slot`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Pending {
     pub comm: u64,
     pub seq: u64,
+    /// Bytes of the step.
+    pub len: u64,
     /// The other fabric rank (the sender for a send, the sender for a receive too:
     /// entries live at the receiver, so `peer` is always the sending rank).
     pub peer: u32,
     pub tag: u32,
     pub step: StepId,
+    /// Data mode: index of the op in `Core::data_ops`; `NONE` in timing mode.
+    pub op_slot: u32,
     pub is_send: bool,
-    pub op: Op,
+    /// A receive-and-reduce (costs `len / γ` after delivery).
+    pub reduce: bool,
+}
+
+/// One side of a matched message.
+#[derive(Debug, Clone, Copy)]
+struct Side {
+    step: StepId,
+    len: u64,
+    reduce: bool,
+    /// The op (data mode only).
+    op: Option<Op>,
 }
 
 /// Per-rank state held by the core.
@@ -108,6 +126,8 @@ pub(crate) struct Chan {
 
 const NONE: u32 = u32::MAX;
 
+/// A matched message (64 bytes: one cache line). Its receive op and
+/// payload (data mode only) are in `Core::msg_data`.
 #[derive(Debug)]
 struct Msg {
     op: u32,
@@ -118,16 +138,16 @@ struct Msg {
     tag: u32,
     bytes: u64,
     route: u32,
-    dropped: bool,
     /// The flow carrying it, `u32::MAX` when not on the fabric.
     flow: u32,
     /// Next message queued on the same channel.
     next: u32,
     /// Extra delay before it enters the fabric (a hook's jitter), ns.
     delay: u64,
+    dropped: bool,
     live: bool,
-    recv: Op,
-    payload: Vec<u8>,
+    /// The receive reduces: delivery costs `bytes / γ` more.
+    reduce: bool,
 }
 
 /// Events the engine (not the core) must handle.
@@ -165,6 +185,11 @@ pub(crate) struct Core<'a> {
     costs: CostParams,
     msgs: Vec<Msg>,
     free_msgs: Vec<u32>,
+    /// Data mode: receive op and payload of each message, by message id.
+    msg_data: Vec<(Op, Vec<u8>)>,
+    /// Data mode: ops of unmatched posts, by `Pending::op_slot`.
+    data_ops: Vec<Op>,
+    free_data_ops: Vec<u32>,
     flow_msg: Vec<u32>,
     resched: Vec<Resched>,
     route_buf: Vec<LinkId>,
@@ -226,6 +251,9 @@ impl<'a> Core<'a> {
             costs,
             msgs: Vec::new(),
             free_msgs: Vec::new(),
+            msg_data: Vec::new(),
+            data_ops: Vec::new(),
+            free_data_ops: Vec::new(),
             flow_msg: Vec::new(),
             resched: Vec::new(),
             route_buf: Vec::new(),
@@ -409,29 +437,65 @@ impl<'a> Core<'a> {
                 && p.seq == ctx.seq
                 && p.comm == ctx.comm
         });
+        let this = Side {
+            step,
+            len: op.bytes(),
+            reduce: matches!(op, Op::RecvReduce { .. }),
+            op: self.data.then_some(*op),
+        };
         match found {
             None => {
-                list.push(Pending {
+                let op_slot = if self.data {
+                    match self.free_data_ops.pop() {
+                        Some(i) => {
+                            self.data_ops[i as usize] = *op;
+                            i
+                        }
+                        None => {
+                            self.data_ops.push(*op);
+                            (self.data_ops.len() - 1) as u32
+                        }
+                    }
+                } else {
+                    NONE
+                };
+                self.ranks[dst as usize].pending.push(Pending {
                     comm: ctx.comm,
                     seq: ctx.seq,
+                    len: this.len,
                     peer: src,
                     tag,
                     step,
+                    op_slot,
                     is_send,
-                    op: *op,
+                    reduce: this.reduce,
                 });
                 Ok(())
             }
             Some(i) => {
                 let other = list.remove(i);
-                let (send_step, send_op, recv_step, recv_op) = if is_send {
-                    (step, *op, other.step, other.op)
-                } else {
-                    (other.step, other.op, step, *op)
+                let other = Side {
+                    step: other.step,
+                    len: other.len,
+                    reduce: other.reduce,
+                    op: (other.op_slot != NONE).then(|| {
+                        self.free_data_ops.push(other.op_slot);
+                        self.data_ops[other.op_slot as usize]
+                    }),
                 };
-                self.matched(src, dst, tag, send_step, &send_op, recv_step, recv_op)
+                let (send, recv) = if is_send {
+                    (this, other)
+                } else {
+                    (other, this)
+                };
+                self.matched(src, dst, tag, send, recv)
             }
         }
+    }
+
+    /// The op of an unmatched post (data mode), if stored here.
+    pub fn pending_op(&self, p: &Pending) -> Option<Op> {
+        (p.op_slot != NONE).then(|| self.data_ops[p.op_slot as usize])
     }
 
     /// Index of `src`'s channel to `dst` in `ranks[src].chans`, created
@@ -464,20 +528,18 @@ impl<'a> Core<'a> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn matched(
         &mut self,
         src: u32,
         dst: u32,
         tag: u32,
-        send_step: StepId,
-        send_op: &Op,
-        recv_step: StepId,
-        recv_op: Op,
+        send: Side,
+        recv: Side,
     ) -> Result<(), SimError> {
         let op_index = self.ranks[dst as usize].op;
-        let send_len = send_op.bytes();
-        let recv_len = recv_op.bytes();
+        let (send_step, recv_step) = (send.step, recv.step);
+        let send_len = send.len;
+        let recv_len = recv.len;
         if send_len != recv_len {
             return Err(SimError::LengthMismatch {
                 op: self.label(op_index),
@@ -510,9 +572,9 @@ impl<'a> Core<'a> {
             self.route_buf = route_links;
             fate
         };
-        let payload = match (&self.ranks[src as usize].mem, send_op) {
-            (Some(mem), Op::Send { src: region, .. }) if self.data => mem
-                .read(*region)
+        let payload = match (&self.ranks[src as usize].mem, send.op) {
+            (Some(mem), Some(Op::Send { src: region, .. })) if self.data => mem
+                .read(region)
                 .map_err(|e| self.apply_error(src, op_index, send_step, e))?
                 .to_vec(),
             _ => Vec::new(),
@@ -534,8 +596,7 @@ impl<'a> Core<'a> {
                 _ => 0,
             },
             live: true,
-            recv: recv_op,
-            payload,
+            reduce: recv.reduce,
         };
         let id = match self.free_msgs.pop() {
             Some(id) => {
@@ -547,6 +608,13 @@ impl<'a> Core<'a> {
                 (self.msgs.len() - 1) as u32
             }
         };
+        if let Some(recv_op) = recv.op {
+            let i = id as usize;
+            if self.msg_data.len() <= i {
+                self.msg_data.resize(i + 1, (recv_op, Vec::new()));
+            }
+            self.msg_data[i] = (recv_op, payload);
+        }
         self.counters.messages += 1;
         let c = &mut self.ranks[src as usize].chans[chan];
         if c.head == NONE {
@@ -597,8 +665,10 @@ impl<'a> Core<'a> {
 
     fn free_msg(&mut self, id: u32) {
         let m = &mut self.msgs[id as usize];
-        m.payload = Vec::new();
         m.live = false;
+        if let Some(d) = self.msg_data.get_mut(id as usize) {
+            d.1 = Vec::new();
+        }
         m.flow = NONE;
         m.next = NONE;
         self.free_msgs.push(id);
@@ -642,9 +712,9 @@ impl<'a> Core<'a> {
         let m = &self.msgs[id as usize];
         let (src, step) = (m.src, m.send_step);
         let mut delay = self.net.route_latency(m.route);
-        if let Op::RecvReduce { dst, .. } = m.recv {
+        if m.reduce {
             delay = delay
-                .saturating_add(transfer_ns(dst.len, self.costs.reduce_gbps).unwrap_or(u64::MAX));
+                .saturating_add(transfer_ns(m.bytes, self.costs.reduce_gbps).unwrap_or(u64::MAX));
         }
         self.complete(src, step);
         self.advance_channel(id)?;
@@ -667,10 +737,11 @@ impl<'a> Core<'a> {
         };
         let rs = &mut self.ranks[dst as usize];
         if self.data && rs.status == Status::Running {
-            if let Some(mem) = rs.mem.as_mut() {
-                let m = &self.msgs[id as usize];
+            if let (Some(mem), Some((recv_op, payload))) =
+                (rs.mem.as_mut(), self.msg_data.get(id as usize))
+            {
                 let dtype = rs.ctx.dtype;
-                if let Err(e) = mem.apply_recv(dtype, &m.recv, &m.payload) {
+                if let Err(e) = mem.apply_recv(dtype, recv_op, payload) {
                     let err = self.apply_error(dst, op_index, step, e);
                     self.free_msg(id);
                     return Err(err);
@@ -824,6 +895,8 @@ impl Core<'_> {
                 })
                 .sum::<usize>()
             + self.msgs.capacity() * size_of::<Msg>()
+            + self.msg_data.capacity() * size_of::<(Op, Vec<u8>)>()
+            + self.data_ops.capacity() * size_of::<Op>()
             + self.flow_msg.capacity() * 4
     }
 }

@@ -328,15 +328,25 @@ impl<'a> Engine<'a> {
         let unmatched = self
             .core
             .unmatched()
-            .map(|(dst, p)| UnmatchedPost {
-                is_send: p.is_send,
-                src: p.peer,
-                dst,
-                comm: p.comm,
-                seq: p.seq,
-                tag: p.tag,
-                step: p.step,
-                op: p.op,
+            .filter_map(|(dst, p)| {
+                // The op is in the poster's window: a pending post's step
+                // has not completed, so its rank is still running the op
+                // (a crashed rank's posts are removed from the lists).
+                let poster = if p.is_send { p.peer } else { dst };
+                let op = self.core.pending_op(p).or_else(|| {
+                    let exec = self.execs.get(poster as usize)?.as_ref()?;
+                    exec.step(p.step).map(|s| s.op)
+                })?;
+                Some(UnmatchedPost {
+                    is_send: p.is_send,
+                    src: p.peer,
+                    dst,
+                    comm: p.comm,
+                    seq: p.seq,
+                    tag: p.tag,
+                    step: p.step,
+                    op,
+                })
             })
             .collect();
         Stall {
