@@ -180,6 +180,8 @@ pub(crate) struct Core<'a> {
     pub ops: &'a [OpEntry],
     pub comms: &'a [CommEntry],
     pub hooks: Option<&'a mut dyn Hooks>,
+    /// `hooks.observes_messages()`, asked once.
+    observe_messages: bool,
     pub data: bool,
     fabric: &'a Fabric,
     costs: CostParams,
@@ -245,6 +247,7 @@ impl<'a> Core<'a> {
             deferred: Vec::new(),
             ops,
             comms,
+            observe_messages: hooks.observes_messages(),
             hooks: Some(hooks),
             data,
             fabric,
@@ -553,7 +556,9 @@ impl<'a> Core<'a> {
         let chan = self.chan(src, dst)?;
         let route = self.ranks[src as usize].chans[chan].route;
         let ctx = self.ranks[dst as usize].ctx;
-        let fate = {
+        let fate = if !self.observe_messages {
+            MessageFate::Deliver
+        } else {
             // The route goes to the hook by reference: no allocation per message.
             let mut route_links = std::mem::take(&mut self.route_buf);
             route_links.clear();
@@ -750,7 +755,12 @@ impl<'a> Core<'a> {
         }
         self.complete(dst, step);
         // Observers only; skipped if a hook is running (re-entrant call).
-        if let Some(hooks) = self.hooks.take() {
+        let hooks = if self.observe_messages {
+            self.hooks.take()
+        } else {
+            None
+        };
+        if let Some(hooks) = hooks {
             let m = &self.msgs[id as usize];
             let info = Delivered {
                 op: m.op as usize,

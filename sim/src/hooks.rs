@@ -121,13 +121,24 @@ pub trait Hooks {
     fn on_timer(&mut self, ctl: &mut Ctl<'_, '_>, id: u64) {
         let _ = (ctl, id);
     }
+
+    /// Whether [`Hooks::on_message`] and [`Hooks::on_delivered`] must be
+    /// called (default `true`). Asked once per run; `false` lets the engine
+    /// skip building their arguments for every message.
+    fn observes_messages(&self) -> bool {
+        true
+    }
 }
 
 /// The plain simulation: no faults, no observers.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoHooks;
 
-impl Hooks for NoHooks {}
+impl Hooks for NoHooks {
+    fn observes_messages(&self) -> bool {
+        false
+    }
+}
 
 /// What a hook may do to the running simulation.
 pub struct Ctl<'c, 'a> {
