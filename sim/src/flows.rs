@@ -56,7 +56,6 @@ pub struct LinkUsage {
 struct LinkState {
     /// Current capacity, bytes per ns.
     cap: f64,
-    latency: u64,
     flows: IdList,
     busy_since: u64,
     usage: LinkUsage,
@@ -103,6 +102,8 @@ struct Routes {
 #[derive(Debug)]
 pub(crate) struct FlowNet {
     links: Vec<LinkState>,
+    /// Hop latency of each link, ns (read only when a route is interned).
+    latency: Vec<u64>,
     routes: Routes,
     flows: Vec<Flow>,
     free: Vec<u32>,
@@ -123,7 +124,6 @@ impl FlowNet {
                 .iter()
                 .map(|l| LinkState {
                     cap: l.bandwidth_gbps,
-                    latency: l.latency_ns,
                     flows: IdList::default(),
                     busy_since: 0,
                     usage: LinkUsage::default(),
@@ -133,6 +133,7 @@ impl FlowNet {
                     unfrozen: 0,
                 })
                 .collect(),
+            latency: links.iter().map(|l| l.latency_ns).collect(),
             routes: Routes::default(),
             flows: Vec::new(),
             free: Vec::new(),
@@ -156,7 +157,7 @@ impl FlowNet {
         let start = self.routes.links.len() as u32;
         let latency = links
             .iter()
-            .map(|&l| self.links[l as usize].latency)
+            .map(|&l| self.latency[l as usize])
             .fold(0u64, u64::saturating_add);
         self.routes.links.extend_from_slice(links);
         self.routes.spans.push((start, links.len() as u32, latency));
@@ -438,6 +439,7 @@ impl FlowNet {
     pub(crate) fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
         self.links.capacity() * size_of::<LinkState>()
+            + self.latency.capacity() * 8
             + self
                 .links
                 .iter()

@@ -8,15 +8,16 @@
 //! iteration order, so the simulated times do too).
 
 /// Ids kept inline.
-const INLINE: usize = 4;
+const INLINE: usize = 3;
 
-/// A `Vec<u32>` that keeps up to 4 elements inline.
+/// A `Vec<u32>` that keeps up to 3 elements inline, in 24 bytes.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct IdList {
     len: u32,
     inline: [u32; INLINE],
-    /// All elements once there are more than `INLINE`.
-    spill: Vec<u32>,
+    /// All elements once there are more than `INLINE` (boxed: one pointer
+    /// inline, since most lists never spill).
+    spill: Option<Box<Vec<u32>>>,
 }
 
 impl IdList {
@@ -24,7 +25,7 @@ impl IdList {
         if self.len as usize <= INLINE {
             &self.inline[..self.len as usize]
         } else {
-            &self.spill
+            self.spill.as_deref().map_or(&[], Vec::as_slice)
         }
     }
 
@@ -41,11 +42,12 @@ impl IdList {
         if n < INLINE {
             self.inline[n] = x;
         } else {
+            let spill = self.spill.get_or_insert_with(Box::default);
             if n == INLINE {
-                self.spill.clear();
-                self.spill.extend_from_slice(&self.inline);
+                spill.clear();
+                spill.extend_from_slice(&self.inline);
             }
-            self.spill.push(x);
+            spill.push(x);
         }
         self.len += 1;
     }
@@ -59,9 +61,13 @@ impl IdList {
             x = self.inline[i];
             self.inline[i] = self.inline[n - 1];
         } else {
-            x = self.spill.swap_remove(i);
+            let spill = self
+                .spill
+                .as_mut()
+                .expect("a list longer than INLINE has spilled");
+            x = spill.swap_remove(i);
             if n - 1 == INLINE {
-                self.inline.copy_from_slice(&self.spill);
+                self.inline.copy_from_slice(spill);
             }
         }
         self.len -= 1;
@@ -78,12 +84,16 @@ impl IdList {
 
     pub fn clear(&mut self) {
         self.len = 0;
-        self.spill.clear();
+        if let Some(s) = self.spill.as_mut() {
+            s.clear();
+        }
     }
 
     /// Heap bytes held.
     pub fn heap_bytes(&self) -> usize {
-        self.spill.capacity() * 4
+        self.spill
+            .as_ref()
+            .map_or(0, |s| s.capacity() * 4 + std::mem::size_of::<Vec<u32>>())
     }
 }
 
