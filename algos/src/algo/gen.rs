@@ -15,7 +15,7 @@ use crate::schedule::{BufKind, Deps, Op, Rank, RankPlan, Region, Step, StepId};
 
 /// Steps of a round kept inline in the plan's own allocation (one cache
 /// line fewer per pulled step than a separate buffer); more spill to a deque.
-const INLINE_STEPS: usize = 4;
+const INLINE_STEPS: usize = 3;
 
 const NO_STEP: Step = Step {
     op: Op::Copy {
@@ -25,7 +25,8 @@ const NO_STEP: Step = Step {
     deps: Deps::NONE,
 };
 
-/// FIFO of emitted steps: a small inline ring, then an overflow deque
+/// FIFO of emitted steps: a small inline ring (a ring round emits 2-3
+/// steps, 3 with a phase join), then an overflow deque
 /// (used only while the ring is full, so the order is plain FIFO).
 #[derive(Debug)]
 struct StepQueue {
@@ -404,7 +405,7 @@ mod tests {
         let mut q = StepQueue::default();
         let mut model = VecDeque::new();
         let mut n = 0;
-        // Bursts of 0..=9 pushes (beyond the ring of 4), then 0..=6 pops.
+        // Bursts of 0..=9 pushes (beyond the inline ring), then 0..=6 pops.
         for round in 0..40u64 {
             for _ in 0..(round * 7 % 10) {
                 q.push_back(step(n));
