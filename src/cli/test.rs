@@ -28,6 +28,8 @@ mod plot;
 mod runner;
 #[path = "test/sizes.rs"]
 mod sizes;
+#[path = "test/tcp.rs"]
+mod tcp;
 #[path = "test/trace.rs"]
 mod trace;
 #[path = "test/workload.rs"]
@@ -57,6 +59,9 @@ use workload::TestCollective;
 /// reference of every rank): 8 GiB. 8 ranks × 64 MiB AllReduce needs ~2 GiB.
 pub const DATA_LIMIT_BYTES: u64 = 8 << 30;
 
+/// The cluster when neither --preset, --rank-table nor --fabric is given.
+const DEFAULT_PRESET: &str = "atlas800t-a2";
+
 /// Timing-only or data mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ModeArg {
@@ -64,6 +69,16 @@ pub enum ModeArg {
     Data,
     /// Lengths only (for large clusters): the check is skipped.
     Timing,
+}
+
+/// Where the ranks run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TransportArg {
+    /// The simulator (hccl-sim), every rank in this process; simulated times.
+    Sim,
+    /// Real processes over the TCP transport (mpirun, torchrun-style env,
+    /// or `--spawn N`); measured times.
+    Tcp,
 }
 
 /// Arguments of `hccl test` (hccl_test's flags, plus the simulator's).
@@ -112,9 +127,9 @@ pub struct TestArgs {
     /// Servers of the preset.
     #[arg(long, default_value_t = 1)]
     pub servers: u32,
-    /// Cluster preset: atlas800t-a2, atlas800-910a, atlas900-a3-superpod, ring, full-mesh, leaf-spine, torus2d.
-    #[arg(long, default_value = "atlas800t-a2")]
-    pub preset: String,
+    /// Cluster preset: atlas800t-a2 (default), atlas800-910a, atlas900-a3-superpod, ring, full-mesh, leaf-spine, torus2d.
+    #[arg(long)]
+    pub preset: Option<String>,
     /// An HCCL rank table (JSON 1.0 or 1.2) instead of a preset.
     #[arg(long, value_name = "FILE", conflicts_with = "fabric")]
     pub rank_table: Option<PathBuf>,
@@ -142,6 +157,16 @@ pub struct TestArgs {
     /// Write an SVG of busbw against size, one line per algorithm.
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+    /// sim: simulated cluster, simulated times; tcp: ranks are processes
+    /// (under mpirun, torchrun-style env, or --spawn N), measured times.
+    #[arg(long, value_enum, default_value = "sim")]
+    pub transport: TransportArg,
+    /// With --transport tcp: start N rank processes on 127.0.0.1 and wait for them.
+    #[arg(long, value_name = "N")]
+    pub spawn: Option<u32>,
+    /// Seconds --spawn waits for its ranks before stopping them.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    pub spawn_timeout: u64,
 }
 
 fn parse_size_arg(s: &str) -> Result<u64, String> {
@@ -225,6 +250,15 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             "-n/--iters 0: run at least one timed iteration",
         ));
     }
+    if a.transport == TransportArg::Tcp {
+        return run_tcp(&a, bin);
+    }
+    if a.spawn.is_some() {
+        return Ok(usage_error(
+            bin,
+            "--spawn starts real processes: it needs --transport tcp",
+        ));
+    }
     let faults = match &a.faults {
         Some(path) => match hccl_sim::faults::FaultPlan::from_file(path) {
             Ok(p) => Some(p),
@@ -247,7 +281,7 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         (Some(p), _) => cluster::Source::RankTable(p),
         (None, Some(p)) => cluster::Source::FabricFile(p),
         (None, None) => cluster::Source::Preset {
-            name: &a.preset,
+            name: a.preset.as_deref().unwrap_or(DEFAULT_PRESET),
             servers: a.servers,
             npus: a.npus,
         },
@@ -543,6 +577,120 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     }
     if failed {
         writeln!(out, "# some rows FAILED their check")?;
+        return Ok(ExitCode::from(1));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The first flag of `a` that has no meaning with `--transport tcp`.
+fn tcp_conflict(a: &TestArgs) -> Option<&'static str> {
+    [
+        (a.preset.is_some(), "--preset"),
+        (a.fabric.is_some(), "--fabric"),
+        (a.rank_table.is_some(), "--rank-table"),
+        (a.servers != 1, "--servers"),
+        (a.npus.is_some(), "-p/--npus"),
+        (a.faults.is_some(), "--faults"),
+        (a.mode == ModeArg::Timing, "--mode timing"),
+        (a.trace.is_some(), "--trace"),
+        (a.json.is_some(), "--json"),
+        (a.algo.is_some(), "--algo (set HCCL_ALGO instead)"),
+    ]
+    .into_iter()
+    .find_map(|(set, name)| set.then_some(name))
+}
+
+/// `--transport tcp`: validates the flags, then spawns the ranks
+/// (`--spawn N`) or runs this process's rank.
+fn run_tcp(a: &TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
+    let coll = a.collective;
+    if let Some(flag) = tcp_conflict(a) {
+        return Ok(usage_error(
+            bin,
+            format!("{flag} is for the simulator and cannot be used with --transport tcp"),
+        ));
+    }
+    if let Err(m) = tcp::check_supported(coll) {
+        return Ok(usage_error(bin, m));
+    }
+    let sweep = if coll.kind() == CollectiveKind::Barrier {
+        Ok(vec![0])
+    } else {
+        let step = sizes::Step::from_flags(a.stepfactor, a.stepbytes, a.minbytes, a.maxbytes);
+        sizes::sweep(a.minbytes, a.maxbytes, step)
+    };
+    let sizes = match sweep {
+        Ok(s) => s,
+        Err(e) => return Ok(usage_error(bin, e)),
+    };
+    let spawned = std::env::var_os(tcp::SPAWNED_VAR).is_some();
+    match a.spawn {
+        Some(0) => return Ok(usage_error(bin, "--spawn 0: start at least one rank")),
+        Some(n) if !spawned => {
+            if coll.uses_root() && a.root >= n {
+                return Ok(usage_error(
+                    bin,
+                    format!(
+                        "-r/--root {} is outside the world of {n} ranks; use 0..{}",
+                        a.root,
+                        n - 1
+                    ),
+                ));
+            }
+            return tcp::spawn(n, std::time::Duration::from_secs(a.spawn_timeout));
+        }
+        _ => {}
+    }
+    let mut settings = format!(
+        "{coll} -b {} -e {} {} -d {} -o {} -r {} -n {} -w {} -c {} --seed {} --transport tcp",
+        a.minbytes,
+        a.maxbytes,
+        match (a.stepfactor, a.stepbytes) {
+            (Some(f), _) => format!("-f {f}"),
+            (None, Some(i)) => format!("-i {i}"),
+            (None, None) => "-i default".into(),
+        },
+        a.datatype,
+        a.op,
+        a.root,
+        a.iters,
+        a.warmup_iters,
+        a.check,
+        a.seed,
+    );
+    if coll.kind() == CollectiveKind::Barrier {
+        settings.push_str(" (barrier: one row of size 0)");
+    }
+    let check_note = if a.check == 1 {
+        "every element of every rank's output of the last timed op against the sequential reference, verifiable inputs (exact in every dtype)"
+    } else {
+        "off (-c 0); check column NULL"
+    };
+    let sweep = tcp::Sweep {
+        coll,
+        sizes: &sizes,
+        dtype: a.datatype,
+        op: a.op,
+        root: a.root,
+        warmup: a.warmup_iters,
+        iters: a.iters,
+        check: a.check == 1,
+        seed: a.seed,
+        settings: &settings,
+        check_note,
+    };
+    let (rank, rows) = tcp::run_rank(&sweep)?;
+    if let Some(path) = &a.plot {
+        if rank == 0 {
+            let title = format!("{coll}, TCP, {}: busbw vs size (measured)", a.datatype);
+            plot::write_svg(path, &title, &rows).map_err(anyhow::Error::msg)?;
+        }
+    }
+    if rows.iter().any(|r| matches!(r.check, Check::Failed(_))) {
+        // Every rank knows (the check is summed over ranks); rank 0 says it.
+        if rank == 0 {
+            println!("# some rows FAILED their check");
+        }
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
