@@ -445,3 +445,60 @@ fn hccl_algo_env_forces_the_algorithm() {
     assert!(out.contains("(HCCL_ALGO)"), "{out}");
     assert!(rows(&out)[0].contains("level0:ring"), "{out}");
 }
+
+#[test]
+fn tcp_spawn_two_processes_checks_every_row() {
+    let o = hccl(&[
+        "all_reduce",
+        "-b",
+        "8K",
+        "-e",
+        "32K",
+        "-f",
+        "2",
+        "-n",
+        "2",
+        "-w",
+        "1",
+        "--transport",
+        "tcp",
+        "--spawn",
+        "2",
+    ]);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    assert!(
+        out.contains("MEASURED over TCP with 2 processes"),
+        "header: {out}"
+    );
+    let rows = rows(&out);
+    // 8K, 16K, 32K: one row each, from rank 0 only, each checked.
+    assert_eq!(rows.len(), 3, "{out}");
+    for (row, size) in rows.iter().zip(["8192", "16384", "32768"]) {
+        assert!(row.trim_start().starts_with(size), "{row}");
+        assert!(row.ends_with("success"), "{row}");
+    }
+}
+
+#[test]
+fn tcp_rejects_simulator_flags_and_unsupported_collectives() {
+    for (args, msg) in [
+        (
+            &["all_reduce", "--transport", "tcp", "--fabric", "f.json"][..],
+            "--fabric is for the simulator",
+        ),
+        (
+            &["all_reduce", "--transport", "tcp", "--mode", "timing"][..],
+            "--mode timing is for the simulator",
+        ),
+        (
+            &["gather", "--transport", "tcp", "--spawn", "2"][..],
+            "gather is not supported with --transport tcp; supported: all_reduce",
+        ),
+        (&["all_reduce", "--spawn", "2"][..], "needs --transport tcp"),
+    ] {
+        let o = hccl(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(msg), "{args:?}: {}", stderr(&o));
+    }
+}
