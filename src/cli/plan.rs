@@ -2,6 +2,7 @@
 //! estimate and the verifier's verdict.
 
 use std::fmt::Write as _;
+use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
@@ -55,7 +56,7 @@ pub struct PlanArgs {
 /// Runs `hccl plan`.
 pub fn run(a: PlanArgs) -> anyhow::Result<ExitCode> {
     let (text, ok) = render(&a)?;
-    println!("{text}");
+    writeln!(std::io::stdout().lock(), "{text}")?;
     Ok(if ok {
         ExitCode::SUCCESS
     } else {

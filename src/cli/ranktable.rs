@@ -1,5 +1,6 @@
 //! `hccl ranktable`: check and generate HCCL rank table files.
 
+use std::io::Write;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -54,7 +55,8 @@ pub fn run(command: RanktableCommand) -> anyhow::Result<ExitCode> {
         RanktableCommand::Check { file } => match RankTable::from_file(&file) {
             Ok(table) => {
                 let pods = table.super_pods().len();
-                println!(
+                writeln!(
+                    std::io::stdout().lock(),
                     "{}: valid rank table v{}: {} ranks on {} server{}{}",
                     file.display(),
                     table.version(),
@@ -66,7 +68,7 @@ pub fn run(command: RanktableCommand) -> anyhow::Result<ExitCode> {
                     } else {
                         String::new()
                     }
-                );
+                )?;
                 Ok(ExitCode::SUCCESS)
             }
             Err(e @ TopologyError::Io { .. }) => Err(e.into()),
@@ -95,7 +97,7 @@ pub fn run(command: RanktableCommand) -> anyhow::Result<ExitCode> {
             match output {
                 Some(path) => std::fs::write(&path, json)
                     .with_context(|| format!("writing {}", path.display()))?,
-                None => print!("{json}"),
+                None => write!(std::io::stdout().lock(), "{json}")?,
             }
             Ok(ExitCode::SUCCESS)
         }

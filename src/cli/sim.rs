@@ -7,6 +7,7 @@
 //! the hang report are printed).
 
 use std::fmt::Write as _;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -90,7 +91,7 @@ pub struct Outcome {
 /// Runs `hccl sim`.
 pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
     let out = execute(&a)?;
-    println!("{}", out.output);
+    writeln!(std::io::stdout().lock(), "{}", out.output)?;
     Ok(ExitCode::from(out.code))
 }
 

@@ -689,7 +689,7 @@ fn run_tcp(a: &TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     if rows.iter().any(|r| matches!(r.check, Check::Failed(_))) {
         // Every rank knows (the check is summed over ranks); rank 0 says it.
         if rank == 0 {
-            println!("# some rows FAILED their check");
+            writeln!(std::io::stdout().lock(), "# some rows FAILED their check")?;
         }
         return Ok(ExitCode::from(1));
     }

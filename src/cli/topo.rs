@@ -1,5 +1,6 @@
 //! `hccl topo`: show a cluster topology from a preset, a rank table or a fabric file.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -81,11 +82,11 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     } else {
         anyhow::bail!("give one of --preset NAME --servers N, --rank-table FILE or --fabric FILE");
     };
-    print!("{}", summary(&fabric));
+    write!(std::io::stdout().lock(), "{}", summary(&fabric))?;
     if let Some(path) = &args.dot {
         std::fs::write(path, fabric.to_dot())
             .with_context(|| format!("writing {}", path.display()))?;
-        println!("dot: wrote {}", path.display());
+        writeln!(std::io::stdout().lock(), "dot: wrote {}", path.display())?;
     }
     Ok(ExitCode::SUCCESS)
 }
