@@ -37,8 +37,8 @@ mod hooks;
 mod queue;
 mod report;
 mod scenario;
-mod small;
 pub mod scenario_file;
+mod small;
 mod trace;
 mod transport;
 
