@@ -85,6 +85,28 @@ fn bad_flags_exit_2_with_one_line_and_usage() {
             &["all_reduce", "-e", "1G", "--servers", "2"],
             "use --mode timing",
         ),
+        // Cluster sources are exclusive: a rank table or fabric file with
+        // --preset/--servers used to run the file silently.
+        (
+            &[
+                "all_reduce",
+                "--rank-table",
+                "rt.json",
+                "--servers",
+                "4",
+                "--preset",
+                "ring",
+            ],
+            "cannot be used with",
+        ),
+        (
+            &["all_reduce", "--fabric", "f.json", "--servers", "2"],
+            "cannot be used with",
+        ),
+        (
+            &["all_reduce", "--preset", "ring", "--rank-table", "rt.json"],
+            "cannot be used with",
+        ),
     ];
     for (args, want) in cases {
         let o = hccl(args);
@@ -501,4 +523,89 @@ fn tcp_rejects_simulator_flags_and_unsupported_collectives() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
         assert!(stderr(&o).contains(msg), "{args:?}: {}", stderr(&o));
     }
+}
+
+#[test]
+fn algo_all_with_a_nonzero_root_runs_only_specs_that_plan() {
+    // 2 servers x 8, root 3: a hierarchical level-1 H-D_R cannot plan the
+    // root's Broadcast/Reduce; the sweep used to abort on it.
+    for coll in ["broadcast", "reduce"] {
+        let o = hccl(&[
+            coll,
+            "-b",
+            "1M",
+            "-e",
+            "1M",
+            "--servers",
+            "2",
+            "--algo",
+            "all",
+            "-r",
+            "3",
+            "-n",
+            "1",
+            "-w",
+            "0",
+        ]);
+        let out = stdout(&o);
+        assert!(o.status.success(), "{coll}: {}\n{out}", stderr(&o));
+        let r = rows(&out);
+        assert!(r.len() >= 5, "{coll}: {out}");
+        assert!(r.iter().all(|l| l.ends_with("success")), "{coll}: {out}");
+        assert!(!out.contains("level1:H-D_R"), "{coll}: {out}");
+        assert!(out.contains("level0:mesh;level1:ring"), "{coll}: {out}");
+    }
+}
+
+#[test]
+fn sizes_round_down_and_never_repeat() {
+    let first_col = |out: &str| -> Vec<u64> {
+        rows(out)
+            .iter()
+            .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+            .collect()
+    };
+    // fp32 AllReduce: 0, 1, 2 B are 0 elements, 4 B one: 0, 4, 8, ... 1024.
+    let o = hccl(&[
+        "all_reduce",
+        "-b",
+        "0",
+        "-e",
+        "1K",
+        "-f",
+        "2",
+        "-n",
+        "1",
+        "-w",
+        "0",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let want: Vec<u64> = std::iter::once(0).chain((2..=10).map(|k| 1 << k)).collect();
+    assert_eq!(first_col(&stdout(&o)), want);
+    // 1001 B = 250 floats = 1000 B (nccl-tests: count = size / wordSize).
+    let o = hccl(&[
+        "all_reduce",
+        "-b",
+        "1001",
+        "-e",
+        "1001",
+        "-n",
+        "1",
+        "-w",
+        "0",
+    ]);
+    assert_eq!(first_col(&stdout(&o)), vec![1000], "{}", stderr(&o));
+    // AllGather on 8 ranks: 1001 B = 250 floats = 31 per rank = 992 B.
+    let o = hccl(&[
+        "all_gather",
+        "-b",
+        "1001",
+        "-e",
+        "1001",
+        "-n",
+        "1",
+        "-w",
+        "0",
+    ]);
+    assert_eq!(first_col(&stdout(&o)), vec![992], "{}", stderr(&o));
 }

@@ -301,11 +301,18 @@ fn pipeline_cost(
 /// switch (level 1 and 2), not a link per peer as in a server's full mesh:
 /// its `p − 1` concurrent messages share the port max-min fairly, each at
 /// `1/(p−1)` of the bandwidth, so `Mesh.md`'s per-link `nβ/p` becomes
-/// `(p−1)/p·nβ`. Other algorithms send one message at a time: unchanged.
+/// `(p−1)/p·nβ`. The port also starts those messages one after another,
+/// so a mesh step pays the per-message overhead `(p−1)·α`, not `Mesh.md`'s
+/// single `α` (which assumes a link, and a DMA engine, per peer). Without
+/// it a 128-server level-1 mesh looked `2·126·α` cheaper than the ring
+/// and won at every size. Other algorithms send one message at a time:
+/// unchanged.
 fn port_shared(a: Algorithm, p: u32, l: &LinkCost) -> LinkCost {
     if a == Algorithm::Mesh && p > 2 {
+        let peers = (p - 1) as f64;
         LinkCost {
-            bandwidth_gbps: l.bandwidth_gbps / (p - 1) as f64,
+            alpha_ns: l.alpha_ns * peers,
+            bandwidth_gbps: l.bandwidth_gbps / peers,
             ..*l
         }
     } else {
@@ -756,10 +763,11 @@ mod tests {
         near(c(CollectiveKind::Gather), 1000.0 + 25_000.0);
         near(c(CollectiveKind::Broadcast), 2000.0 + 50_000.0);
         near(c(CollectiveKind::Reduce), 2000.0 + 50_000.0 + 37_500.0);
-        // Between servers the 3 messages share one port: (p-1)/p·nβ = 75000.
+        // Between servers the 3 messages share one port: (p-1)/p·nβ = 75000,
+        // and start one after another on it: (p-1)·α = 3000.
         let l1 = port_shared(Algorithm::Mesh, 4, &l);
         let t = flat_cost(CollectiveKind::AllGather, Algorithm::Mesh, 4, 1e6, &l1).unwrap();
-        near(t, 1000.0 + 75_000.0);
+        near(t, 3000.0 + 75_000.0);
     }
 
     #[test]
@@ -910,6 +918,42 @@ mod tests {
             predict(&args, &AlgoSpec::Flat(Algorithm::Pipeline), &layout, &cost)
         );
         assert!(s.predicted_ns.is_some());
+    }
+
+    #[test]
+    fn many_servers_never_pick_a_level1_mesh() {
+        // 128 servers x 8: a level-1 mesh sends 127 messages through each
+        // NPU's one RoCE port. By hand, AllReduce level1 on n/8 = 8 MiB,
+        // k1 = 128: mesh 2·127α + 2·127/128·8Mi·β ≈ 2540 + 664 µs; H-D_R
+        // 2·7α + the same bandwidth term ≈ 140 + 664 µs.
+        let layout = GroupLayout::servers(128, 8);
+        let cost = CostModel::default();
+        for bytes in [1u64 << 10, 64 << 20] {
+            let args =
+                CollectiveArgs::new(CollectiveKind::AllReduce, bytes / 4, DataType::Fp32, 1024);
+            let s = select(&args, &layout, &cost, None);
+            assert!(
+                !s.spec.to_string().contains("level1:mesh"),
+                "{bytes} B: {:?}",
+                explain(&args, &layout, &cost)
+            );
+            let mesh = AlgoSpec::Hierarchical(Levels {
+                level0: Some(Algorithm::Mesh),
+                level1: Some(Algorithm::Mesh),
+                level2: None,
+            });
+            let hd = AlgoSpec::Hierarchical(Levels {
+                level0: Some(Algorithm::Mesh),
+                level1: Some(Algorithm::HalvingDoubling),
+                level2: None,
+            });
+            let (tm, th) = (
+                predict(&args, &mesh, &layout, &cost).unwrap(),
+                predict(&args, &hd, &layout, &cost).unwrap(),
+            );
+            // Same bandwidth terms: the gap is (2·127 − 2·7)·α = 240 α.
+            assert!((tm - th - 240.0 * 10_000.0).abs() < 1e-3, "{tm} {th}");
+        }
     }
 
     #[test]

@@ -127,12 +127,13 @@ fn uneven_split(total: u64, n: u32) -> Vec<u64> {
 
 /// The arguments of one row: `bytes` as hccl_test's data size (-b/-e).
 ///
-/// As hccl_test (`init_data_count`, `init_malloc_Ksize_by_data`): the
-/// element count is `ceil(bytes / size)`; for the collectives whose size
-/// is the whole vector of all ranks (AllGather, ReduceScatter, Scatter,
-/// Gather, AllToAll and their V forms) each rank's block is
-/// `ceil(count / n)` elements, so the size actually moved is rounded up to
-/// a multiple of `n` elements (the row shows the size actually used).
+/// As nccl-tests (`AllGatherGetCollByteCount` and friends: `count = size /
+/// wordSize`, then `count / nranks`) and hccl_test: the element count is
+/// `floor(bytes / size)`; for the collectives whose size is the whole
+/// vector of all ranks (AllGather, ReduceScatter, Scatter, Gather,
+/// AllToAll and their V forms) each rank's block is `floor(count / n)`
+/// elements, so the size actually moved is rounded down to a multiple of
+/// `n` elements, never above `-e` (the row shows the size actually used).
 /// AllReduce, Reduce and Broadcast move `count` elements per rank;
 /// send_recv moves `count` elements from every rank to the next; barrier
 /// moves nothing.
@@ -146,8 +147,8 @@ pub fn args_for(
 ) -> Result<CollectiveArgs, hccl_algos::collective::ArgsError> {
     use CollectiveKind as K;
     let esz = dtype.size();
-    let count = bytes.div_ceil(esz);
-    let per_rank = count.div_ceil(u64::from(n.max(1)));
+    let count = bytes / esz;
+    let per_rank = count / u64::from(n.max(1));
     let kind = coll.kind();
     let args = match kind {
         K::AllReduce | K::Reduce | K::Broadcast => CollectiveArgs::new(kind, count, dtype, n),
@@ -188,8 +189,10 @@ pub fn args_for(
 
 /// Every algorithm spec worth running for `kind` on `layout` (`--algo
 /// all`): each flat algorithm that implements it and, on a regular
-/// multi-server layout, each level0 (mesh, ring) × level1 pair that plans. Specs that
-/// fail to plan on rank 0 are left out.
+/// multi-server layout, each level0 (mesh, ring) × level1 pair that plans.
+/// Specs that fail to plan on rank 0 or on the root are left out: with a
+/// non-zero root a hierarchical Broadcast/Reduce runs its level-1 algorithm
+/// only in the root's column, which rank 0 may not be in.
 pub fn all_specs(args: &CollectiveArgs, layout: &GroupLayout) -> Vec<AlgoSpec> {
     let mut specs: Vec<AlgoSpec> = Algorithm::supported_for(args.kind)
         .into_iter()
@@ -217,7 +220,14 @@ pub fn all_specs(args: &CollectiveArgs, layout: &GroupLayout) -> Vec<AlgoSpec> {
     }
     specs
         .into_iter()
-        .filter(|s| algo::plan(args, s, layout, 0).is_ok())
+        .filter(|s| {
+            let mut ranks = vec![0, args.root];
+            ranks.dedup();
+            ranks
+                .into_iter()
+                .filter(|&r| r < args.world_size)
+                .all(|r| algo::plan(args, s, layout, r).is_ok())
+        })
         .collect()
 }
 
@@ -238,7 +248,8 @@ mod tests {
         .unwrap();
         assert_eq!(a.count, 250);
         assert_eq!(a.message_bytes(), 1000);
-        // AllGather: 1000 B = 250 floats over 8 ranks -> 32 per rank, 1024 B.
+        // AllGather: 1000 B = 250 floats over 8 ranks -> 31 per rank, 992 B
+        // (rounded down, as nccl-tests' count / nranks).
         let a = args_for(
             TestCollective::AllGather,
             1000,
@@ -248,9 +259,9 @@ mod tests {
             8,
         )
         .unwrap();
-        assert_eq!(a.count, 32);
-        assert_eq!(a.message_bytes(), 1024);
-        // Odd byte counts round up to whole elements.
+        assert_eq!(a.count, 31);
+        assert_eq!(a.message_bytes(), 992);
+        // Odd byte counts round down to whole elements.
         let a = args_for(
             TestCollective::Broadcast,
             3,
@@ -260,7 +271,7 @@ mod tests {
             4,
         )
         .unwrap();
-        assert_eq!((a.count, a.root), (2, 2));
+        assert_eq!((a.count, a.root), (1, 2));
     }
 
     #[test]
