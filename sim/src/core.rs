@@ -29,6 +29,12 @@
 //! take `⌈B/copy⌉` (copy) or `⌈B/γ⌉` (reduce, divide); a rank's local steps
 //! do not contend with each
 //! other. A message to oneself crosses no link: it costs α + `⌈B/copy⌉`.
+//!
+//! A crashed rank (see [`Core::crash`]) completes nothing more, and none of
+//! its messages enters the fabric after the crash: matched messages still
+//! waiting for α or for their channel are discarded at their start time.
+//! Flows already on the wire at the crash are completed (the bytes left the
+//! NIC before the process died); their receivers see them.
 
 use hccl_algos::schedule::{Op, Rank, StepId};
 use hccl_algos::transport::OpContext;
@@ -681,7 +687,9 @@ impl<'a> Core<'a> {
 
     fn start_flow(&mut self, id: u32) -> Result<(), SimError> {
         let m = &self.msgs[id as usize];
-        if m.dropped {
+        // A crashed sender starts nothing more: its queued messages vanish
+        // like dropped ones (flows already on the wire still complete).
+        if m.dropped || self.ranks[m.src as usize].status == Status::Crashed {
             let (src, step) = (m.src, m.send_step);
             self.complete(src, step);
             self.advance_channel(id)?;

@@ -55,6 +55,9 @@ pub enum WaitState {
         /// The dead directed links.
         links: Vec<LinkId>,
     },
+    /// Matched, but the peer crashed before the message entered the
+    /// fabric, so it never will.
+    PeerCrashed,
     /// Matched and moving (a timeout hit while it was still in progress).
     InFlight,
 }
@@ -230,7 +233,9 @@ pub enum RootCause {
 pub struct HangReport {
     /// The run's seed.
     pub seed: u64,
-    /// Virtual time of the stop, ns.
+    /// Virtual time of the stop, ns: the timeout's expiry, or, when no
+    /// event was left, the last real event (a timeout that was armed but
+    /// ignored, for a rank that crashed or finished, does not count).
     pub time_ns: u64,
     /// The last op start or end, or fault action, ns: when things stopped
     /// moving (the stop itself can be later, e.g. at a pending timeout).
@@ -299,6 +304,9 @@ impl Ctx<'_, '_> {
             links.dedup();
             return WaitState::DeadLink { links };
         }
+        if self.log.crashes.iter().any(|c| c.rank == peer) {
+            return WaitState::PeerCrashed;
+        }
         WaitState::InFlight
     }
 
@@ -359,6 +367,7 @@ fn state_name(s: &WaitState) -> String {
         WaitState::PeerNotPosted => "peer_not_posted".into(),
         WaitState::Dropped => "dropped".into(),
         WaitState::DeadLink { .. } => "dead_link".into(),
+        WaitState::PeerCrashed => "peer_crashed".into(),
         WaitState::InFlight => "in_flight".into(),
     }
 }
@@ -419,9 +428,26 @@ impl HangReport {
             .chain(log.failures.iter().map(|d| d.time_ns))
             .chain(log.link_changes.iter().map(|d| d.time_ns));
         let last_activity_ns = op_times.chain(fault_times).max().unwrap_or(0);
+        // A drained queue stops at its last real event. The engine's clock
+        // also advances to the expiry of timeouts armed for ranks that then
+        // crashed or finished (they are ignored): such a stop time is not an
+        // event, so the last op start/end or fault action stands instead.
+        let stale_timeout = sc.exec_timeout_ns.is_some_and(|t| {
+            report.ops.iter().any(|o| {
+                o.start_ns
+                    .iter()
+                    .flatten()
+                    .any(|s| s.saturating_add(t) == stall.time_ns)
+            })
+        });
+        let time_ns = match reason {
+            HangReason::QueueDrained if stale_timeout => last_activity_ns,
+            HangReason::QueueDrained => stall.time_ns.max(last_activity_ns),
+            HangReason::Timeout { .. } => stall.time_ns,
+        };
         Some(HangReport {
             seed: report.seed,
-            time_ns: stall.time_ns,
+            time_ns,
             last_activity_ns,
             reason,
             root_causes,
@@ -450,19 +476,32 @@ impl HangReport {
     }
 
     fn write_text(&self, t: &mut String, max: usize) -> std::fmt::Result {
-        match &self.reason {
-            HangReason::QueueDrained => writeln!(
+        let mismatch = self.root_causes.iter().find_map(|c| match c {
+            RootCause::MismatchedArguments { op, comm, seq, .. } => Some((*op, comm, *seq)),
+            _ => None,
+        });
+        match (&self.reason, mismatch) {
+            // The argument check failed the op: an error, not a hang.
+            (_, Some((op, comm, seq))) => writeln!(
                 t,
-                "HANG: no event left at {} (last op start/end or fault at {}), {} rank(s) unfinished",
-                fmt_ns(self.time_ns),
+                "FAILED: EI0005 argument mismatch in op #{op} on '{comm}' seq {seq} at {}; {} rank(s) unfinished",
                 fmt_ns(self.last_activity_ns),
                 self.ranks.len()
             )?,
-            HangReason::Timeout {
-                rank,
-                op,
-                timeout_ns,
-            } => writeln!(
+            (HangReason::QueueDrained, None) => writeln!(
+                t,
+                "HANG: no event left after {}, {} rank(s) unfinished",
+                fmt_ns(self.time_ns),
+                self.ranks.len()
+            )?,
+            (
+                HangReason::Timeout {
+                    rank,
+                    op,
+                    timeout_ns,
+                },
+                None,
+            ) => writeln!(
                 t,
                 "HANG at {}: rank {rank} still in op #{op} after HCCL_EXEC_TIMEOUT = {}; {} rank(s) unfinished",
                 fmt_ns(self.time_ns),
@@ -506,12 +545,18 @@ impl HangReport {
                     ),
                     WaitState::Dropped => "the message was dropped".into(),
                     WaitState::DeadLink { links } => format!("stopped on dead link(s) {links:?}"),
+                    WaitState::PeerCrashed => format!("rank {} crashed", w.peer),
                     WaitState::InFlight => "in flight".into(),
                 };
                 writeln!(
                     t,
                     "      step {:<4} {:<11} {dir} rank {} (comm rank {}) tag {} {} B: {what}",
-                    w.step, w.action, w.peer, w.peer_comm_rank, w.tag, w.bytes
+                    w.step,
+                    w.action,
+                    w.peer,
+                    w.peer_comm_rank,
+                    fmt_tag(w.tag),
+                    w.bytes
                 )?;
             }
         }
@@ -522,8 +567,16 @@ impl HangReport {
         for e in self.wait_for.iter().take(max) {
             writeln!(
                 t,
-                "  {} -> {}  op #{} {} tag(s) {:?}",
-                e.from, e.to, e.op, e.state, e.tags
+                "  {} -> {}  op #{} {} tag(s) [{}]",
+                e.from,
+                e.to,
+                e.op,
+                e.state,
+                e.tags
+                    .iter()
+                    .map(|&g| fmt_tag(g))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )?;
         }
         if self.wait_for.len() > max {
@@ -614,7 +667,8 @@ fn cause_text(c: &RootCause, ranks: &[StuckRank]) -> String {
             bytes,
             time_ns,
         } => format!(
-            "message {src} -> {dst} of op #{op} (tag {tag}, {bytes} B) was dropped at {}; rank {dst} waits for it",
+            "message {src} -> {dst} of op #{op} (tag {}, {bytes} B) was dropped at {}; rank {dst} waits for it",
+            fmt_tag(*tag),
             fmt_ns(*time_ns)
         ),
         RootCause::CommunicatorCycle { ranks: cyc, ops, comms } => {
@@ -793,8 +847,23 @@ fn root_causes(
             }
         }
     }
-    // 6. Cycles of "waits for a rank that has not posted" across ops.
-    out.extend(cycles(cx, ranks, edges));
+    // 6. Cycles of "waits for a rank that has not posted" across
+    // communicators, unless a rank of the cycle is already a named cause
+    // (crashed, failed, never called): then the cycle is its consequence.
+    let named: BTreeSet<u32> = out
+        .iter()
+        .flat_map(|c| match c {
+            RootCause::CrashedRank { rank, .. } | RootCause::NeverCalled { rank, .. } => {
+                vec![*rank]
+            }
+            RootCause::MismatchedArguments { failed, .. } => failed.clone(),
+            _ => Vec::new(),
+        })
+        .collect();
+    out.extend(cycles(cx, ranks, edges).into_iter().filter(|c| match c {
+        RootCause::CommunicatorCycle { ranks, .. } => !ranks.iter().any(|r| named.contains(r)),
+        _ => true,
+    }));
     // 7. A timeout while things still moved.
     if out.is_empty() {
         if let HangReason::Timeout {
@@ -857,9 +926,9 @@ fn cycles(cx: &Ctx<'_, '_>, ranks: &[StuckRank], edges: &[WaitEdge]) -> Vec<Root
                     .unwrap_or(0)
             })
             .collect();
-        let distinct: BTreeSet<usize> = ops.iter().copied().collect();
-        if distinct.len() < 2 {
-            continue; // one op waiting on itself: not an ordering problem
+        let comms: BTreeSet<usize> = ops.iter().map(|&o| cx.sc.ops[o].comm).collect();
+        if comms.len() < 2 {
+            continue; // one communicator: not an ordering problem across them
         }
         out.push(RootCause::CommunicatorCycle {
             comms: ops.iter().map(|&o| cx.comm_of(o).name.clone()).collect(),
@@ -897,6 +966,13 @@ fn route_avoiding(
         }
     }
     false
+}
+
+/// A schedule tag as `phase:tag`: the schedules put the phase of a
+/// multi-phase algorithm in the tag's top 8 bits (`phase << 24 | tag`), so
+/// `16777216` reads `1:0` (phase 1, tag 0).
+pub fn fmt_tag(tag: u32) -> String {
+    format!("{}:{}", tag >> 24, tag & 0x00ff_ffff)
 }
 
 /// `1836 s`, `12.5 us`, `850 ns`: virtual times for people.

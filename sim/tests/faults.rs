@@ -429,8 +429,49 @@ fn wrong_count_fails_every_rank_naming_field_values_and_peer() {
             f.message
         );
     }
+    assert_eq!(run.log.altered, vec![(2, 0)], "the altered call is counted");
     let hang = run.hang(&sc, "r").unwrap();
     assert!(hang.ranks.iter().all(|r| r.state == "failed"));
+    let text = hang.to_text();
+    assert!(
+        text.starts_with("FAILED: EI0005 argument mismatch in op #0") && !text.contains("HANG"),
+        "{text}"
+    );
+}
+
+#[test]
+fn crashed_sender_starts_no_message_after_the_crash() {
+    // Matched at 0; the flow would enter the fabric at α = 2000 and the
+    // receive complete at 4000. A crash at 1000 stops it: nothing arrives.
+    let run = p2p_run(&FaultPlan::new().crash_at(0, 1000));
+    assert_eq!(ends(&run), vec![None, None]);
+    let f = fabric(Preset::Ring, 2);
+    let mut sc = Scenario::new(&f);
+    let w = sc.world();
+    sc.op(w, p2p(25_000)).unwrap();
+    let hang = run.hang(&sc, "r").unwrap();
+    let r1 = hang.ranks.iter().find(|r| r.rank == 1).unwrap();
+    assert_eq!(r1.waits[0].state, WaitState::PeerCrashed);
+    // A crash after the flow entered the fabric (2000) lets it arrive: the
+    // bytes already left; only the crashed rank's own send never completes.
+    let run = p2p_run(&FaultPlan::new().crash_at(0, 2500));
+    assert_eq!(ends(&run), vec![None, Some(4000)]);
+}
+
+#[test]
+fn distinct_runs_hash_differently_and_the_same_run_the_same() {
+    let f = fabric(Preset::Ring, 4);
+    let mut sc = Scenario::new(&f);
+    let w = sc.world();
+    sc.collective(w, all_reduce(4, 64), RING).unwrap();
+    let hash = |plan: &FaultPlan| run_with_faults(&sc, plan).unwrap().report.trace_hash;
+    let a = FaultPlan::new().wrong_args(2, 0, Some(32), None, None, None);
+    let b = FaultPlan::new().wrong_args(2, 0, Some(16), None, None, None);
+    let c = FaultPlan::new().skip(3, 0);
+    assert_eq!(hash(&a), hash(&a));
+    assert_ne!(hash(&a), hash(&b), "both fail at 0 ns with no event");
+    assert_ne!(hash(&a), hash(&c));
+    assert_ne!(hash(&a), hash(&FaultPlan::new()));
 }
 
 #[test]

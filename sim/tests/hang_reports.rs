@@ -34,6 +34,9 @@ fn world_hang(plan: &FaultPlan) -> HangReport {
 #[test]
 fn crashed_rank() {
     let h = world_hang(&FaultPlan::new().crash_at(2, 2500));
+    // Rank 2 crashed before its step-1 send could leave (α = 2 us after the
+    // step-0 receive): the ignored timeout armed for it is no stop time.
+    assert!(h.time_ns < 1_000_000, "{}", h.time_ns);
     assert!(matches!(
         h.root_causes[0],
         RootCause::CrashedRank { rank: 2, .. }
@@ -48,6 +51,9 @@ fn missing_rank() {
         h.root_causes[..],
         [RootCause::NeverCalled { rank: 3, op: 0, .. }]
     ));
+    // The queue drained: the stop is the last real event (the last
+    // delivery), not a timeout that never became due.
+    assert!(h.time_ns >= h.last_activity_ns && h.time_ns < 1_000_000);
     insta::assert_snapshot!(h.to_text());
 }
 
@@ -97,4 +103,35 @@ fn two_communicator_ordering_deadlock() {
     let v: serde_json::Value = serde_json::from_str(&h.to_json()).unwrap();
     assert_eq!(v["root_causes"][0]["cause"], "communicator_cycle");
     assert_eq!(v["seed"], 7);
+}
+
+#[test]
+fn a_skip_on_one_communicator_is_no_cross_communicator_cycle() {
+    // examples/scenarios/two_comms_ok.json under examples/faults/skip_rank3.json.
+    let f = leaf(4);
+    let mut sc = Scenario::new(&f).seed(7);
+    let w = sc.world();
+    let pairs = sc.communicator("pairs", &[0, 2]).unwrap();
+    sc.collective(w, all_reduce(4), RING).unwrap();
+    let bcast =
+        CollectiveArgs::new(CollectiveKind::Broadcast, 1024, DataType::Fp32, 2).with_root(1);
+    sc.collective(pairs, bcast, RING).unwrap();
+    let gather = CollectiveArgs::new(CollectiveKind::AllGather, 256, DataType::Fp16, 4);
+    sc.collective(w, gather, RING).unwrap();
+    let run = run_with_faults(&sc, &FaultPlan::new().skip(3, 0)).unwrap();
+    let h = run.hang(&sc, "r").unwrap();
+    assert!(
+        matches!(
+            h.root_causes[..],
+            [RootCause::NeverCalled { rank: 3, op: 0, .. }]
+        ),
+        "{:?}",
+        h.root_causes
+    );
+    // Tags read phase:tag, not the raw phase << 24 encoding.
+    let text = h.to_text();
+    assert!(
+        text.contains(" tag 0:") && !text.contains("tag 16777216"),
+        "{text}"
+    );
 }

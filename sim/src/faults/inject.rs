@@ -495,6 +495,10 @@ impl Hooks for FaultHooks {
             .get(&(rank, op))
             .map(|a| (a.source.clone(), a.sig));
         let sig = altered.as_ref().map(|a| a.1).or(self.op_sigs[op]);
+        if altered.is_some() {
+            // Counted even when the argument check then fails the call.
+            self.log.altered.push((rank, op));
+        }
         if let Some(sig) = sig {
             if self.check_args(ctl, rank, op, sig) {
                 return OpStart::Crash;
@@ -503,7 +507,6 @@ impl Hooks for FaultHooks {
         if let Some((source, _)) = altered {
             // A slow rank's delay is not applied to an altered call: the
             // engine takes one action per op start.
-            self.log.altered.push((rank, op));
             return OpStart::Replace(source);
         }
         match self.slow.get(&rank) {

@@ -176,9 +176,29 @@ impl FaultRun {
 /// stall in [`FaultRun::report`].
 pub fn run_with_faults(sc: &Scenario<'_>, plan: &FaultPlan) -> Result<FaultRun, FaultError> {
     let mut hooks = FaultHooks::new(sc, plan)?;
-    let report = sc.run_with_hooks(&mut hooks)?;
-    Ok(FaultRun {
-        report,
-        log: hooks.into_log(),
-    })
+    let mut report = sc.run_with_hooks(&mut hooks)?;
+    let log = hooks.into_log();
+    report.trace_hash = fold_run_identity(report.trace_hash, sc, &log);
+    Ok(FaultRun { report, log })
+}
+
+/// The engine's event hash extended with what the events alone do not
+/// show: each op's communicator, sequence number and call arguments, and
+/// the fault log (plan, crashes, drops, skips, altered calls, EI0005
+/// failures). Two runs that stop before any event (e.g. a deadlock and an
+/// argument mismatch) then still hash differently; the same run with the
+/// same seed hashes the same (the log's JSON is deterministic).
+fn fold_run_identity(engine_hash: u64, sc: &Scenario<'_>, log: &FaultLog) -> u64 {
+    let mut h = crate::TraceHash::default();
+    h.word(engine_hash);
+    let mut text = String::new();
+    for o in &sc.ops {
+        let sig = o.source.collective().map(|c| c.args.signature());
+        text.push_str(&format!("{}|{}|{}|{:?};", o.label, o.comm, o.seq, sig));
+    }
+    text.push_str(&serde_json::to_string(log).unwrap_or_default());
+    for b in text.bytes() {
+        h.byte(b);
+    }
+    h.value()
 }
