@@ -35,6 +35,18 @@ pub enum CommError {
         /// What does not divide or match.
         detail: String,
     },
+    /// A point-to-point call names a peer that is out of range or this rank.
+    #[error("{op}: peer rank {peer} is not another rank of this communicator (this is rank {rank} of {size}); pass a rank in 0..{size} other than {rank}")]
+    Peer {
+        /// `Send` or `Recv`.
+        op: &'static str,
+        /// The rank named.
+        peer: u32,
+        /// This rank.
+        rank: u32,
+        /// Ranks in the communicator.
+        size: u32,
+    },
     /// The TCP transport failed (bootstrap, peer, timeout, mismatch, ...).
     #[error(transparent)]
     Tcp(#[from] TcpError),
@@ -78,6 +90,7 @@ impl CommError {
             CommError::Args(_)
             | CommError::Buffer { .. }
             | CommError::Shape { .. }
+            | CommError::Peer { .. }
             | CommError::Env { .. } => 1,
             CommError::Algo(_) | CommError::Unsupported(_) => 5,
             CommError::RankTable(_) => 10,

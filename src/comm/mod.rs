@@ -9,6 +9,7 @@
 //! | (torchrun / mpirun env) | [`Comm::from_env`] |
 //! | `HcclCommSplit` (NCCL `ncclCommSplit`) | [`Comm::split`] |
 //! | `HcclAllReduce`, ... | [`Comm::all_reduce`], ... (typed), [`Comm::collective`] (bytes) |
+//! | `HcclSend` / `HcclRecv` | [`Comm::send`] / [`Comm::recv`] (typed), [`Comm::send_bytes`] / [`Comm::recv_bytes`] (TCP only) |
 //! | `HcclGetCommAsyncError` | [`Comm::async_error`] |
 //! | `HcclCommAbort` / `HcclCommDestroy` | [`Comm::abort`] / [`Comm::destroy`] or drop |
 //!
@@ -29,6 +30,7 @@ mod element;
 mod error;
 mod handle;
 pub mod launch;
+mod p2p;
 mod signature;
 mod sim_backend;
 
@@ -91,6 +93,10 @@ struct State {
     /// Sequence number of the op allowed to run now.
     turn: u64,
     scratch: Vec<u8>,
+    /// Point-to-point messages sent to each rank (the pair's next p2p seq).
+    p2p_sent: Vec<u64>,
+    /// Point-to-point messages received from each rank.
+    p2p_received: Vec<u64>,
 }
 
 struct Shared {
@@ -161,6 +167,8 @@ impl Comm {
                     backend: Some(backend),
                     turn: 0,
                     scratch: Vec::new(),
+                    p2p_sent: vec![0; size as usize],
+                    p2p_received: vec![0; size as usize],
                 }),
                 turn_cv: Condvar::new(),
                 tickets: Mutex::new(0),

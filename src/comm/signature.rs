@@ -60,6 +60,44 @@ pub(crate) fn describe(local: &OpSignature, me: Rank, remote: &Signature, peer: 
     }
 }
 
+/// The mismatch message of a point-to-point message: the sender's and this
+/// receiver's count and data type, both ranks named.
+pub(crate) fn describe_p2p(
+    local: &OpSignature,
+    me: Rank,
+    remote: &Signature,
+    peer: Rank,
+) -> String {
+    let Some(r) = decode(remote) else {
+        return format!(
+            "rank {peer} sent a message this build cannot read (a different hccl-rs version?)"
+        );
+    };
+    if r.kind != local.kind {
+        return format!(
+            "rank {peer} sent a {:?} message where rank {me} expects a point-to-point message",
+            r.kind
+        );
+    }
+    let mut diffs = Vec::new();
+    if r.count != local.count {
+        diffs.push(format!(
+            "count: rank {peer} sends {}, rank {me} receives {}",
+            r.count, local.count
+        ));
+    }
+    if r.dtype != local.dtype {
+        diffs.push(format!(
+            "dtype: rank {peer} sends {:?}, rank {me} receives {:?}",
+            r.dtype, local.dtype
+        ));
+    }
+    format!(
+        "send/recv mismatch, {}; call send and recv with the same count and data type",
+        diffs.join("; ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

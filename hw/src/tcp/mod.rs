@@ -33,6 +33,6 @@ pub mod wire;
 pub use buffers::OpBuffers;
 pub use config::TcpConfig;
 pub use error::TcpError;
-pub use rank::{AbortHandle, OpInfo, TcpOp, TcpRank};
+pub use rank::{is_p2p_seq, AbortHandle, OpInfo, TcpOp, TcpRank, P2P_SEQ_BIT};
 pub use root::RootInfo;
 pub use select::choose_algo;

@@ -20,6 +20,9 @@
 //! frames carry the signature too, so a mismatched message is refused before
 //! it is copied. A rank that had already finished its part of the op (say
 //! a broadcast root) learns of the failure at its next op.
+//! Point-to-point ops ([`P2P_SEQ_BIT`]) involve two ranks only: they skip
+//! the ring, and the receiver checks the data frame's signature (count,
+//! dtype) before any byte lands.
 //!
 //! **Failure.** Any error fails the op, is sent to every live peer as an
 //! abort, and leaves the communicator broken (every later op returns
@@ -62,6 +65,20 @@ const SEND_POOL: usize = 16;
 
 /// Longest a failing op waits for its abort frames to be written.
 pub const ABORT_FLUSH: Duration = Duration::from_secs(1);
+
+/// The seq bit that marks a point-to-point op (send/recv between two ranks).
+/// Collectives number their ops `0, 1, 2, ...` across the communicator; a
+/// p2p op instead carries `P2P_SEQ_BIT | n`, where `n` counts the messages
+/// of its ordered (sender, receiver) pair, so the two namespaces never
+/// match each other and ranks outside the pair consume no seq. A p2p op
+/// sends no op-start frame (only its two ranks take part): its data frame's
+/// signature is checked by the receiver before any byte lands.
+pub const P2P_SEQ_BIT: u64 = 1 << 63;
+
+/// True if `seq` numbers a point-to-point op (see [`P2P_SEQ_BIT`]).
+pub fn is_p2p_seq(seq: u64) -> bool {
+    seq & P2P_SEQ_BIT != 0
+}
 
 /// What an op is, for error messages and the consistency check.
 pub struct OpInfo<'a> {
@@ -366,7 +383,7 @@ impl TcpRank {
                 ctx.comm, ctx.rank, self.comm, self.rank
             )));
         }
-        if self.last_done.is_some_and(|d| ctx.seq <= d) {
+        if !is_p2p_seq(ctx.seq) && self.last_done.is_some_and(|d| ctx.seq <= d) {
             return Err(TcpError::InvalidArgument(format!(
                 "op seq {} is not after the last op ({:?})",
                 ctx.seq, self.last_done
@@ -380,7 +397,7 @@ impl TcpRank {
             bufs,
             deadline: timeout.map(|t| Instant::now() + t),
         };
-        if op.rank.nranks > 1 {
+        if op.rank.nranks > 1 && !is_p2p_seq(ctx.seq) {
             let next = (op.rank.rank + 1) % op.rank.nranks;
             let h = op.header(FrameKind::OpStart, 0, 0);
             op.rank.send_control(next, h.encode().to_vec());
@@ -599,7 +616,7 @@ impl TcpRank {
                     seq: h.seq,
                     tag: h.tag,
                 };
-                if self.last_done.is_some_and(|d| h.seq <= d) {
+                if !is_p2p_seq(h.seq) && self.last_done.is_some_and(|d| h.seq <= d) {
                     return Err(self.protocol(
                         peer,
                         format!(
@@ -608,7 +625,14 @@ impl TcpRank {
                         ),
                     ));
                 }
-                if let Some((ctx, info, bufs)) = op.as_mut().filter(|(c, _, _)| c.seq == h.seq) {
+                // P2p seqs are numbered per pair, so another sender's
+                // message may share the running op's seq: only a frame
+                // whose receive is posted belongs to the op; the rest wait
+                // (and are checked when their receive is posted).
+                let mine = |c: &OpContext| {
+                    c.seq == h.seq && (!is_p2p_seq(h.seq) || self.posted.contains_key(&key))
+                };
+                if let Some((ctx, info, bufs)) = op.as_mut().filter(|(c, _, _)| mine(c)) {
                     if h.sig != info.sig {
                         return Err(TcpError::Mismatch {
                             op: name,
@@ -985,7 +1009,10 @@ impl TcpOp<'_, '_> {
             .collect();
         waits.sort();
         let pred = (r.rank + r.nranks - 1) % r.nranks;
-        if r.nranks > 1 && !r.op_starts.contains_key(&(pred, self.ctx.seq)) {
+        if r.nranks > 1
+            && !is_p2p_seq(self.ctx.seq)
+            && !r.op_starts.contains_key(&(pred, self.ctx.seq))
+        {
             waits.push(format!("rank {pred} to start the op"));
         }
         for (p, peer) in r.peers.iter().enumerate() {
@@ -1097,12 +1124,18 @@ impl TcpOp<'_, '_> {
     }
 
     /// Completes the op on this rank: waits for the previous rank's op
-    /// signature (the consistency check), then retires the op.
+    /// signature (the consistency check), then retires the op. A p2p op
+    /// ([`P2P_SEQ_BIT`]) has no op-start ring and retires at once.
     ///
     /// # Errors
     /// [`TcpError::Mismatch`], timeouts, peer failures.
     pub fn finish(&mut self) -> Result<(), TcpError> {
         let seq = self.ctx.seq;
+        if is_p2p_seq(seq) {
+            // Only two ranks take part: no op-start ring, and the
+            // communicator-wide seq is not consumed.
+            return self.pump_nonblocking();
+        }
         if self.rank.nranks > 1 {
             let pred = (self.rank.rank + self.rank.nranks - 1) % self.rank.nranks;
             while !self.rank.op_starts.contains_key(&(pred, seq)) {
