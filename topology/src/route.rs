@@ -147,52 +147,83 @@ pub(crate) fn search(
     let mut h = mix(key);
     let meet = sc.meet[(h % sc.meet.len() as u64) as usize];
     let mut path = Vec::with_capacity((df + db) as usize);
-    // Back from the meeting node to src over predecessors one layer closer.
-    let mut cur = meet;
-    while cur != src {
-        let want = sc.fwd_dist[cur.index()] - 1;
-        let ok = |e: &petgraph::graph::EdgeReference<'_, Link>| {
-            let u = e.source().index();
-            allowed(e.weight()) && sc.fwd_stamp[u] == generation && sc.fwd_dist[u] == want
-        };
-        let count = g
-            .edges_directed(cur, Direction::Incoming)
-            .filter(ok)
-            .count();
-        if count == 0 {
-            return None;
-        }
-        h = mix(h);
-        let pick = g
-            .edges_directed(cur, Direction::Incoming)
-            .filter(ok)
-            .nth((h % count as u64) as usize)?;
-        path.push(pick.id());
-        cur = pick.source();
-    }
+    // Back from the meeting node to src over predecessors one layer closer,
+    // then on from it to dst over successors one layer closer.
+    let layers = Layers {
+        g,
+        allowed,
+        generation,
+    };
+    layers.walk(
+        &sc.fwd_stamp,
+        &sc.fwd_dist,
+        meet,
+        src,
+        Direction::Incoming,
+        &mut h,
+        &mut path,
+    )?;
     path.reverse();
-    // On from the meeting node to dst over successors one layer closer.
-    let mut cur = meet;
-    while cur != dst {
-        let want = sc.bwd_dist[cur.index()] - 1;
-        let ok = |e: &petgraph::graph::EdgeReference<'_, Link>| {
-            let v = e.target().index();
-            allowed(e.weight()) && sc.bwd_stamp[v] == generation && sc.bwd_dist[v] == want
-        };
-        let count = g
-            .edges_directed(cur, Direction::Outgoing)
-            .filter(ok)
-            .count();
-        if count == 0 {
-            return None;
-        }
-        h = mix(h);
-        let pick = g
-            .edges_directed(cur, Direction::Outgoing)
-            .filter(ok)
-            .nth((h % count as u64) as usize)?;
-        path.push(pick.id());
-        cur = pick.target();
-    }
+    layers.walk(
+        &sc.bwd_stamp,
+        &sc.bwd_dist,
+        meet,
+        dst,
+        Direction::Outgoing,
+        &mut h,
+        &mut path,
+    )?;
     Some(path)
+}
+
+/// The BFS layers of one search, for walking a shortest path out of them.
+struct Layers<'g, A> {
+    g: &'g DiGraph<Node, Link>,
+    allowed: A,
+    generation: u32,
+}
+
+impl<A: Fn(&Link) -> bool> Layers<'_, A> {
+    /// Walks from `from` to `to`, one layer closer per hop, over edges in
+    /// direction `dir` (`Incoming`: toward the search's source, using the
+    /// forward layers; `Outgoing`: toward its destination, using the
+    /// backward ones), choosing among equal-cost edges by the running hash
+    /// `h`. Pushes the edges to `path`; `None` if a layer has no edge.
+    #[allow(clippy::too_many_arguments)]
+    fn walk(
+        &self,
+        stamp: &[u32],
+        dist: &[u32],
+        from: NodeIndex,
+        to: NodeIndex,
+        dir: Direction,
+        h: &mut u64,
+        path: &mut Vec<EdgeIndex>,
+    ) -> Option<()> {
+        let far = |e: &petgraph::graph::EdgeReference<'_, Link>| match dir {
+            Direction::Incoming => e.source(),
+            Direction::Outgoing => e.target(),
+        };
+        let mut cur = from;
+        while cur != to {
+            let want = dist[cur.index()] - 1;
+            let ok = |e: &petgraph::graph::EdgeReference<'_, Link>| {
+                let u = far(e).index();
+                (self.allowed)(e.weight()) && stamp[u] == self.generation && dist[u] == want
+            };
+            let count = self.g.edges_directed(cur, dir).filter(ok).count();
+            if count == 0 {
+                return None;
+            }
+            *h = mix(*h);
+            let pick = self
+                .g
+                .edges_directed(cur, dir)
+                .filter(ok)
+                .nth((*h % count as u64) as usize)?;
+            path.push(pick.id());
+            cur = far(&pick);
+        }
+        Some(())
+    }
 }
