@@ -436,6 +436,70 @@ impl CollectiveArgs {
         a
     }
 
+    /// A valid argument set of any `kind` for `p` (>= 1) ranks, for tests,
+    /// sweeps and examples: V variants and point-to-point get per-rank counts
+    /// spread deterministically around `count` (by -2..=+2, floored at 0;
+    /// the spread comes from `seed`); SendRecv is `root -> root + 1`;
+    /// BatchSendRecv has every rank send to `r + 1` and receive from `r + 2`.
+    ///
+    /// # Errors
+    /// [`ArgsError`] from the V-variant constructors (e.g. `p = 0`).
+    pub fn example(
+        kind: CollectiveKind,
+        p: u32,
+        count: u64,
+        dtype: DataType,
+        root: Rank,
+        seed: u64,
+    ) -> Result<CollectiveArgs, ArgsError> {
+        use CollectiveKind as K;
+        let vary = |i: u64| (count + (i.wrapping_mul(7).wrapping_add(seed)) % 5).saturating_sub(2);
+        let n = u64::from(p);
+        match kind {
+            K::AllGatherV | K::ReduceScatterV => CollectiveArgs::v_counts(
+                kind == K::ReduceScatterV,
+                (0..n).map(vary).collect(),
+                dtype,
+            ),
+            K::AllToAllV => CollectiveArgs::all_to_all_v(
+                (0..n)
+                    .map(|i| (0..n).map(|j| vary(i * 31 + j)).collect())
+                    .collect(),
+                dtype,
+            ),
+            K::SendRecv => Ok(CollectiveArgs::p2p(
+                false,
+                vec![P2p {
+                    src: root,
+                    dst: (root + 1) % p,
+                    count,
+                }],
+                dtype,
+                p,
+            )),
+            K::BatchSendRecv => {
+                let pairs = (0..p)
+                    .flat_map(|i| {
+                        [
+                            P2p {
+                                src: i,
+                                dst: (i + 1) % p,
+                                count: vary(u64::from(i)),
+                            },
+                            P2p {
+                                src: (i + 2) % p,
+                                dst: i,
+                                count,
+                            },
+                        ]
+                    })
+                    .collect();
+                Ok(CollectiveArgs::p2p(true, pairs, dtype, p))
+            }
+            _ => Ok(CollectiveArgs::new(kind, count, dtype, p).with_root(root)),
+        }
+    }
+
     /// Checks every field a kind uses.
     ///
     /// # Errors

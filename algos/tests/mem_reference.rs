@@ -6,7 +6,7 @@
 //! builds so the suite stays quick on 2 cores; `PROPTEST_CASES` raises them.
 
 use hccl_algos::algo::{AlgoError, AlgoSpec, Algorithm, Levels};
-use hccl_algos::collective::{CollectiveArgs, CollectiveKind, P2p};
+use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
 use hccl_algos::layout::GroupLayout;
 use hccl_algos::mem_transport::{run_collective, MemError};
 use hccl_algos::reference::{reference, verifiable_inputs};
@@ -24,54 +24,9 @@ fn args_for(
     op: ReduceOp,
     seed: u64,
 ) -> CollectiveArgs {
-    use CollectiveKind as K;
-    let vary = |i: u64| (count + (i.wrapping_mul(7) + seed) % 5).saturating_sub(2);
-    let a = match kind {
-        K::AllGatherV | K::ReduceScatterV => CollectiveArgs::v_counts(
-            kind == K::ReduceScatterV,
-            (0..p as u64).map(vary).collect(),
-            dtype,
-        )
-        .unwrap(),
-        K::AllToAllV => CollectiveArgs::all_to_all_v(
-            (0..p as u64)
-                .map(|i| (0..p as u64).map(|j| vary(i * 31 + j)).collect())
-                .collect(),
-            dtype,
-        )
-        .unwrap(),
-        K::SendRecv => CollectiveArgs::p2p(
-            false,
-            vec![P2p {
-                src: root,
-                dst: (root + 1) % p,
-                count,
-            }],
-            dtype,
-            p,
-        ),
-        K::BatchSendRecv => {
-            let pairs = (0..p)
-                .flat_map(|i| {
-                    [
-                        P2p {
-                            src: i,
-                            dst: (i + 1) % p,
-                            count: vary(i as u64),
-                        },
-                        P2p {
-                            src: (i + 2) % p,
-                            dst: i,
-                            count,
-                        },
-                    ]
-                })
-                .collect();
-            CollectiveArgs::p2p(true, pairs, dtype, p)
-        }
-        _ => CollectiveArgs::new(kind, count, dtype, p).with_root(root),
-    };
-    a.with_op(op)
+    CollectiveArgs::example(kind, p, count, dtype, root, seed)
+        .unwrap()
+        .with_op(op)
 }
 
 fn in_place_ok(kind: CollectiveKind) -> bool {

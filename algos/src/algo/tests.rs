@@ -3,7 +3,7 @@
 use proptest::prelude::*;
 
 use super::*;
-use crate::collective::{CollectiveArgs, P2p};
+use crate::collective::CollectiveArgs;
 use crate::dtype::DataType;
 use crate::verify::{verify, verify_with, VerifyOptions};
 
@@ -15,55 +15,7 @@ pub(crate) fn args_for(
     root: u32,
     seed: u64,
 ) -> CollectiveArgs {
-    use CollectiveKind as K;
-    let dtype = DataType::Fp32;
-    // A small deterministic spread of per-rank counts around `count`.
-    let vary = |i: u64| (count + (i * 7 + seed) % 5).saturating_sub(2);
-    match kind {
-        K::AllGatherV | K::ReduceScatterV => CollectiveArgs::v_counts(
-            kind == K::ReduceScatterV,
-            (0..p as u64).map(vary).collect(),
-            dtype,
-        )
-        .unwrap(),
-        K::AllToAllV => CollectiveArgs::all_to_all_v(
-            (0..p as u64)
-                .map(|i| (0..p as u64).map(|j| vary(i * 31 + j)).collect())
-                .collect(),
-            dtype,
-        )
-        .unwrap(),
-        K::SendRecv => CollectiveArgs::p2p(
-            false,
-            vec![P2p {
-                src: root,
-                dst: (root + 1) % p,
-                count,
-            }],
-            dtype,
-            p,
-        ),
-        K::BatchSendRecv => {
-            let pairs = (0..p)
-                .flat_map(|i| {
-                    [
-                        P2p {
-                            src: i,
-                            dst: (i + 1) % p,
-                            count: vary(i as u64),
-                        },
-                        P2p {
-                            src: (i + 2) % p,
-                            dst: i,
-                            count,
-                        },
-                    ]
-                })
-                .collect();
-            CollectiveArgs::p2p(true, pairs, dtype, p)
-        }
-        _ => CollectiveArgs::new(kind, count, dtype, p).with_root(root),
-    }
+    CollectiveArgs::example(kind, p, count, DataType::Fp32, root, seed).unwrap()
 }
 
 /// Plans with `spec`, verifies, and returns the report; panics with the error.
