@@ -8,6 +8,7 @@
 //! | `HCCL_SOCKET_IFNAME` | interface filter when `HCCL_IF_IP` is unset | same syntax: `eth,enp` prefixes, `^eth` excluded prefixes, `=eth0` exact names, `^=eth0` excluded names |
 //! | `HCCL_IF_BASE_PORT` | first of 16 host ports: the root listens on it, ranks take the next free of the other 15; `0` or unset = the OS chooses | host NIC base port, 16 ports used, default 60000 |
 //! | `HCCL_BUFFSIZE` | MB of early-arriving (unmatched) message bytes buffered per peer | size of the CCL staging buffer, default 200 MB |
+//! | `HCCL_INTRA_CMA_ENABLE` | `1` (default): peers in processes on this host read send pieces straight out of this process (`process_vm_readv`, see [`super::cma`]); `0`: every byte goes through the socket | ours, named by analogy with HCCL's `HCCL_INTRA_PCIE_ENABLE` / `HCCL_INTRA_ROCE_ENABLE` (which pick the intra-server link) |
 //!
 //! Deviations from HCCL, on purpose: timeouts accept decimal seconds and any
 //! positive value (HCCL clamps `HCCL_CONNECT_TIMEOUT` to [120, 7200]) so
@@ -93,6 +94,9 @@ pub struct TcpConfig {
     pub base_port: u16,
     /// Bytes of not-yet-matched incoming data buffered per peer (`HCCL_BUFFSIZE`).
     pub unexpected_bound: u64,
+    /// Offer and accept the same-host cross-memory path
+    /// (`HCCL_INTRA_CMA_ENABLE`, default on; Linux only).
+    pub intra_cma: bool,
 }
 
 impl Default for TcpConfig {
@@ -104,6 +108,7 @@ impl Default for TcpConfig {
             socket_ifname: None,
             base_port: 0,
             unexpected_bound: DEFAULT_BUFFSIZE_MB << 20,
+            intra_cma: true,
         }
     }
 }
@@ -190,6 +195,19 @@ impl TcpConfig {
             }
             c.unexpected_bound = mb << 20;
         }
+        if let Some(v) = get("HCCL_INTRA_CMA_ENABLE").filter(|v| !v.trim().is_empty()) {
+            c.intra_cma = match v.trim() {
+                "1" => true,
+                "0" => false,
+                _ => {
+                    return Err(bad(
+                        "HCCL_INTRA_CMA_ENABLE",
+                        &v,
+                        "must be 0 (every byte through the socket) or 1 (same-host peers read send pieces directly)",
+                    ))
+                }
+            };
+        }
         Ok(c)
     }
 }
@@ -213,6 +231,24 @@ mod tests {
         assert_eq!(c.exec_timeout, Some(Duration::from_secs(1836)));
         assert_eq!(c.unexpected_bound, 200 << 20);
         assert_eq!(c.base_port, 0);
+        assert!(c.intra_cma);
+    }
+
+    #[test]
+    fn intra_cma_switch_takes_0_or_1_only() {
+        let off = TcpConfig::from_lookup(env(&[("HCCL_INTRA_CMA_ENABLE", "0")])).unwrap();
+        assert!(!off.intra_cma);
+        let on = TcpConfig::from_lookup(env(&[("HCCL_INTRA_CMA_ENABLE", " 1 ")])).unwrap();
+        assert!(on.intra_cma);
+        for bad in ["yes", "2", "true", "-1"] {
+            let e = TcpConfig::from_lookup(env(&[("HCCL_INTRA_CMA_ENABLE", bad)])).unwrap_err();
+            let s = e.to_string();
+            assert!(
+                s.contains("HCCL_INTRA_CMA_ENABLE") && s.contains(bad),
+                "{s}"
+            );
+            assert!(s.contains("must be 0"), "{s}");
+        }
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //!   `hccl_algos` plan over host buffers with host reduce kernels.
 //! - [`TcpConfig`]: HCCL's environment variables (`HCCL_CONNECT_TIMEOUT`,
 //!   `HCCL_EXEC_TIMEOUT`, `HCCL_IF_IP`, `HCCL_SOCKET_IFNAME`,
-//!   `HCCL_IF_BASE_PORT`, `HCCL_BUFFSIZE`).
+//!   `HCCL_IF_BASE_PORT`, `HCCL_BUFFSIZE`, and our
+//!   `HCCL_INTRA_CMA_ENABLE`).
+//! - [`cma`]: the same-host fast path (Linux cross-memory attach).
 //!
 //! Threads: each [`TcpRank`] owns a current-thread tokio runtime with a
 //! reader and a writer task per peer. The runtime runs on the caller's
@@ -21,6 +23,7 @@
 
 pub mod bootstrap;
 pub mod buffers;
+pub mod cma;
 pub mod config;
 pub mod error;
 pub mod iface;
@@ -33,6 +36,6 @@ pub mod wire;
 pub use buffers::OpBuffers;
 pub use config::TcpConfig;
 pub use error::TcpError;
-pub use rank::{is_p2p_seq, AbortHandle, OpInfo, TcpOp, TcpRank, P2P_SEQ_BIT};
+pub use rank::{is_p2p_seq, AbortHandle, CmaStats, OpInfo, TcpOp, TcpRank, P2P_SEQ_BIT};
 pub use root::RootInfo;
 pub use select::choose_algo;

@@ -40,11 +40,15 @@ use tokio::task::JoinHandle;
 
 use super::bootstrap::bootstrap;
 use super::buffers::OpBuffers;
+use super::cma::{self, LentPieces, Token};
 use super::config::TcpConfig;
 use super::error::TcpError;
-use super::io::{reader, writer, Event, Outgoing};
+use super::io::{reader, writer, CmaRecv, Event, Outgoing};
 use super::root::RootInfo;
-use super::wire::{FrameHeader, FrameKind, SessionId, Signature, MAX_ABORT_REASON};
+use super::wire::{
+    FrameHeader, FrameKind, SessionId, Signature, FRAME_HEADER_LEN, MAX_ABORT_REASON,
+    PIECE_DESC_LEN,
+};
 use crate::sync::{ByteBudget, Permit};
 
 /// Longest a destroy waits for writers to flush and peers to say goodbye.
@@ -62,6 +66,17 @@ pub const MAX_EARLY_MESSAGES: usize = 1 << 16;
 pub const PIECES_AHEAD: u32 = 16;
 /// Send piece buffers kept for reuse.
 const SEND_POOL: usize = 16;
+/// Counters of the same-host fast path on the sending side (see
+/// [`super::cma`]), for tests and diagnostics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CmaStats {
+    /// Pieces lent to peers as descriptors since connect.
+    pub pieces_lent: u64,
+    /// Payload bytes in those pieces.
+    pub bytes_lent: u64,
+    /// Pieces lent and not yet acked now.
+    pub outstanding: u64,
+}
 
 /// Longest a failing op waits for its abort frames to be written.
 pub const ABORT_FLUSH: Duration = Duration::from_secs(1);
@@ -157,8 +172,13 @@ struct Peer {
     unsent: VecDeque<u64>,
     /// Messages whose pieces are still to be copied, in posting order.
     outq: VecDeque<OutMsg>,
-    /// Pieces handed to the writer and not yet written.
+    /// Pieces handed to the writer and not yet written (or, lent, not yet
+    /// acked).
     pieces_in_flight: u32,
+    /// The peer reads this rank's pieces (its probe answer was "ok").
+    cma_send: bool,
+    /// Pieces lent to the peer and not yet acked.
+    lent: LentPieces,
 }
 
 /// A posted send whose payload is copied into pieces lazily, at most
@@ -170,10 +190,12 @@ struct OutMsg {
     seq: u64,
     step: StepId,
     src: Region,
-    header: [u8; 88],
+    header: FrameHeader,
     /// Payload bytes already queued.
     next: u64,
     started: bool,
+    /// Sent as descriptors (decided when its first piece goes).
+    cma: bool,
 }
 
 /// One rank of a TCP communicator. See the module docs.
@@ -202,6 +224,7 @@ pub struct TcpRank {
     local_ip: std::net::IpAddr,
     /// Written send pieces, for reuse.
     send_pool: Vec<Vec<u8>>,
+    cma_stats: CmaStats,
 }
 
 /// Interrupts a [`TcpRank`]'s running op from another thread: the op fails
@@ -248,10 +271,12 @@ impl TcpRank {
             .build()
             .map_err(|e| TcpError::io("starting the I/O runtime", e))?;
         let mesh = runtime.block_on(bootstrap(&cfg, root, nranks, rank))?;
+        let (streams, settled) =
+            probe_peers(&runtime, &cfg, mesh.streams, mesh.session, comm, rank)?;
         let (ev_tx, events) = unbounded_channel::<Event>();
         let mut peers: Vec<Peer> = (0..nranks).map(|_| Peer::default()).collect();
         let mut writers = Vec::new();
-        for (p, s) in mesh.streams.into_iter().enumerate() {
+        for (p, s) in streams.into_iter().enumerate() {
             let Some(s) = s else { continue };
             let s = s.into_std().and_then(|s| {
                 let _guard = runtime.enter();
@@ -262,6 +287,12 @@ impl TcpRank {
             let (tx, rx) = unbounded_channel();
             let (recycle, recycled) = unbounded_channel();
             let budget = ByteBudget::new(cfg.unexpected_bound);
+            let cma = settled[p].recv_pid.map(|pid| CmaRecv {
+                pid,
+                acks: tx.clone(),
+                comm,
+            });
+            peers[p].cma_send = settled[p].send;
             runtime.spawn(reader(
                 p as u32,
                 r,
@@ -269,6 +300,7 @@ impl TcpRank {
                 budget.clone(),
                 ev_tx.clone(),
                 recycled,
+                cma,
             ));
             peers[p].recycle = Some(recycle);
             writers.push(runtime.spawn(writer(p as u32, w, rx, ev_tx.clone())));
@@ -296,7 +328,26 @@ impl TcpRank {
             ev_tx,
             local_ip: mesh.local_addr.ip(),
             send_pool: Vec::new(),
+            cma_stats: CmaStats::default(),
         })
+    }
+
+    /// The peers this rank sends cross-memory descriptors to (their probe
+    /// answer was "cma ok"; see [`super::cma`]), ascending. Empty with
+    /// `HCCL_INTRA_CMA_ENABLE=0` on either side, across hosts, or where
+    /// the kernel refuses `process_vm_readv`.
+    pub fn cma_peers(&self) -> Vec<u32> {
+        (0..self.nranks)
+            .filter(|&p| self.peers[p as usize].cma_send)
+            .collect()
+    }
+
+    /// Counters of the fast path's sending side.
+    pub fn cma_stats(&self) -> CmaStats {
+        CmaStats {
+            outstanding: self.peers.iter().map(|p| p.lent.len() as u64).sum(),
+            ..self.cma_stats
+        }
     }
 
     /// A handle that can interrupt this rank's op from another thread.
@@ -504,17 +555,41 @@ impl TcpRank {
             let n = (m.src.len - m.next).min(SEND_PIECE as u64);
             let mut bytes = self.send_pool.pop().unwrap_or_default();
             bytes.clear();
-            if !m.started {
-                bytes.extend_from_slice(&m.header);
+            let head = if m.started {
+                None
+            } else {
                 m.started = true;
-            }
-            bytes.extend_from_slice(bufs.get(Region::new(m.src.buf, m.src.offset + m.next, n))?);
+                m.cma = p.cma_send && m.src.len > 0;
+                Some(m.header)
+            };
+            let payload = bufs.get(Region::new(m.src.buf, m.src.offset + m.next, n))?;
             m.next += n;
             let last = m.next == m.src.len;
-            let out = Outgoing::Data {
-                bytes,
-                seq: m.seq,
-                step: last.then_some(m.step),
+            let (seq, step) = (m.seq, last.then_some(m.step));
+            let out = if m.cma {
+                // Staging, not user memory: the peer reads this piece,
+                // which stays lent (never reused) until its ack.
+                bytes.extend_from_slice(payload);
+                self.cma_stats.pieces_lent += 1;
+                self.cma_stats.bytes_lent += n;
+                let mut h = head.unwrap_or(FrameHeader {
+                    kind: FrameKind::CmaMore,
+                    len: PIECE_DESC_LEN as u64,
+                    ..m.header
+                });
+                if head.is_some() {
+                    h.kind = FrameKind::DataCma;
+                }
+                let mut frame = [0u8; FRAME_HEADER_LEN + PIECE_DESC_LEN];
+                frame[..FRAME_HEADER_LEN].copy_from_slice(&h.encode());
+                frame[FRAME_HEADER_LEN..].copy_from_slice(&p.lent.lend(bytes).encode());
+                Outgoing::Lent { frame, seq, step }
+            } else {
+                if let Some(h) = head {
+                    bytes.extend_from_slice(&h.encode());
+                }
+                bytes.extend_from_slice(payload);
+                Outgoing::Data { bytes, seq, step }
             };
             if last {
                 p.outq.pop_front();
@@ -552,6 +627,9 @@ impl TcpRank {
         for p in 0..self.nranks {
             if p != self.rank {
                 self.send_control(p, bye.clone());
+                if let Some(tx) = &self.peers[p as usize].tx {
+                    let _ = tx.send(Outgoing::End);
+                }
             }
         }
         for p in &mut self.peers {
@@ -580,9 +658,23 @@ impl TcpRank {
             while open > 0 && Instant::now() < end {
                 match self.next_event(Some(end.saturating_duration_since(Instant::now()))) {
                     Some(Event::Closed { .. }) | Some(Event::Protocol { .. }) => open -= 1,
+                    Some(Event::CmaAck { peer, desc }) => {
+                        // Acked: the peer is done with it; free it.
+                        let _ = self.peers[peer as usize].lent.ack(desc);
+                    }
                     Some(_) => {}
                     None => break,
                 }
+            }
+        }
+        for (p, peer) in self.peers.iter_mut().enumerate() {
+            let n = peer.lent.len();
+            if n > 0 {
+                let bytes = peer.lent.leak_all();
+                tracing::debug!(
+                    "hccl rank {}: leaking {n} send piece(s) ({bytes} bytes) lent to rank {p} and never acked: it may still read them",
+                    self.rank
+                );
             }
         }
         for p in &self.peers {
@@ -775,17 +867,36 @@ impl TcpRank {
                     reason,
                 })
             }
+            Event::CmaAck { peer, desc } => {
+                let p = &mut self.peers[peer as usize];
+                match p.lent.ack(desc) {
+                    Ok(buf) => {
+                        p.pieces_in_flight = p.pieces_in_flight.saturating_sub(1);
+                        if self.send_pool.len() < SEND_POOL && buf.capacity() >= 64 << 10 {
+                            self.send_pool.push(buf);
+                        }
+                    }
+                    Err(what) => return Err(self.protocol(peer, what)),
+                }
+                if let Some((_, _, bufs)) = op.as_ref() {
+                    self.fill_sends(peer, bufs)?;
+                }
+                Ok(())
+            }
             Event::SendDone {
                 peer,
                 seq,
                 step,
                 buf,
             } => {
-                if self.send_pool.len() < SEND_POOL && buf.capacity() >= 64 << 10 {
-                    self.send_pool.push(buf);
+                // A lent piece (no buffer) stays in flight until its ack.
+                if let Some(buf) = buf {
+                    if self.send_pool.len() < SEND_POOL && buf.capacity() >= 64 << 10 {
+                        self.send_pool.push(buf);
+                    }
+                    let p = &mut self.peers[peer as usize];
+                    p.pieces_in_flight = p.pieces_in_flight.saturating_sub(1);
                 }
-                let p = &mut self.peers[peer as usize];
-                p.pieces_in_flight = p.pieces_in_flight.saturating_sub(1);
                 if let Some((_, _, bufs)) = op.as_ref() {
                     self.fill_sends(peer, bufs)?;
                 }
@@ -884,6 +995,77 @@ impl TcpRank {
             reason: self.peers[peer as usize].dead.clone().unwrap_or_default(),
         }
     }
+}
+
+/// Runs the cross-memory probe exchange ([`cma::exchange`]) on every peer
+/// connection at once and returns the connections with what each settled.
+fn probe_peers(
+    runtime: &tokio::runtime::Runtime,
+    cfg: &TcpConfig,
+    streams: Vec<Option<tokio::net::TcpStream>>,
+    session: SessionId,
+    comm: u64,
+    rank: u32,
+) -> Result<(Vec<Option<tokio::net::TcpStream>>, Vec<cma::PeerCma>), TcpError> {
+    // Lives until every exchange is over: peers read it before answering.
+    let token = Token::new(session);
+    let mine = token.probe(cfg.intra_cma && cma::AVAILABLE);
+    let deadline = tokio::time::Instant::now() + cfg.connect_timeout;
+    let results = runtime.block_on(async {
+        let tasks: Vec<_> = streams
+            .into_iter()
+            .enumerate()
+            .map(|(p, s)| {
+                s.map(|mut s| {
+                    tokio::spawn(async move {
+                        let r = tokio::time::timeout_at(
+                            deadline,
+                            cma::exchange(&mut s, mine, session, comm, p as u32),
+                        )
+                        .await;
+                        (s, r)
+                    })
+                })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for t in tasks {
+            out.push(match t {
+                Some(t) => Some(t.await),
+                None => None,
+            });
+        }
+        out
+    });
+    drop(token);
+    let mut streams = Vec::new();
+    let mut settled = Vec::new();
+    for (p, r) in results.into_iter().enumerate() {
+        let Some(r) = r else {
+            streams.push(None);
+            settled.push(cma::PeerCma::default());
+            continue;
+        };
+        let (s, r) = r.map_err(|e| TcpError::io("cross-memory probe task", e))?;
+        let reason = match r {
+            Ok(Ok(c)) => {
+                streams.push(Some(s));
+                settled.push(c);
+                continue;
+            }
+            Ok(Err(e)) => e,
+            Err(_) => "no answer within HCCL_CONNECT_TIMEOUT".to_string(),
+        };
+        return Err(TcpError::PeerConnect {
+            rank,
+            peer: p as u32,
+            addr: s
+                .peer_addr()
+                .unwrap_or_else(|_| std::net::SocketAddr::from(([0, 0, 0, 0], 0))),
+            reason: format!("cross-memory probe exchange: {reason}"),
+        });
+    }
+    Ok((streams, settled))
 }
 
 impl Drop for TcpRank {
@@ -1197,7 +1379,7 @@ impl Transport for TcpOp<'_, '_> {
             Op::Send { peer, tag, src } => {
                 self.check_peer(peer)?;
                 self.bufs.check(src)?;
-                let header = self.header(FrameKind::Data, tag, src.len).encode();
+                let header = self.header(FrameKind::Data, tag, src.len);
                 let r = &mut *self.rank;
                 let p = &mut r.peers[peer as usize];
                 if p.dead.is_some() || p.tx.is_none() {
@@ -1210,6 +1392,7 @@ impl Transport for TcpOp<'_, '_> {
                     header,
                     next: 0,
                     started: false,
+                    cma: false,
                 });
                 p.sends_in_flight += 1;
                 p.unsent.push_back(src.len);

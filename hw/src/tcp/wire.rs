@@ -30,6 +30,18 @@
 //! | 44..48 | reserved (0) |
 //! | 48..56 | payload length (u64) |
 //! | 56..88 | op signature ([`SIG_LEN`] bytes, opaque here) |
+//!
+//! **Same-host fast path** (cross-memory attach, see [`super::cma`]): frames
+//! of kinds [`FrameKind::DataCma`], [`FrameKind::CmaProbe`],
+//! [`FrameKind::CmaReply`] and [`FrameKind::CmaAck`] use the same header.
+//! A `DataCma` message's `len` payload bytes are not in the stream: its
+//! header is followed by one [`PieceDesc`] (16 bytes: address u64, length
+//! u64 of a piece of the sender's staging memory), and each further piece
+//! comes as a [`FrameKind::CmaMore`] frame (same seq and tag, `len` 16)
+//! with its descriptor, until the pieces add up to `len`. The receiver
+//! copies each piece out of the sender's address space and answers with a
+//! `CmaAck` frame carrying the same descriptor. Because every piece is a
+//! whole frame, acks may travel between the pieces of a message.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -37,8 +49,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// `"HCCL"` as the first four bytes of every message.
 pub const MAGIC: [u8; 4] = *b"HCCL";
-/// Protocol version; a peer with another version is refused.
-pub const VERSION: u16 = 1;
+/// Protocol version; a peer with another version is refused. Version 2
+/// added the cross-memory probe after the hello (see [`CmaProbe`]).
+pub const VERSION: u16 = 2;
 /// A random 128-bit id shared by all ranks of one bootstrap.
 pub type SessionId = u128;
 /// Bytes of the op signature carried by every data frame.
@@ -55,6 +68,14 @@ pub const FRAME_HEADER_LEN: usize = 88;
 pub const MAX_ABORT_REASON: u64 = 4096;
 /// Bytes of an encoded socket address.
 const ADDR_LEN: usize = 19;
+/// Bytes of an encoded [`PieceDesc`].
+pub const PIECE_DESC_LEN: usize = 16;
+/// Largest piece a [`PieceDesc`] may name (1 MiB; senders use 256 KiB).
+pub const MAX_CMA_PIECE: u64 = 1 << 20;
+/// Bytes of the random token a [`CmaProbe`] names.
+pub const CMA_TOKEN_LEN: usize = 32;
+/// Bytes of an encoded [`CmaProbe`].
+pub const CMA_PROBE_LEN: usize = 1 + 4 + 8 + CMA_TOKEN_LEN;
 
 /// Error of decoding bytes from the wire.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -397,6 +418,20 @@ pub enum FrameKind {
     Abort = 3,
     /// The sender is closing the communicator on purpose (no payload).
     Bye = 4,
+    /// A message of one step whose `len` payload bytes stay in the sender's
+    /// memory: the first piece's [`PieceDesc`] follows.
+    DataCma = 5,
+    /// The sender's cross-memory offer: exactly [`CMA_PROBE_LEN`] bytes of
+    /// [`CmaProbe`] follow.
+    CmaProbe = 6,
+    /// The answer to a probe (no payload): `tag` 1 = "cma ok" (the
+    /// receiver read the token and will read `DataCma` pieces), 0 = off.
+    CmaReply = 7,
+    /// The receiver has copied a piece: one [`PieceDesc`] follows.
+    CmaAck = 8,
+    /// The next piece of the `DataCma` message in progress on this
+    /// connection (same seq and tag): one [`PieceDesc`] follows.
+    CmaMore = 9,
 }
 
 /// A data-plane frame header.
@@ -435,7 +470,8 @@ impl FrameHeader {
     }
 
     /// Decodes and checks magic, version, kind and session; abort reasons
-    /// over [`MAX_ABORT_REASON`] and payloads on control-only kinds are refused.
+    /// over [`MAX_ABORT_REASON`], payloads on control-only kinds and probe
+    /// or ack payloads of any other than their fixed length are refused.
     ///
     /// # Errors
     /// The first check that fails.
@@ -449,6 +485,11 @@ impl FrameHeader {
             2 => FrameKind::OpStart,
             3 => FrameKind::Abort,
             4 => FrameKind::Bye,
+            5 => FrameKind::DataCma,
+            6 => FrameKind::CmaProbe,
+            7 => FrameKind::CmaReply,
+            8 => FrameKind::CmaAck,
+            9 => FrameKind::CmaMore,
             k => return Err(WireError::BadKind(k)),
         };
         let got = u128_at(b, 8);
@@ -456,11 +497,20 @@ impl FrameHeader {
             return Err(WireError::BadSession { got });
         }
         let len = u64_at(b, 48);
-        let max = match kind {
-            FrameKind::Data => u64::MAX,
-            FrameKind::Abort => MAX_ABORT_REASON,
-            FrameKind::OpStart | FrameKind::Bye => 0,
+        let (min, max) = match kind {
+            FrameKind::Data | FrameKind::DataCma => (0, u64::MAX),
+            FrameKind::Abort => (0, MAX_ABORT_REASON),
+            FrameKind::OpStart | FrameKind::Bye | FrameKind::CmaReply => (0, 0),
+            FrameKind::CmaProbe => (CMA_PROBE_LEN as u64, CMA_PROBE_LEN as u64),
+            FrameKind::CmaAck | FrameKind::CmaMore => {
+                (PIECE_DESC_LEN as u64, PIECE_DESC_LEN as u64)
+            }
         };
+        if len < min {
+            return Err(WireError::Malformed(
+                "frame payload shorter than its kind's",
+            ));
+        }
         if len > max {
             return Err(WireError::TooLong {
                 what: "frame payload",
@@ -478,6 +528,114 @@ impl FrameHeader {
             tag: u32_at(b, 40),
             len,
             sig,
+        })
+    }
+}
+
+/// A piece of the sender's staging memory that holds the next bytes of a
+/// [`FrameKind::DataCma`] message: `len` bytes at virtual address `addr` in
+/// the sender's process (whose pid the receiver verified with a
+/// [`CmaProbe`]; a descriptor never names a process).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PieceDesc {
+    /// Virtual address in the sender's process.
+    pub addr: u64,
+    /// Bytes.
+    pub len: u64,
+}
+
+impl PieceDesc {
+    /// The 16 bytes: address, length (u64 little-endian each).
+    pub fn encode(&self) -> [u8; PIECE_DESC_LEN] {
+        let mut b = [0u8; PIECE_DESC_LEN];
+        b[0..8].copy_from_slice(&self.addr.to_le_bytes());
+        b[8..16].copy_from_slice(&self.len.to_le_bytes());
+        b
+    }
+
+    /// Decodes a descriptor of the message whose next `left` bytes it must
+    /// carry, at most `max` bytes per piece.
+    ///
+    /// # Errors
+    /// [`WireError::Malformed`] for an empty piece or an address range that
+    /// wraps; [`WireError::TooLong`] for a piece longer than `left` or `max`.
+    pub fn decode(b: &[u8; PIECE_DESC_LEN], left: u64, max: u64) -> Result<PieceDesc, WireError> {
+        let d = PieceDesc {
+            addr: u64_at(b, 0),
+            len: u64_at(b, 8),
+        };
+        if d.len == 0 {
+            return Err(WireError::Malformed("empty piece descriptor"));
+        }
+        if d.addr.checked_add(d.len).is_none() {
+            return Err(WireError::Malformed(
+                "piece descriptor wraps the address space",
+            ));
+        }
+        if d.len > left {
+            return Err(WireError::TooLong {
+                what: "piece descriptor (bytes left in the message)",
+                len: d.len,
+                max: left,
+            });
+        }
+        if d.len > max {
+            return Err(WireError::TooLong {
+                what: "piece descriptor",
+                len: d.len,
+                max,
+            });
+        }
+        Ok(d)
+    }
+}
+
+/// A rank's cross-memory offer, sent once on each data connection right
+/// after the hello: "I am process `pid`; at `addr` I hold `token`". The
+/// peer reads [`CMA_TOKEN_LEN`] bytes at `addr` from `pid` and compares
+/// them with `token`: equal bytes prove that it can read this process's
+/// memory (same host, same pid namespace, ptrace permission).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CmaProbe {
+    /// False if the sender has the fast path off (`HCCL_INTRA_CMA_ENABLE=0`
+    /// or not Linux): the peer answers "off" without reading.
+    pub offer: bool,
+    /// The sender's process id.
+    pub pid: u32,
+    /// Address of the token in the sender's process.
+    pub addr: u64,
+    /// The token's bytes (session id and random bytes).
+    pub token: [u8; CMA_TOKEN_LEN],
+}
+
+impl CmaProbe {
+    /// The [`CMA_PROBE_LEN`] payload bytes: offer u8, pid u32, addr u64, token.
+    pub fn encode(&self) -> [u8; CMA_PROBE_LEN] {
+        let mut b = [0u8; CMA_PROBE_LEN];
+        b[0] = u8::from(self.offer);
+        b[1..5].copy_from_slice(&self.pid.to_le_bytes());
+        b[5..13].copy_from_slice(&self.addr.to_le_bytes());
+        b[13..].copy_from_slice(&self.token);
+        b
+    }
+
+    /// Parses [`CmaProbe::encode`]'s bytes.
+    ///
+    /// # Errors
+    /// [`WireError::Malformed`] if the offer byte is neither 0 nor 1.
+    pub fn decode(b: &[u8; CMA_PROBE_LEN]) -> Result<CmaProbe, WireError> {
+        let offer = match b[0] {
+            0 => false,
+            1 => true,
+            _ => return Err(WireError::Malformed("cma probe")),
+        };
+        let mut token = [0u8; CMA_TOKEN_LEN];
+        token.copy_from_slice(&b[13..]);
+        Ok(CmaProbe {
+            offer,
+            pid: u32_at(b, 1),
+            addr: u64_at(b, 5),
+            token,
         })
     }
 }
@@ -510,10 +668,10 @@ mod tests {
             Err(WireError::BadMagic(_))
         ));
         let mut b = h.encode();
-        b[4] = 2;
+        b[4] = 1;
         assert_eq!(
             FrameHeader::decode(&b, h.session),
-            Err(WireError::BadVersion { got: 2 })
+            Err(WireError::BadVersion { got: 1 })
         );
     }
 
@@ -561,6 +719,68 @@ mod tests {
         ));
     }
 
+    #[test]
+    fn cma_frames_have_fixed_lengths_and_descriptors_are_bounded() {
+        let h = |kind, len| FrameHeader {
+            kind,
+            session: 1,
+            comm: 0,
+            seq: 0,
+            tag: 0,
+            len,
+            sig: [0; SIG_LEN],
+        };
+        let probe_len = CMA_PROBE_LEN as u64;
+        assert!(FrameHeader::decode(&h(FrameKind::CmaProbe, probe_len).encode(), 1).is_ok());
+        for bad in [0, probe_len - 1, probe_len + 1, u64::MAX] {
+            assert!(FrameHeader::decode(&h(FrameKind::CmaProbe, bad).encode(), 1).is_err());
+        }
+        assert!(FrameHeader::decode(&h(FrameKind::CmaAck, 16).encode(), 1).is_ok());
+        assert!(FrameHeader::decode(&h(FrameKind::CmaAck, 17).encode(), 1).is_err());
+        assert!(FrameHeader::decode(&h(FrameKind::CmaReply, 1).encode(), 1).is_err());
+        assert!(FrameHeader::decode(&h(FrameKind::DataCma, 1 << 40).encode(), 1).is_ok());
+
+        let d = PieceDesc {
+            addr: 0x7f00_0000_1000,
+            len: 4096,
+        };
+        assert_eq!(PieceDesc::decode(&d.encode(), 4096, 4096), Ok(d));
+        assert!(matches!(
+            PieceDesc::decode(&d.encode(), 4095, 1 << 20),
+            Err(WireError::TooLong {
+                len: 4096,
+                max: 4095,
+                ..
+            })
+        ));
+        assert!(matches!(
+            PieceDesc::decode(&d.encode(), 1 << 20, 1024),
+            Err(WireError::TooLong {
+                len: 4096,
+                max: 1024,
+                ..
+            })
+        ));
+        let empty = PieceDesc { addr: 8, len: 0 };
+        assert!(PieceDesc::decode(&empty.encode(), 10, 10).is_err());
+        let wraps = PieceDesc {
+            addr: u64::MAX - 1,
+            len: 4,
+        };
+        assert!(PieceDesc::decode(&wraps.encode(), 10, 10).is_err());
+
+        let p = CmaProbe {
+            offer: true,
+            pid: 4242,
+            addr: 0xdead_beef,
+            token: [9; CMA_TOKEN_LEN],
+        };
+        assert_eq!(CmaProbe::decode(&p.encode()), Ok(p));
+        let mut b = p.encode();
+        b[0] = 2;
+        assert!(CmaProbe::decode(&b).is_err());
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
         #[test]
@@ -577,6 +797,16 @@ mod tests {
             let _ = Join::decode(&bytes);
             let _ = decode_reject(&bytes);
             let _ = decode_addr(&bytes);
+            let mut d = [0u8; PIECE_DESC_LEN];
+            let n = bytes.len().min(PIECE_DESC_LEN);
+            d[..n].copy_from_slice(&bytes[..n]);
+            if let Ok(p) = PieceDesc::decode(&d, 1 << 30, MAX_CMA_PIECE) {
+                prop_assert!(p.len > 0 && p.len <= MAX_CMA_PIECE);
+            }
+            let mut c = [0u8; CMA_PROBE_LEN];
+            let n = bytes.len().min(CMA_PROBE_LEN);
+            c[..n].copy_from_slice(&bytes[..n]);
+            let _ = CmaProbe::decode(&c);
         }
     }
 }
