@@ -3,4 +3,4 @@
 pub mod comm;
 pub mod profiling;
 
-pub use comm::{BackendKind, Comm, CommError, Element, OpHandle, RootInfo};
+pub use comm::{BackendKind, Comm, CommError, Element, OpHandle, P2pItem, P2pKind, RootInfo};

@@ -38,14 +38,31 @@ pub enum CommError {
     /// A point-to-point call names a peer that is out of range or this rank.
     #[error("{op}: peer rank {peer} is not another rank of this communicator (this is rank {rank} of {size}); pass a rank in 0..{size} other than {rank}")]
     Peer {
-        /// `Send` or `Recv`.
-        op: &'static str,
+        /// `Send`, `Recv`, or `BatchSendRecv item <i> (Send|Recv)`.
+        op: String,
         /// The rank named.
         peer: u32,
         /// This rank.
         rank: u32,
         /// Ranks in the communicator.
         size: u32,
+    },
+    /// A V-variant's counts or displacements do not fit the call: a list
+    /// of the wrong length (`index` is `None`, `value` the length), or an
+    /// entry whose block leaves its buffer or overlaps another receive
+    /// block.
+    #[error("{op}: {}; {reason}", match index { Some(i) => format!("{field}[{i}] = {value}"), None => format!("{field} has {value} entries") })]
+    Counts {
+        /// The op (`AllGatherV`, ...).
+        op: &'static str,
+        /// The argument (`recv_counts`, `send_displs`, ...).
+        field: &'static str,
+        /// The entry (a rank), or `None` for the list's length.
+        index: Option<usize>,
+        /// The entry's value, or the list's length.
+        value: u64,
+        /// What is wrong, with the numbers it was checked against.
+        reason: String,
     },
     /// The TCP transport failed (bootstrap, peer, timeout, mismatch, ...).
     #[error(transparent)]
@@ -91,6 +108,7 @@ impl CommError {
             | CommError::Buffer { .. }
             | CommError::Shape { .. }
             | CommError::Peer { .. }
+            | CommError::Counts { .. }
             | CommError::Env { .. } => 1,
             CommError::Algo(_) | CommError::Unsupported(_) => 5,
             CommError::RankTable(_) => 10,

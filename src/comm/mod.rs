@@ -9,7 +9,9 @@
 //! | (torchrun / mpirun env) | [`Comm::from_env`] |
 //! | `HcclCommSplit` (NCCL `ncclCommSplit`) | [`Comm::split`] |
 //! | `HcclAllReduce`, ... | [`Comm::all_reduce`], ... (typed), [`Comm::collective`] (bytes) |
-//! | `HcclSend` / `HcclRecv` | [`Comm::send`] / [`Comm::recv`] (typed), [`Comm::send_bytes`] / [`Comm::recv_bytes`] (TCP only) |
+//! | `HcclAllGatherV`, `HcclReduceScatterV`, `HcclAlltoAllV` | [`Comm::all_gather_v`], [`Comm::reduce_scatter_v`], [`Comm::all_to_all_v`] |
+//! | `HcclSend` / `HcclRecv` | [`Comm::send`] / [`Comm::recv`] (typed), [`Comm::send_bytes`] / [`Comm::recv_bytes`], [`Comm::send_async`] / [`Comm::recv_async`] |
+//! | `HcclBatchSendRecv` | [`Comm::batch_send_recv`] with [`P2pItem`]s |
 //! | `HcclGetCommAsyncError` | [`Comm::async_error`] |
 //! | `HcclCommAbort` / `HcclCommDestroy` | [`Comm::abort`] / [`Comm::destroy`] or drop |
 //!
@@ -33,6 +35,7 @@ pub mod launch;
 mod p2p;
 mod signature;
 mod sim_backend;
+mod vvar;
 
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -47,6 +50,7 @@ pub use element::Element;
 pub use error::CommError;
 pub use handle::OpHandle;
 pub use hccl_algos::{DataType, ReduceOp};
+pub use p2p::{P2pItem, P2pKind};
 
 use element::{bytes, bytes_mut};
 use sim_backend::SimWorld;
@@ -90,13 +94,24 @@ enum Backend {
 
 struct State {
     backend: Option<Backend>,
-    /// Sequence number of the op allowed to run now.
+    /// Turn (call-order ticket) of the op allowed to run now.
     turn: u64,
     scratch: Vec<u8>,
-    /// Point-to-point messages sent to each rank (the pair's next p2p seq).
+    /// Point-to-point messages sent to each rank (the pair's next p2p number).
     p2p_sent: Vec<u64>,
     /// Point-to-point messages received from each rank.
     p2p_received: Vec<u64>,
+}
+
+/// What an op gets when called: its turn among every op of this rank (the
+/// order ops run in) and, for collectives, its communicator-wide sequence
+/// number (the same on every rank; point-to-point ops take none).
+#[derive(Default)]
+struct Tickets {
+    /// Next turn to hand out.
+    turn: u64,
+    /// Next collective sequence number.
+    coll: u64,
 }
 
 struct Shared {
@@ -106,8 +121,8 @@ struct Shared {
     name: String,
     state: Mutex<State>,
     turn_cv: Condvar,
-    /// Next sequence number to hand out.
-    tickets: Mutex<u64>,
+    /// Next turn and collective sequence number to hand out.
+    tickets: Mutex<Tickets>,
     /// First error (kept outside `state` so queries never wait for an op).
     error: Mutex<Option<CommError>>,
     abort: Option<AbortHandle>,
@@ -147,8 +162,26 @@ fn comm_id(name: &str) -> u64 {
 
 /// The algorithm for `args` (`HCCL_ALGO`, else the selector with host-TCP
 /// costs; see [`hccl_hw::tcp::choose_algo`]).
+///
+/// A communicator's layout is flat (one group of all ranks), where a
+/// hierarchical spec's level 0 spans every rank. `hccl_algos` composes
+/// levels only for the five classic collectives, so for the others (V
+/// variants, AllToAll) a hierarchical spec such as HCCL_ALGO's
+/// `level0:ring;level1:NA` runs its level-0 algorithm flat.
 fn pick_algo(args: &CollectiveArgs) -> Result<AlgoSpec, CommError> {
-    Ok(hccl_hw::tcp::choose_algo(args)?)
+    use CollectiveKind as K;
+    let spec = hccl_hw::tcp::choose_algo(args)?;
+    let composed = matches!(
+        args.kind,
+        K::AllReduce | K::AllGather | K::ReduceScatter | K::Broadcast | K::Reduce
+    );
+    Ok(match spec {
+        AlgoSpec::Hierarchical(l) if !composed => match l.level0 {
+            Some(a) if a.supports(args.kind) => AlgoSpec::Flat(a),
+            _ => spec,
+        },
+        _ => spec,
+    })
 }
 
 impl Comm {
@@ -171,7 +204,7 @@ impl Comm {
                     p2p_received: vec![0; size as usize],
                 }),
                 turn_cv: Condvar::new(),
-                tickets: Mutex::new(0),
+                tickets: Mutex::new(Tickets::default()),
                 error: Mutex::new(None),
                 abort,
                 aborted: Mutex::new(false),
@@ -267,7 +300,7 @@ impl Comm {
         let mut cfg = TcpConfig::from_env()?;
         match backend {
             BackendKind::Sim => {
-                let w = SimWorld::new(ndev, cfg.exec_timeout)?;
+                let w = SimWorld::new(ndev, cfg.exec_timeout, cfg.unexpected_bound)?;
                 Ok((0..ndev)
                     .map(|r| Comm::new("world".into(), r, ndev, Backend::Sim(Arc::clone(&w))))
                     .collect())
@@ -392,31 +425,52 @@ impl Comm {
     /// Dropping a `Comm` does the same.
     pub fn destroy(self) {}
 
-    fn take_ticket(&self) -> u64 {
+    /// A collective's (turn, sequence number).
+    fn take_ticket(&self) -> (u64, u64) {
         let mut t = lock(&self.shared.tickets);
-        let s = *t;
-        *t += 1;
-        s
+        let r = (t.turn, t.coll);
+        t.turn += 1;
+        t.coll += 1;
+        r
     }
 
-    /// Runs `args` with seq `seq` once it is that op's turn.
-    fn run_at(
+    /// A point-to-point op's turn.
+    fn take_turn(&self) -> u64 {
+        let mut t = lock(&self.shared.tickets);
+        t.turn += 1;
+        t.turn - 1
+    }
+
+    /// Waits until it is turn `turn`, runs `f` on the state, then passes
+    /// the turn on (whatever `f` returned) and records an error.
+    fn at_turn<R>(
         shared: &Shared,
-        seq: u64,
-        args: &CollectiveArgs,
-        user: UserBufs<'_>,
-    ) -> Result<(), CommError> {
+        turn: u64,
+        f: impl FnOnce(&mut State) -> Result<R, CommError>,
+    ) -> Result<R, CommError> {
         let mut st = lock(&shared.state);
-        while st.turn != seq && st.backend.is_some() {
+        while st.turn != turn && st.backend.is_some() {
             st = shared.turn_cv.wait(st).unwrap_or_else(|p| p.into_inner());
         }
-        let r = Comm::run_locked(shared, &mut st, seq, args, user);
-        st.turn = st.turn.max(seq + 1);
+        let r = f(&mut st);
+        st.turn = st.turn.max(turn + 1);
         shared.turn_cv.notify_all();
         if let Err(e) = &r {
             lock(&shared.error).get_or_insert(e.clone());
         }
         r
+    }
+
+    /// Runs `args` with seq `seq` once it is turn `turn`.
+    fn run_at(
+        shared: &Shared,
+        (turn, seq): (u64, u64),
+        args: &CollectiveArgs,
+        user: UserBufs<'_>,
+    ) -> Result<(), CommError> {
+        Comm::at_turn(shared, turn, |st| {
+            Comm::run_locked(shared, st, seq, args, user)
+        })
     }
 
     fn run_locked(
@@ -539,8 +593,8 @@ impl Comm {
         output: &mut [u8],
     ) -> Result<(), CommError> {
         self.check_world(args)?;
-        let seq = self.take_ticket();
-        Comm::run_at(&self.shared, seq, args, UserBufs::Separate(input, output))
+        let t = self.take_ticket();
+        Comm::run_at(&self.shared, t, args, UserBufs::Separate(input, output))
     }
 
     /// Runs a collective in place on one buffer placed as
@@ -555,8 +609,8 @@ impl Comm {
     ) -> Result<(), CommError> {
         self.check_world(args)?;
         let args = args.clone().with_in_place(true);
-        let seq = self.take_ticket();
-        Comm::run_at(&self.shared, seq, &args, UserBufs::InPlace(buf))
+        let t = self.take_ticket();
+        Comm::run_at(&self.shared, t, &args, UserBufs::InPlace(buf))
     }
 
     /// [`Comm::collective`] on its own thread, with owned buffers: returns
@@ -564,17 +618,22 @@ impl Comm {
     pub fn collective_async(&self, args: CollectiveArgs, input: Vec<u8>) -> OpHandle<Vec<u8>> {
         let shared = Arc::clone(&self.shared);
         let checked = self.check_world(&args);
-        let seq = self.take_ticket();
+        let (turn, seq) = self.take_ticket();
         OpHandle::spawn(format!("hccl-op-{seq}"), move || {
             let r = checked.and_then(|()| {
                 let mut out = vec![0u8; args.io_bytes(shared.rank).1 as usize];
-                Comm::run_at(&shared, seq, &args, UserBufs::Separate(&input, &mut out))
-                    .map(|()| out)
+                Comm::run_at(
+                    &shared,
+                    (turn, seq),
+                    &args,
+                    UserBufs::Separate(&input, &mut out),
+                )
+                .map(|()| out)
             });
             if r.is_err() {
                 // Keep later ops from waiting for this turn forever.
                 let mut st = lock(&shared.state);
-                st.turn = st.turn.max(seq + 1);
+                st.turn = st.turn.max(turn + 1);
                 shared.turn_cv.notify_all();
             }
             r
@@ -805,7 +864,7 @@ impl Comm {
         let mine = [color.map_or(u32::MAX, |c| c), key];
         let mut all = vec![0u32; 2 * n];
         self.all_gather(&mine, &mut all)?;
-        let split_no = *lock(&self.shared.tickets);
+        let split_no = lock(&self.shared.tickets).coll;
         let Some(color) = color else {
             // Still take part in the root-info exchange below.
             let mut infos = vec![0u8; hccl_hw::tcp::root::ROOT_INFO_LEN * n];

@@ -1,39 +1,175 @@
-//! Point-to-point send and receive (HCCL's `HcclSend` / `HcclRecv`).
+//! Point-to-point: send and receive (HCCL's `HcclSend` / `HcclRecv`),
+//! batches (`HcclBatchSendRecv`) and async sends and receives.
 //!
-//! Only the two ranks take part, so a p2p op does not consume the
-//! communicator-wide op seq that collectives share: each ordered
-//! (sender, receiver) pair numbers its own messages, carried in the frame's
-//! seq as [`hccl_hw::tcp::P2P_SEQ_BIT`]` | n`, a namespace collectives never
-//! use. There is no op-signature ring; instead the message carries
-//! (count, dtype) and the receiver checks it against its own call before any
-//! byte lands in its buffer. Messages of one pair arrive in the order sent.
+//! **Matching.** Only the two ranks of a message take part, so a p2p op
+//! does not consume the communicator-wide op seq that collectives share:
+//! each ordered (sender, receiver) pair numbers its messages `0, 1, 2, ...`
+//! in call order (items of a batch in list order), and message `n` of a
+//! pair meets receive `n` of that pair, whether either side sent it alone,
+//! in a batch or async. The receiver checks the sender's count and data
+//! type against its own before any byte lands in its buffer, and fails
+//! naming both values.
+//!
+//! **On TCP** every p2p frame carries seq [`hccl_hw::tcp::P2P_SEQ_BIT`]
+//! (a namespace collectives never use) and its pair's message number as
+//! the step tag (mod 2^32: at most 65,536 messages can be outstanding, so
+//! the wrap never meets a live one). The frame's op signature holds the
+//! data type, with count 0 (a batch sends messages of several counts under
+//! one signature); a count mismatch shows as a length mismatch, reworded
+//! here in elements. A batch runs as one op per data type (ascending HCCL
+//! code, the same order on every rank) with all its sends and receives
+//! posted at once, so a ring exchange cannot deadlock.
+//!
+//! **On the simulator** (`HCCL_BACKEND=sim`) each message runs through
+//! `hccl_sim` as a one-transfer SendRecv scenario when its receiver takes
+//! it; see [`super::sim_backend`]. A batch leaves all its sends before it
+//! receives, so again a ring exchange cannot deadlock.
+//!
+//! **Order.** P2p ops run in call order with the rank's other ops, like
+//! HCCL's ops on one stream: a blocking or async receive that waits holds
+//! back this rank's later ops. So a ring exchange written as
+//! `recv_async` then `send` deadlocks (until `HCCL_EXEC_TIMEOUT`) on both
+//! backends, as it would on one HCCL stream; use [`Comm::batch_send_recv`].
 
-use hccl_algos::collective::{CollectiveArgs, CollectiveKind, OpSignature, P2p};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use hccl_algos::collective::{CollectiveArgs, P2p};
 use hccl_algos::layout::GroupLayout;
+use hccl_algos::schedule::{Op, RankPlan};
 use hccl_algos::transport::OpContext;
-use hccl_hw::tcp::{OpBuffers, OpInfo, P2P_SEQ_BIT};
+use hccl_hw::tcp::wire::Signature;
+use hccl_hw::tcp::{OpBuffers, OpInfo, TcpError, TcpRank, P2P_SEQ_BIT};
 
 use super::element::{bytes, bytes_mut};
-use super::{lock, pick_algo, signature, Backend, Comm, CommError, DataType, Element, ReduceOp};
+use super::sim_backend::{Msg, SimWorld};
+use super::{
+    lock, pick_algo, signature, Backend, Comm, CommError, DataType, Element, OpHandle, Shared,
+    State,
+};
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Dir {
+/// Direction of a [`P2pItem`] (HCCL's `HcclSendRecvType`: `HCCL_SEND`,
+/// `HCCL_RECV`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum P2pKind {
+    /// Send the item's buffer to its peer.
     Send,
+    /// Receive the peer's message into the item's buffer.
     Recv,
 }
 
+#[derive(Debug)]
+enum P2pBuf<'a> {
+    Send(&'a [u8]),
+    Recv(&'a mut [u8]),
+}
+
+/// One send or receive of [`Comm::batch_send_recv`] (HCCL's
+/// `HcclSendRecvItem`: `sendRecvType`, `buf`, `count`, `dataType`,
+/// `remoteRank`). Build it with [`P2pItem::send`] / [`P2pItem::recv`]
+/// (typed: count and data type from the slice) or the `_bytes` forms.
+#[derive(Debug)]
+pub struct P2pItem<'a> {
+    peer: u32,
+    count: u64,
+    dtype: DataType,
+    buf: P2pBuf<'a>,
+}
+
+impl<'a> P2pItem<'a> {
+    /// Send `buf` (`buf.len()` elements) to rank `peer`.
+    pub fn send<T: Element>(buf: &'a [T], peer: u32) -> P2pItem<'a> {
+        P2pItem::send_bytes(bytes(buf), buf.len() as u64, T::DTYPE, peer)
+    }
+
+    /// Receive `buf.len()` elements from rank `peer` into `buf`.
+    pub fn recv<T: Element>(buf: &'a mut [T], peer: u32) -> P2pItem<'a> {
+        let count = buf.len() as u64;
+        P2pItem::recv_bytes(bytes_mut(buf), count, T::DTYPE, peer)
+    }
+
+    /// Send `count` elements of `dtype` held in `buf` (which must have
+    /// `count * dtype.size()` bytes; checked by the batch) to rank `peer`.
+    pub fn send_bytes(buf: &'a [u8], count: u64, dtype: DataType, peer: u32) -> P2pItem<'a> {
+        P2pItem {
+            peer,
+            count,
+            dtype,
+            buf: P2pBuf::Send(buf),
+        }
+    }
+
+    /// Receive `count` elements of `dtype` from rank `peer` into `buf`
+    /// (`count * dtype.size()` bytes; checked by the batch).
+    pub fn recv_bytes(buf: &'a mut [u8], count: u64, dtype: DataType, peer: u32) -> P2pItem<'a> {
+        P2pItem {
+            peer,
+            count,
+            dtype,
+            buf: P2pBuf::Recv(buf),
+        }
+    }
+
+    /// Send or receive.
+    pub fn kind(&self) -> P2pKind {
+        match self.buf {
+            P2pBuf::Send(_) => P2pKind::Send,
+            P2pBuf::Recv(_) => P2pKind::Recv,
+        }
+    }
+
+    /// The other rank.
+    pub fn peer(&self) -> u32 {
+        self.peer
+    }
+
+    /// Elements moved.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DataType {
+        self.dtype
+    }
+
+    fn len(&self) -> usize {
+        match &self.buf {
+            P2pBuf::Send(b) => b.len(),
+            P2pBuf::Recv(b) => b.len(),
+        }
+    }
+
+    /// The message as the simulator names it, with number `n` of its pair.
+    fn msg(&self, me: u32, n: u64) -> Msg {
+        let (src, dst) = match self.kind() {
+            P2pKind::Send => (me, self.peer),
+            P2pKind::Recv => (self.peer, me),
+        };
+        Msg {
+            src,
+            dst,
+            n,
+            count: self.count,
+            dtype: self.dtype,
+        }
+    }
+}
+
 impl Comm {
-    /// Sends `buf` to rank `dest` (HCCL's `HcclSend`). Blocks until the
-    /// message is handed to the transport; `dest` must call
-    /// [`Comm::recv`] with the same length and element type. Messages
-    /// between one pair arrive in the order sent; other ranks take no part.
+    /// Sends `buf` to rank `dest` (HCCL's `HcclSend`). Returns once the
+    /// message is handed to the transport (the receiver may not have it
+    /// yet; past `HCCL_BUFFSIZE` unreceived bytes the sender waits);
+    /// `dest` must call [`Comm::recv`] (or receive in a batch) with the
+    /// same length and element type. Messages between one pair arrive in
+    /// the order sent; other ranks take no part.
     ///
     /// # Errors
     /// [`CommError::Peer`] at once if `dest` is out of range or this rank;
-    /// transport errors. Not available on `HCCL_BACKEND=sim`
-    /// ([`CommError::Unsupported`]).
+    /// transport errors; `HCCL_EXEC_TIMEOUT` if the receiver never takes a
+    /// message the sender must wait for.
     pub fn send<T: Element>(&self, buf: &[T], dest: u32) -> Result<(), CommError> {
-        self.send_bytes(bytes(buf), buf.len() as u64, T::DTYPE, dest)
+        self.p2p_now("Send", false, &mut [P2pItem::send(buf, dest)])
     }
 
     /// Receives `buf.len()` elements from rank `src` into `buf` (HCCL's
@@ -42,11 +178,12 @@ impl Comm {
     /// # Errors
     /// [`CommError::Peer`] at once if `src` is out of range or this rank;
     /// a mismatch error naming both counts (or data types) if the sender's
-    /// message differs, raised before `buf` is touched; transport errors.
-    /// Not available on `HCCL_BACKEND=sim` ([`CommError::Unsupported`]).
+    /// message differs, raised before `buf` is touched (the communicator
+    /// is then broken on every rank, as after any failed op); after
+    /// `HCCL_EXEC_TIMEOUT`, an error naming `src`, the message number and
+    /// what was expected; transport errors.
     pub fn recv<T: Element>(&self, buf: &mut [T], src: u32) -> Result<(), CommError> {
-        let count = buf.len() as u64;
-        self.recv_bytes(bytes_mut(buf), count, T::DTYPE, src)
+        self.p2p_now("Recv", false, &mut [P2pItem::recv(buf, src)])
     }
 
     /// [`Comm::send`] on bytes: `buf` holds `count` elements of `dtype`
@@ -61,7 +198,11 @@ impl Comm {
         dtype: DataType,
         dest: u32,
     ) -> Result<(), CommError> {
-        self.p2p(Dir::Send, count, dtype, dest, buf, &mut [])
+        self.p2p_now(
+            "Send",
+            false,
+            &mut [P2pItem::send_bytes(buf, count, dtype, dest)],
+        )
     }
 
     /// [`Comm::recv`] on bytes: `buf` receives `count` elements of `dtype`
@@ -76,113 +217,364 @@ impl Comm {
         dtype: DataType,
         src: u32,
     ) -> Result<(), CommError> {
-        self.p2p(Dir::Recv, count, dtype, src, &[], buf)
+        self.p2p_now(
+            "Recv",
+            false,
+            &mut [P2pItem::recv_bytes(buf, count, dtype, src)],
+        )
     }
 
-    fn p2p(
-        &self,
-        dir: Dir,
-        count: u64,
-        dtype: DataType,
-        peer: u32,
-        input: &[u8],
-        output: &mut [u8],
-    ) -> Result<(), CommError> {
-        let sh = &*self.shared;
-        let (op, rank) = (if dir == Dir::Send { "Send" } else { "Recv" }, sh.rank);
-        if peer >= sh.size || peer == rank {
+    /// Runs a list of sends and receives together (HCCL's
+    /// `HcclBatchSendRecv`): all are in flight at once, so patterns where
+    /// every rank sends and receives (a ring exchange: send to r+1,
+    /// receive from r−1) cannot deadlock. Items to one peer are numbered
+    /// in list order (see the module docs), so they meet that peer's
+    /// sends or receives in order, whether the peer batches them or not.
+    /// Returns when every item is done. Items may mix data types; an empty
+    /// list does nothing. On TCP a batch with more than one send (or
+    /// receive) per data type stages them through one packed buffer (one
+    /// extra copy each).
+    ///
+    /// # Errors
+    /// Before anything moves: [`CommError::Peer`] naming the item for a
+    /// peer out of range or this rank, [`CommError::Buffer`] for a buffer
+    /// whose length is not `count * dtype.size()`. Then as
+    /// [`Comm::send`] / [`Comm::recv`] (mismatches name both counts or
+    /// data types).
+    pub fn batch_send_recv(&self, items: &mut [P2pItem<'_>]) -> Result<(), CommError> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        self.p2p_now("BatchSendRecv", true, items)
+    }
+
+    /// [`Comm::send`] on its own thread; the handle gives `buf` back when
+    /// the send is done. Runs in call order with this rank's other ops.
+    pub fn send_async<T: Element>(&self, buf: Vec<T>, dest: u32) -> OpHandle<Vec<T>> {
+        let shared = Arc::clone(&self.shared);
+        let turn =
+            check(&shared, "Send", false, &[P2pItem::send(&buf, dest)]).map(|()| self.take_turn());
+        OpHandle::spawn(format!("hccl-send-{dest}"), move || {
+            let turn = turn?;
+            p2p_at(
+                &shared,
+                turn,
+                "Send",
+                false,
+                &mut [P2pItem::send(&buf, dest)],
+            )?;
+            Ok(buf)
+        })
+    }
+
+    /// [`Comm::recv`] on its own thread: receives `buf.len()` elements from
+    /// `src` into `buf`, which the handle returns. Runs in call order with
+    /// this rank's other ops (see the module docs on ring exchanges).
+    pub fn recv_async<T: Element>(&self, mut buf: Vec<T>, src: u32) -> OpHandle<Vec<T>> {
+        let shared = Arc::clone(&self.shared);
+        let turn = check(&shared, "Recv", false, &[P2pItem::recv(&mut buf, src)])
+            .map(|()| self.take_turn());
+        OpHandle::spawn(format!("hccl-recv-{src}"), move || {
+            let turn = turn?;
+            p2p_at(
+                &shared,
+                turn,
+                "Recv",
+                false,
+                &mut [P2pItem::recv(&mut buf, src)],
+            )?;
+            Ok(buf)
+        })
+    }
+
+    fn p2p_now(&self, op: &str, batch: bool, items: &mut [P2pItem<'_>]) -> Result<(), CommError> {
+        check(&self.shared, op, batch, items)?;
+        let turn = self.take_turn();
+        p2p_at(&self.shared, turn, op, batch, items)
+    }
+}
+
+/// The name of item `i` in errors: the op itself when it is not a batch.
+fn label(op: &str, batch: bool, i: usize, kind: P2pKind) -> String {
+    if batch {
+        format!("{op} item {i} ({kind:?})")
+    } else {
+        op.to_string()
+    }
+}
+
+/// Checks peers and buffer lengths before anything waits or moves.
+fn check(sh: &Shared, op: &str, batch: bool, items: &[P2pItem<'_>]) -> Result<(), CommError> {
+    let rank = sh.rank;
+    for (i, it) in items.iter().enumerate() {
+        if it.peer >= sh.size || it.peer == rank {
             return Err(CommError::Peer {
-                op,
-                peer,
+                op: label(op, batch, i, it.kind()),
+                peer: it.peer,
                 rank,
                 size: sh.size,
             });
         }
-        let (src, dst) = match dir {
-            Dir::Send => (rank, peer),
-            Dir::Recv => (peer, rank),
+        let what = match it.kind() {
+            P2pKind::Send => "send buffer",
+            P2pKind::Recv => "receive buffer",
         };
-        let args = CollectiveArgs::p2p(false, vec![P2p { src, dst, count }], dtype, sh.size);
-        args.validate()?;
-        let (inb, outb) = args.io_bytes(rank);
-        for (what, expected, got) in [
-            ("send buffer", inb, input.len()),
-            ("receive buffer", outb, output.len()),
-        ] {
-            if expected != got as u64 {
-                return Err(CommError::Buffer {
-                    op: op.into(),
-                    what,
-                    expected,
-                    got: got as u64,
-                });
-            }
+        let expected = it
+            .count
+            .checked_mul(it.dtype.size())
+            .ok_or_else(|| CommError::Shape {
+                op: label(op, batch, i, it.kind()),
+                detail: format!(
+                    "count {} x {} bytes of {:?} overflows u64",
+                    it.count,
+                    it.dtype.size(),
+                    it.dtype
+                ),
+            })?;
+        if expected != it.len() as u64 {
+            return Err(CommError::Buffer {
+                op: label(op, batch, i, it.kind()),
+                what,
+                expected,
+                got: it.len() as u64,
+            });
         }
-        // Run after every op this rank called before (collectives hold tickets).
-        let after = *lock(&sh.tickets);
-        let mut st = lock(&sh.state);
-        while st.turn < after && st.backend.is_some() {
-            st = sh.turn_cv.wait(st).unwrap_or_else(|p| p.into_inner());
-        }
+    }
+    Ok(())
+}
+
+/// Runs checked `items` at turn `turn`.
+fn p2p_at(
+    sh: &Shared,
+    turn: u64,
+    op: &str,
+    batch: bool,
+    items: &mut [P2pItem<'_>],
+) -> Result<(), CommError> {
+    let rank = sh.rank;
+    Comm::at_turn(sh, turn, |st| {
         if let Some(e) = lock(&sh.error).clone() {
             return Err(CommError::Broken(e.to_string()));
         }
-        let st = &mut *st;
-        let t = match st.backend.as_mut() {
-            None => {
-                return Err(CommError::Broken(format!(
-                    "rank {rank}: the communicator was aborted"
-                )))
-            }
-            Some(Backend::Sim(_)) => {
-                return Err(CommError::Unsupported(format!(
-                    "{op} on HCCL_BACKEND=sim: the simulator backend runs one scenario per op with \
-                     every rank, so a lone send cannot be paired with a lone recv; use HCCL_BACKEND=tcp"
-                )))
-            }
-            Some(Backend::Tcp(t)) => t,
+        let State {
+            backend,
+            scratch,
+            p2p_sent,
+            p2p_received,
+            ..
+        } = st;
+        let Some(backend) = backend.as_mut() else {
+            return Err(CommError::Broken(format!(
+                "rank {rank}: the communicator was aborted"
+            )));
         };
-        let counter = match dir {
-            Dir::Send => &mut st.p2p_sent[peer as usize],
-            Dir::Recv => &mut st.p2p_received[peer as usize],
+        let numbers: Vec<u64> = items
+            .iter()
+            .map(|it| {
+                let c = match it.kind() {
+                    P2pKind::Send => &mut p2p_sent[it.peer as usize],
+                    P2pKind::Recv => &mut p2p_received[it.peer as usize],
+                };
+                *c += 1;
+                *c - 1
+            })
+            .collect();
+        let name = match (batch, items.first()) {
+            (false, Some(it)) => {
+                let m = it.msg(rank, numbers[0]);
+                format!(
+                    "{op} (rank {} -> rank {}, message {} of the pair)",
+                    m.src, m.dst, m.n
+                )
+            }
+            _ => format!("{op} ({} items)", items.len()),
         };
-        let n = *counter;
-        *counter += 1;
-        let r = (|| -> Result<(), CommError> {
-            let spec = pick_algo(&args)?;
-            let layout = GroupLayout::flat(sh.size);
-            let (sizes, plan) = hccl_algos::algo::plan(&args, &spec, &layout, rank)?;
-            st.scratch.clear();
-            st.scratch.resize(sizes.scratch as usize, 0);
-            let sig = OpSignature {
-                kind: CollectiveKind::SendRecv,
-                count,
-                dtype,
-                op: ReduceOp::Sum,
-                root: 0,
-            };
-            let describe = |remote: &hccl_hw::tcp::wire::Signature, from| {
-                signature::describe_p2p(&sig, rank, remote, from)
-            };
-            let name = format!("{op} (rank {src} -> rank {dst}, message {n} of the pair)");
-            let info = OpInfo {
-                name: &name,
-                sig: signature::encode(&sig),
-                describe: &describe,
-            };
-            let ctx = OpContext {
-                comm: sh.id,
-                seq: P2P_SEQ_BIT | n,
-                rank,
-                dtype,
-            };
-            let bufs = OpBuffers::separate(input, output, &mut st.scratch);
-            t.run(&ctx, &info, bufs, plan)?;
-            Ok(())
-        })();
-        if let Err(e) = &r {
-            lock(&sh.error).get_or_insert(e.clone());
+        match backend {
+            Backend::Sim(w) => run_sim(w, rank, &name, items, &numbers),
+            Backend::Tcp(t) => run_tcp(sh, t, scratch, &name, items, &numbers),
         }
-        r
+    })
+}
+
+/// The simulator: leave every send, take every receive, then wait for
+/// sends the pair's `HCCL_BUFFSIZE` does not cover.
+fn run_sim(
+    w: &SimWorld,
+    me: u32,
+    name: &str,
+    items: &mut [P2pItem<'_>],
+    numbers: &[u64],
+) -> Result<(), CommError> {
+    for (it, &n) in items.iter().zip(numbers) {
+        if let P2pBuf::Send(b) = &it.buf {
+            w.post_send(name, it.msg(me, n), b.to_vec())?;
+        }
     }
+    for (it, &n) in items.iter_mut().zip(numbers) {
+        let m = it.msg(me, n);
+        if let P2pBuf::Recv(b) = &mut it.buf {
+            let out = w.recv(name, m)?;
+            if out.len() != b.len() {
+                return Err(CommError::Sim(format!(
+                    "{name}: simulator returned {} bytes for a {}-byte receive",
+                    out.len(),
+                    b.len()
+                )));
+            }
+            b.copy_from_slice(&out);
+        }
+    }
+    for (it, &n) in items.iter().zip(numbers) {
+        if it.kind() == P2pKind::Send {
+            w.wait_sent(name, it.msg(me, n))?;
+        }
+    }
+    Ok(())
+}
+
+/// TCP: one op per data type (ascending HCCL code), sends then receives,
+/// each step tagged with its message number.
+fn run_tcp(
+    sh: &Shared,
+    t: &mut TcpRank,
+    scratch: &mut Vec<u8>,
+    name: &str,
+    items: &mut [P2pItem<'_>],
+    numbers: &[u64],
+) -> Result<(), CommError> {
+    let me = sh.rank;
+    let mut groups: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+    for (i, it) in items.iter().enumerate() {
+        groups.entry(it.dtype as u32).or_default().push(i);
+    }
+    for group in groups.values() {
+        let dtype = items[group[0]].dtype;
+        let esz = dtype.size();
+        let kinds: Vec<P2pKind> = items.iter().map(P2pItem::kind).collect();
+        let kinds = &kinds;
+        let of = |k: P2pKind| group.iter().copied().filter(move |&i| kinds[i] == k);
+        let order: Vec<usize> = of(P2pKind::Send).chain(of(P2pKind::Recv)).collect();
+        let pairs: Vec<P2p> = order
+            .iter()
+            .map(|&i| {
+                let m = items[i].msg(me, numbers[i]);
+                P2p {
+                    src: m.src,
+                    dst: m.dst,
+                    count: m.count,
+                }
+            })
+            .collect();
+        // The batch schedule tags transfer i with i: retag with the message
+        // number so that the peer's own list order does not matter.
+        let tags: Vec<u32> = order.iter().map(|&i| numbers[i] as u32).collect();
+        // Receive steps of this op, by (peer, tag), for wording a length
+        // mismatch as a count mismatch.
+        let recv_keys: Vec<(u32, u32)> = order
+            .iter()
+            .filter(|&&i| items[i].kind() == P2pKind::Recv)
+            .map(|&i| (items[i].peer, numbers[i] as u32))
+            .collect();
+        let args = CollectiveArgs::p2p(true, pairs, dtype, sh.size);
+        let spec = pick_algo(&args)?;
+        let (sizes, plan) = hccl_algos::algo::plan(&args, &spec, &GroupLayout::flat(sh.size), me)?;
+        let plan: RankPlan = Box::new(plan.map(move |mut s| {
+            if let Op::Send { tag, .. } | Op::Recv { tag, .. } = &mut s.op {
+                if let Some(&n) = tags.get(*tag as usize) {
+                    *tag = n;
+                }
+            }
+            s
+        }));
+        let in_group = |i: usize| group.contains(&i);
+        let mut sends: Vec<&[u8]> = Vec::new();
+        let mut recvs: Vec<&mut [u8]> = Vec::new();
+        for (i, it) in items.iter_mut().enumerate() {
+            if !in_group(i) {
+                continue;
+            }
+            match &mut it.buf {
+                P2pBuf::Send(b) => sends.push(b),
+                P2pBuf::Recv(b) => recvs.push(b),
+            }
+        }
+        let packed_in: Vec<u8>;
+        let input: &[u8] = match sends.as_slice() {
+            [] => &[],
+            [one] => one,
+            many => {
+                packed_in = many.concat();
+                &packed_in
+            }
+        };
+        let single = recvs.len() <= 1;
+        let mut packed_out = if single {
+            Vec::new()
+        } else {
+            vec![0u8; recvs.iter().map(|b| b.len()).sum()]
+        };
+        scratch.clear();
+        scratch.resize(sizes.scratch as usize, 0);
+        let describe = |remote: &Signature, from| signature::describe_p2p(dtype, me, remote, from);
+        let info = OpInfo {
+            name,
+            sig: signature::encode(&signature::p2p_signature(dtype)),
+            describe: &describe,
+        };
+        let ctx = OpContext {
+            comm: sh.id,
+            seq: P2P_SEQ_BIT,
+            rank: me,
+            dtype,
+        };
+        let r = {
+            let output: &mut [u8] = match recvs.first_mut() {
+                Some(b) if single => b,
+                _ => &mut packed_out,
+            };
+            t.run(
+                &ctx,
+                &info,
+                OpBuffers::separate(input, output, scratch),
+                plan,
+            )
+        };
+        if let Err(e) = r {
+            return Err(CommError::Tcp(match e {
+                TcpError::LengthMismatch {
+                    op,
+                    seq,
+                    peer,
+                    tag,
+                    expected,
+                    received,
+                    ..
+                } if recv_keys.contains(&(peer, tag))
+                    && expected % esz == 0
+                    && received % esz == 0 =>
+                {
+                    TcpError::Mismatch {
+                        op,
+                        seq,
+                        detail: signature::p2p_mismatch(
+                            peer,
+                            me,
+                            Some((received / esz, expected / esz)),
+                            (dtype, dtype),
+                        ),
+                    }
+                }
+                e => e,
+            }));
+        }
+        if !single {
+            let mut at = 0;
+            for b in recvs.iter_mut() {
+                let n = b.len();
+                b.copy_from_slice(&packed_out[at..at + n]);
+                at += n;
+            }
+        }
+    }
+    Ok(())
 }

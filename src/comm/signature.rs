@@ -60,42 +60,61 @@ pub(crate) fn describe(local: &OpSignature, me: Rank, remote: &Signature, peer: 
     }
 }
 
-/// The mismatch message of a point-to-point message: the sender's and this
-/// receiver's count and data type, both ranks named.
-pub(crate) fn describe_p2p(
-    local: &OpSignature,
-    me: Rank,
-    remote: &Signature,
-    peer: Rank,
-) -> String {
-    let Some(r) = decode(remote) else {
-        return format!(
-            "rank {peer} sent a message this build cannot read (a different hccl-rs version?)"
-        );
-    };
-    if r.kind != local.kind {
-        return format!(
-            "rank {peer} sent a {:?} message where rank {me} expects a point-to-point message",
-            r.kind
-        );
+/// The signature every point-to-point message carries: kind SendRecv and
+/// the data type; the count is 0 because one op (a batch) sends messages of
+/// different counts under one signature. A count mismatch shows as a length
+/// mismatch instead, which [`super::p2p`] words in elements.
+pub(crate) fn p2p_signature(dtype: DataType) -> OpSignature {
+    OpSignature {
+        kind: CollectiveKind::SendRecv,
+        count: 0,
+        dtype,
+        op: ReduceOp::Sum,
+        root: 0,
     }
+}
+
+/// The mismatch message of a point-to-point message from `src` to `dst`:
+/// the sender's and the receiver's count (if known) and data type.
+pub(crate) fn p2p_mismatch(
+    src: Rank,
+    dst: Rank,
+    counts: Option<(u64, u64)>,
+    dtypes: (DataType, DataType),
+) -> String {
     let mut diffs = Vec::new();
-    if r.count != local.count {
+    if let Some((sent, expected)) = counts.filter(|(a, b)| a != b) {
         diffs.push(format!(
-            "count: rank {peer} sends {}, rank {me} receives {}",
-            r.count, local.count
+            "count: rank {src} sends {sent}, rank {dst} receives {expected}"
         ));
     }
-    if r.dtype != local.dtype {
+    if dtypes.0 != dtypes.1 {
         diffs.push(format!(
-            "dtype: rank {peer} sends {:?}, rank {me} receives {:?}",
-            r.dtype, local.dtype
+            "dtype: rank {src} sends {:?}, rank {dst} receives {:?}",
+            dtypes.0, dtypes.1
         ));
     }
     format!(
         "send/recv mismatch, {}; call send and recv with the same count and data type",
         diffs.join("; ")
     )
+}
+
+/// The mismatch message when a point-to-point message's signature differs
+/// from this receiver's ([`p2p_signature`] of `dtype`).
+pub(crate) fn describe_p2p(dtype: DataType, me: Rank, remote: &Signature, peer: Rank) -> String {
+    let Some(r) = decode(remote) else {
+        return format!(
+            "rank {peer} sent a message this build cannot read (a different hccl-rs version?)"
+        );
+    };
+    if r.kind != CollectiveKind::SendRecv {
+        return format!(
+            "rank {peer} sent a {:?} message where rank {me} expects a point-to-point message",
+            r.kind
+        );
+    }
+    p2p_mismatch(peer, me, None, (r.dtype, dtype))
 }
 
 #[cfg(test)]

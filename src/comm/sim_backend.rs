@@ -4,14 +4,25 @@
 //! arrives, one `hccl_sim` data-mode scenario runs the op on a simulated
 //! full-mesh fabric and every rank takes its output back. Arguments are
 //! checked for consistency across ranks first, as on TCP.
+//!
+//! Point-to-point messages go through a mailbox keyed by (sender,
+//! receiver, message number of the pair): the sender leaves its bytes
+//! there and goes on (waiting only while the pair holds more than
+//! `HCCL_BUFFSIZE`, as a TCP sender stalls on backpressure); the receiver
+//! takes its message, checks count and data type, and runs the transfer as
+//! a one-transfer SendRecv data-mode scenario, so a p2p message is
+//! simulated like every collective. A mismatch or a timeout breaks the
+//! world: every rank's waiting and later ops fail naming the rank and the
+//! reason, as a TCP abort does.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use hccl_algos::algo::AlgoSpec;
-use hccl_algos::collective::{CollectiveArgs, OpSignature};
+use hccl_algos::collective::{CollectiveArgs, OpSignature, P2p};
 use hccl_algos::layout::GroupLayout;
+use hccl_algos::DataType;
 use hccl_sim::{Collective, Mode, Scenario};
 use hccl_topology::{build_preset, Fabric, Preset};
 
@@ -27,11 +38,43 @@ struct Pending {
     taken: u32,
 }
 
+/// A point-to-point message waiting for its receive.
+struct Mail {
+    count: u64,
+    dtype: DataType,
+    data: Vec<u8>,
+}
+
 #[derive(Default)]
 struct SimState {
     ops: BTreeMap<u64, Pending>,
     /// Sub-worlds created by `split`, by (parent split seq, color).
     splits: BTreeMap<(u64, u32), Arc<SimWorld>>,
+    /// Sent, not yet received messages by (src, dst, message number).
+    mail: BTreeMap<(u32, u32, u64), Mail>,
+    /// Bytes in `mail` per (src, dst).
+    queued: BTreeMap<(u32, u32), u64>,
+    /// (rank, reason) of the failure that broke the world.
+    broken: Option<(u32, String)>,
+}
+
+impl SimState {
+    fn broken_error(&self, name: &str) -> Option<CommError> {
+        self.broken
+            .as_ref()
+            .map(|(by, why)| CommError::Sim(format!("{name}: aborted by rank {by}: {why}")))
+    }
+}
+
+/// One point-to-point message: `count` elements of `dtype` from `src` to
+/// `dst`, number `n` of that ordered pair.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Msg {
+    pub(crate) src: u32,
+    pub(crate) dst: u32,
+    pub(crate) n: u64,
+    pub(crate) count: u64,
+    pub(crate) dtype: DataType,
 }
 
 /// The shared state of one simulated communicator.
@@ -39,6 +82,8 @@ pub(crate) struct SimWorld {
     n: u32,
     fabric: Fabric,
     timeout: Option<Duration>,
+    /// Bytes a pair may hold before its sender waits (`HCCL_BUFFSIZE`).
+    bound: u64,
     state: Mutex<SimState>,
     cv: Condvar,
 }
@@ -50,13 +95,19 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl SimWorld {
     /// A world of `n` ranks on a simulated full mesh (`hccl_topology`'s
     /// `full-mesh` preset); `timeout` bounds how long a rank waits for the
-    /// others to call an op (`HCCL_EXEC_TIMEOUT`).
-    pub(crate) fn new(n: u32, timeout: Option<Duration>) -> Result<Arc<SimWorld>, CommError> {
+    /// others to call an op (`HCCL_EXEC_TIMEOUT`); `bound` is the bytes of
+    /// unreceived point-to-point messages a pair may hold (`HCCL_BUFFSIZE`).
+    pub(crate) fn new(
+        n: u32,
+        timeout: Option<Duration>,
+        bound: u64,
+    ) -> Result<Arc<SimWorld>, CommError> {
         let fabric = build_preset(Preset::FullMesh, n)?;
         Ok(Arc::new(SimWorld {
             n,
             fabric,
             timeout,
+            bound,
             state: Mutex::new(SimState::default()),
             cv: Condvar::new(),
         }))
@@ -73,7 +124,7 @@ impl SimWorld {
         if let Some(w) = s.splits.get(&(split, color)) {
             return Ok(Arc::clone(w));
         }
-        let w = SimWorld::new(n, self.timeout)?;
+        let w = SimWorld::new(n, self.timeout, self.bound)?;
         s.splits.insert((split, color), Arc::clone(&w));
         Ok(w)
     }
@@ -113,6 +164,9 @@ impl SimWorld {
     ) -> Result<Vec<u8>, CommError> {
         let name = format!("{:?} #{seq}", args.kind);
         let mut s = lock(&self.state);
+        if let Some(e) = s.broken_error(&name) {
+            return Err(e);
+        }
         let n = self.n;
         let p = s.ops.entry(seq).or_insert_with(|| Pending {
             args: args.clone(),
@@ -159,6 +213,12 @@ impl SimWorld {
                     Err(e) => Err(CommError::Sim(e)),
                 };
             }
+            if let Some(e) = s.broken_error(&name) {
+                return Err(e);
+            }
+            let Some(p) = s.ops.get_mut(&seq) else {
+                return Err(CommError::Sim(format!("{name}: op state vanished")));
+            };
             let missing: Vec<usize> = p
                 .inputs
                 .iter()
@@ -183,5 +243,148 @@ impl SimWorld {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
+    }
+}
+
+impl SimWorld {
+    /// Breaks the world: every waiting and later op fails with `why`.
+    fn break_world(&self, s: &mut SimState, by: u32, why: &str) {
+        s.broken.get_or_insert((by, why.to_string()));
+        self.cv.notify_all();
+    }
+
+    /// Waits on the condition variable until `deadline` (`None`: an hour
+    /// at a time); false once the deadline has passed.
+    fn wait<'a>(
+        &self,
+        s: std::sync::MutexGuard<'a, SimState>,
+        deadline: Option<Instant>,
+    ) -> (std::sync::MutexGuard<'a, SimState>, bool) {
+        let wait = match deadline {
+            Some(d) if Instant::now() >= d => return (s, false),
+            Some(d) => d - Instant::now(),
+            None => Duration::from_secs(3600),
+        };
+        let s = self
+            .cv
+            .wait_timeout(s, wait)
+            .unwrap_or_else(|p| p.into_inner())
+            .0;
+        (s, true)
+    }
+
+    fn secs(&self) -> f64 {
+        self.timeout.map_or(0.0, |t| t.as_secs_f64())
+    }
+
+    /// Leaves message `m` (its bytes `data`) for its receiver. Never waits.
+    pub(crate) fn post_send(&self, name: &str, m: Msg, data: Vec<u8>) -> Result<(), CommError> {
+        let mut s = lock(&self.state);
+        if let Some(e) = s.broken_error(name) {
+            return Err(e);
+        }
+        *s.queued.entry((m.src, m.dst)).or_default() += data.len() as u64;
+        s.mail.insert(
+            (m.src, m.dst, m.n),
+            Mail {
+                count: m.count,
+                dtype: m.dtype,
+                data,
+            },
+        );
+        self.cv.notify_all();
+        Ok(())
+    }
+
+    /// Returns once message `m` has been received or its pair holds at most
+    /// `HCCL_BUFFSIZE` bytes (a TCP sender's backpressure).
+    pub(crate) fn wait_sent(&self, name: &str, m: Msg) -> Result<(), CommError> {
+        let deadline = self.timeout.map(|t| Instant::now() + t);
+        let mut s = lock(&self.state);
+        loop {
+            let held = s.queued.get(&(m.src, m.dst)).copied().unwrap_or(0);
+            let Some(mail) = s.mail.get(&(m.src, m.dst, m.n)) else {
+                return Ok(());
+            };
+            if held <= self.bound {
+                return Ok(());
+            }
+            let len = mail.data.len();
+            if let Some(e) = s.broken_error(name) {
+                return Err(e);
+            }
+            let (next, alive) = self.wait(s, deadline);
+            s = next;
+            if !alive {
+                let why = format!(
+                    "{name}: rank {} timed out after {} s waiting for rank {} to receive message {} ({len} bytes) of the pair, which holds {held} bytes (more than HCCL_BUFFSIZE, {} bytes); the peer is slow, hung or did not call recv (raise HCCL_EXEC_TIMEOUT if it is only slow)",
+                    m.src, self.secs(), m.dst, m.n, self.bound
+                );
+                self.break_world(&mut s, m.src, &why);
+                return Err(CommError::Sim(why));
+            }
+        }
+    }
+
+    /// Receives message `m` on its receiver: waits for the sender's
+    /// message, checks its count and data type against `m` (a mismatch
+    /// fails before anything is returned), and runs the transfer on the
+    /// simulator; returns the bytes that arrived.
+    pub(crate) fn recv(&self, name: &str, m: Msg) -> Result<Vec<u8>, CommError> {
+        let deadline = self.timeout.map(|t| Instant::now() + t);
+        let mut s = lock(&self.state);
+        let mail = loop {
+            if let Some(e) = s.broken_error(name) {
+                return Err(e);
+            }
+            if let Some(mail) = s.mail.remove(&(m.src, m.dst, m.n)) {
+                if let Some(q) = s.queued.get_mut(&(m.src, m.dst)) {
+                    *q = q.saturating_sub(mail.data.len() as u64);
+                }
+                self.cv.notify_all();
+                break mail;
+            }
+            let (next, alive) = self.wait(s, deadline);
+            s = next;
+            if !alive {
+                let why = format!(
+                    "{name}: rank {} timed out after {} s waiting for message {} of the pair from rank {} ({} elements of {:?}); the peer is slow, hung or did not call send (raise HCCL_EXEC_TIMEOUT if it is only slow)",
+                    m.dst, self.secs(), m.n, m.src, m.count, m.dtype
+                );
+                self.break_world(&mut s, m.dst, &why);
+                return Err(CommError::Sim(why));
+            }
+        };
+        if mail.count != m.count || mail.dtype != m.dtype {
+            let why = format!(
+                "{name}: {}",
+                super::signature::p2p_mismatch(
+                    m.src,
+                    m.dst,
+                    Some((mail.count, m.count)),
+                    (mail.dtype, m.dtype),
+                )
+            );
+            self.break_world(&mut s, m.dst, &why);
+            return Err(CommError::Sim(why));
+        }
+        drop(s);
+        let args = CollectiveArgs::p2p(
+            false,
+            vec![P2p {
+                src: m.src,
+                dst: m.dst,
+                count: m.count,
+            }],
+            m.dtype,
+            self.n,
+        );
+        let spec = super::pick_algo(&args)?;
+        let mut inputs = vec![Vec::new(); self.n as usize];
+        inputs[m.src as usize] = mail.data;
+        let outs = self
+            .simulate(&args, spec, inputs)
+            .map_err(|e| CommError::Sim(format!("{name}: {e}")))?;
+        Ok(outs.get(m.dst as usize).cloned().unwrap_or_default())
     }
 }

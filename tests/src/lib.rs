@@ -7,7 +7,7 @@
 //! `Comm::init_all` with `HCCL_BACKEND=sim`, see `tests/sim.rs`).
 
 use hccl::comm::{DataType, ReduceOp};
-use hccl::{Comm, CommError};
+use hccl::{Comm, CommError, P2pItem};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
 use hccl_algos::reference::{reference, verifiable_inputs};
 
@@ -22,12 +22,21 @@ impl Case {
     /// A short printable name.
     pub fn name(&self) -> String {
         let a = &self.args;
+        // V variants and point-to-point carry per-rank counts: show the
+        // largest rank's bytes instead of the unused `count`.
+        let size = match a.kind {
+            CollectiveKind::AllGatherV
+            | CollectiveKind::ReduceScatterV
+            | CollectiveKind::AllToAllV
+            | CollectiveKind::SendRecv
+            | CollectiveKind::BatchSendRecv => format!("max{}B", a.message_bytes()),
+            _ => format!("n{}", a.count),
+        };
         format!(
-            "{:?}/{}/{}/n{}/root{}{}",
+            "{:?}/{}/{}/{size}/root{}{}",
             a.kind,
             a.dtype,
             a.op,
-            a.count,
             a.root,
             if a.in_place { "/inplace" } else { "" }
         )
@@ -78,7 +87,89 @@ pub fn cases(world: u32) -> Vec<Case> {
     add(K::AllReduce, 1000, DataType::Fp64, ReduceOp::Avg, 0, false);
     add(K::AllReduce, 1000, DataType::Int64, ReduceOp::Min, 0, false);
     add(K::Barrier, 0, DataType::Uint8, ReduceOp::Sum, 0, false);
+    // V variants with uneven per-rank counts (some 0), and point-to-point:
+    // one SendRecv from the last rank, batches where every rank sends to
+    // r+1 and receives from r+2 (small, and past the socket buffers).
+    for (i, &(kind, count, dtype, op, in_place)) in [
+        (K::AllGatherV, 5u64, DataType::Fp32, ReduceOp::Sum, false),
+        (K::AllGatherV, 2, DataType::Int16, ReduceOp::Sum, true),
+        (K::ReduceScatterV, 7, DataType::Int32, ReduceOp::Max, false),
+        (K::ReduceScatterV, 3, DataType::Fp32, ReduceOp::Sum, true),
+        (K::AllToAllV, 4, DataType::Fp16, ReduceOp::Sum, false),
+        (K::SendRecv, 1000, DataType::Fp32, ReduceOp::Sum, false),
+        (K::BatchSendRecv, 3, DataType::Int64, ReduceOp::Sum, false),
+        (
+            K::BatchSendRecv,
+            300_000,
+            DataType::Fp32,
+            ReduceOp::Sum,
+            false,
+        ),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let args = CollectiveArgs::example(kind, world, count, dtype, last, i as u64)
+            .expect("example arguments")
+            .with_op(op)
+            .with_in_place(in_place);
+        out.push(Case { args });
+    }
     out
+}
+
+/// Runs a SendRecv / BatchSendRecv case through [`Comm::batch_send_recv`]:
+/// this rank's transfers of the global list, in list order, as items over
+/// slices of its packed input and output (a transfer to itself is copied
+/// here: the API takes only other ranks). Returns the packed output.
+fn run_p2p(comm: &Comm, a: &CollectiveArgs, input: &[u8]) -> Result<Vec<u8>, CommError> {
+    let r = comm.rank();
+    let esz = a.dtype.size() as usize;
+    let mut out = vec![0u8; a.io_bytes(r).1 as usize];
+    let mut to_self = false;
+    {
+        let (mut ins, mut outs): (&[u8], &mut [u8]) = (input, &mut out);
+        let mut items = Vec::new();
+        for t in a.pairs.iter().flat_map(|p| p.iter()) {
+            let len = t.count as usize * esz;
+            to_self |= t.src == r && t.dst == r;
+            let sent = (t.src == r).then(|| {
+                let (head, tail) = ins.split_at(len);
+                ins = tail;
+                head
+            });
+            let got = (t.dst == r).then(|| {
+                let (head, tail) = std::mem::take(&mut outs).split_at_mut(len);
+                outs = tail;
+                head
+            });
+            match (sent, got) {
+                (Some(_), Some(_)) => {}
+                (Some(b), None) => items.push(P2pItem::send_bytes(b, t.count, a.dtype, t.dst)),
+                (None, Some(b)) => items.push(P2pItem::recv_bytes(b, t.count, a.dtype, t.src)),
+                (None, None) => {}
+            }
+        }
+        comm.batch_send_recv(&mut items)?;
+    }
+    // Transfers to itself: with sends and receives packed in list order,
+    // walk the list again to find each one's input and output block.
+    if to_self {
+        let (mut i_at, mut o_at) = (0usize, 0usize);
+        for t in a.pairs.iter().flat_map(|p| p.iter()) {
+            let len = t.count as usize * esz;
+            if t.src == r && t.dst == r {
+                out[o_at..o_at + len].copy_from_slice(&input[i_at..i_at + len]);
+            }
+            if t.src == r {
+                i_at += len;
+            }
+            if t.dst == r {
+                o_at += len;
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Runs `case` on this rank of `comm` (inputs from seed `seed`) and checks
@@ -94,7 +185,12 @@ pub fn run_case(comm: &Comm, case: &Case, seed: u64) -> Result<(), String> {
     let want = &want[r as usize];
     let input = &inputs[r as usize];
     let (_, outb) = a.io_bytes(r);
+    let p2p = matches!(
+        a.kind,
+        CollectiveKind::SendRecv | CollectiveKind::BatchSendRecv
+    );
     let got = match a.alias(r) {
+        _ if p2p => run_p2p(comm, a, input).map_err(|e| e.to_string())?,
         Some(al) => {
             let len = (al.input_at + input.len() as u64).max(al.output_at + outb) as usize;
             let mut buf = vec![0u8; len];

@@ -1,9 +1,42 @@
-//! Point-to-point send/recv (`Comm::send` / `Comm::recv`) on TCP threads,
-//! interleaved with collectives; mismatches and bad peers; the simulator
-//! backend's refusal.
+//! Point-to-point: send/recv (`Comm::send` / `Comm::recv`), batches
+//! (`Comm::batch_send_recv`) and async sends and receives, interleaved with
+//! collectives; mismatches and bad peers. Every case runs on TCP threads and
+//! on the simulator backend, which must agree.
+
+use std::time::{Duration, Instant};
 
 use hccl::comm::{BackendKind, CommError, ReduceOp};
-use hccl::Comm;
+use hccl::{Comm, P2pItem, P2pKind};
+
+/// `name_on_tcp` and `name_on_sim` tests running `name(backend)`.
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {
+        mod on_tcp {
+            $(#[test]
+            fn $name() {
+                super::$name(hccl::comm::BackendKind::Tcp)
+            })*
+        }
+        mod on_sim {
+            $(#[test]
+            fn $name() {
+                super::$name(hccl::comm::BackendKind::Sim)
+            })*
+        }
+    };
+}
+
+on_both!(
+    send_recv_every_pair_and_dtype_between_all_reduces,
+    messages_of_a_pair_arrive_in_order,
+    mismatched_count_or_dtype_fails_on_the_receiver,
+    bad_peer_is_an_immediate_error,
+    two_senders_to_one_receiver_do_not_collide,
+    ring_exchange_in_one_batch,
+    batch_items_meet_plain_sends_and_receives_in_order,
+    bad_batch_items_are_immediate_errors,
+    async_sends_and_receives,
+);
 
 /// Runs `f(comm)` on every rank of a fresh `world`-rank communicator, one
 /// thread each, and returns the results in rank order.
@@ -32,9 +65,8 @@ fn value(s: u32, d: u32, i: usize) -> u32 {
 /// elements, then u8, i64 and f64 ones; ranks outside a pair move on. An
 /// all_reduce before, between and after must still be right, which fails
 /// if a p2p op consumed the collective seq on some ranks only.
-#[test]
-fn send_recv_every_pair_and_dtype_between_all_reduces() {
-    let out = on_threads(BackendKind::Tcp, 3, |c| {
+fn send_recv_every_pair_and_dtype_between_all_reduces(backend: BackendKind) {
+    let out = on_threads(backend, 3, |c| {
         let me = c.rank();
         let all_reduce = |x: f64| {
             let mut v = [x, 2.0 * x];
@@ -98,9 +130,8 @@ fn send_recv_every_pair_and_dtype_between_all_reduces() {
 
 /// Messages of one pair arrive in the order sent, even when the sender runs
 /// ahead of the receiver and a third rank takes no part.
-#[test]
-fn messages_of_a_pair_arrive_in_order() {
-    let out = on_threads(BackendKind::Tcp, 3, |c| {
+fn messages_of_a_pair_arrive_in_order(backend: BackendKind) {
+    let out = on_threads(backend, 3, |c| {
         let mut got = Vec::new();
         match c.rank() {
             0 => {
@@ -130,9 +161,8 @@ fn messages_of_a_pair_arrive_in_order() {
 
 /// The receiver refuses a message whose count (or dtype) differs from its
 /// call, names both values and ranks, and leaves its buffer untouched.
-#[test]
-fn mismatched_count_or_dtype_fails_on_the_receiver() {
-    let out = on_threads(BackendKind::Tcp, 2, |c| {
+fn mismatched_count_or_dtype_fails_on_the_receiver(backend: BackendKind) {
+    let out = on_threads(backend, 2, |c| {
         if c.rank() == 0 {
             let _ = c.send(&[1.0f32; 5], 1);
             None
@@ -149,7 +179,7 @@ fn mismatched_count_or_dtype_fails_on_the_receiver() {
     );
     assert_eq!(buf, [-1.0; 4]);
 
-    let out = on_threads(BackendKind::Tcp, 2, |c| {
+    let out = on_threads(backend, 2, |c| {
         if c.rank() == 1 {
             let _ = c.send(&[7u32; 4], 0);
             None
@@ -168,9 +198,8 @@ fn mismatched_count_or_dtype_fails_on_the_receiver() {
 
 /// A peer out of range, or this rank itself, fails at once (nothing waits
 /// for another rank) with HCCL_E_PARA, and leaves the communicator usable.
-#[test]
-fn bad_peer_is_an_immediate_error() {
-    let out = on_threads(BackendKind::Tcp, 2, |c| {
+fn bad_peer_is_an_immediate_error(backend: BackendKind) {
+    let out = on_threads(backend, 2, |c| {
         let e = c.recv(&mut [0.0f32; 3], 2).unwrap_err();
         assert!(
             matches!(
@@ -192,40 +221,19 @@ fn bad_peer_is_an_immediate_error() {
         v[0]
     });
     assert_eq!(out, vec![3, 3]);
-    let comms = Comm::init_all_on(BackendKind::Tcp, 2).unwrap();
+    let comms = Comm::init_all_on(backend, 2).unwrap();
     assert_eq!(
         comms[0].recv(&mut [0u16; 1], 5).unwrap_err().to_string(),
         "Recv: peer rank 5 is not another rank of this communicator (this is rank 0 of 2); pass a rank in 0..2 other than 0"
     );
 }
 
-/// The simulator backend runs one scenario per op with every rank, so it
-/// refuses a lone send or recv (HCCL_E_NOT_SUPPORT) and stays usable.
-#[test]
-fn sim_backend_refuses_point_to_point() {
-    let out = on_threads(BackendKind::Sim, 2, |c| {
-        let e = if c.rank() == 0 {
-            c.send(&[1.0f32], 1).unwrap_err()
-        } else {
-            c.recv(&mut [0.0f32], 0).unwrap_err()
-        };
-        assert!(matches!(e, CommError::Unsupported(_)), "{e}");
-        assert_eq!(e.hccl_result(), 5);
-        assert!(e.to_string().contains("use HCCL_BACKEND=tcp"), "{e}");
-        let mut v = [c.rank() + 1];
-        c.all_reduce_in_place(&mut v, ReduceOp::Sum).unwrap();
-        v[0]
-    });
-    assert_eq!(out, vec![3, 3]);
-}
-
 /// Two senders' first messages to one receiver share their pair number;
 /// the one from the rank not being received from waits for its recv
 /// instead of being compared with the running one (the counts differ).
 /// Rank 0 sends late so rank 2's message arrives during the recv from 0.
-#[test]
-fn two_senders_to_one_receiver_do_not_collide() {
-    let out = on_threads(BackendKind::Tcp, 3, |c| {
+fn two_senders_to_one_receiver_do_not_collide(backend: BackendKind) {
+    let out = on_threads(backend, 3, |c| {
         let mut got = (vec![], vec![]);
         match c.rank() {
             0 => {
@@ -247,4 +255,140 @@ fn two_senders_to_one_receiver_do_not_collide() {
     });
     assert_eq!(out[1].0, (vec![5; 5], vec![3; 3]));
     assert!(out.iter().all(|(_, s)| *s == 3), "{out:?}");
+}
+
+/// A ring exchange in one batch: every rank sends 1 Mi f32 to r+1 and
+/// 1000 i16 to r−1 and receives both, plus a zero-count item; the items are
+/// listed receives first, which would deadlock if they ran one by one.
+fn ring_exchange_in_one_batch(backend: BackendKind) {
+    let n = 4u32;
+    let out = on_threads(backend, n, move |c| {
+        let (me, next, prev) = (c.rank(), (c.rank() + 1) % n, (c.rank() + n - 1) % n);
+        let big: Vec<f32> = (0..1 << 20).map(|i| value(me, next, i) as f32).collect();
+        let small: Vec<i16> = (0..1000).map(|i| -(value(me, prev, i) as i16)).collect();
+        let mut from_prev = vec![0.0f32; 1 << 20];
+        let mut from_next = vec![0i16; 1000];
+        let mut nothing: [u64; 0] = [];
+        let mut items = [
+            P2pItem::recv(&mut from_prev, prev),
+            P2pItem::recv(&mut from_next, next),
+            P2pItem::send(&big, next),
+            P2pItem::send(&small, prev),
+            P2pItem::recv(&mut nothing, next),
+            P2pItem::send(&[0u64; 0], prev),
+        ];
+        assert_eq!(items[0].kind(), P2pKind::Recv);
+        assert_eq!(items[2].count(), 1 << 20);
+        c.batch_send_recv(&mut items).unwrap();
+        let ok_prev = from_prev
+            .iter()
+            .enumerate()
+            .all(|(i, &x)| x == value(prev, me, i) as f32);
+        let ok_next = from_next
+            .iter()
+            .enumerate()
+            .all(|(i, &x)| x == -(value(next, me, i) as i16));
+        (ok_prev, ok_next)
+    });
+    assert_eq!(out, vec![(true, true); 4]);
+}
+
+/// Items to one peer are numbered in list order, so a batch's sends meet
+/// the peer's plain receives (and its receives the peer's plain sends) in
+/// order, and later plain messages of the pair follow on.
+fn batch_items_meet_plain_sends_and_receives_in_order(backend: BackendKind) {
+    let out = on_threads(backend, 2, |c| {
+        if c.rank() == 0 {
+            let (a, b) = ([1u32, 2], [3u32, 4, 5]);
+            let mut back = [0u32; 3];
+            let mut items = [
+                P2pItem::send(&a, 1),
+                P2pItem::recv(&mut back, 1),
+                P2pItem::send(&b, 1),
+            ];
+            c.batch_send_recv(&mut items).unwrap();
+            c.send(&[6u32], 1).unwrap();
+            vec![back.to_vec()]
+        } else {
+            let mut a = [0u32; 2];
+            let mut b = [0u32; 3];
+            let mut six = [0u32; 1];
+            c.send(&[7u32, 8, 9], 0).unwrap();
+            c.recv(&mut a, 0).unwrap();
+            let mut items = [P2pItem::recv(&mut b, 0), P2pItem::recv(&mut six, 0)];
+            c.batch_send_recv(&mut items).unwrap();
+            vec![a.to_vec(), b.to_vec(), six.to_vec()]
+        }
+    });
+    assert_eq!(out[0], vec![vec![7, 8, 9]]);
+    assert_eq!(out[1], vec![vec![1, 2], vec![3, 4, 5], vec![6]]);
+}
+
+/// A bad peer or a wrong buffer length in a batch fails at once, naming
+/// the item, and leaves the communicator usable.
+fn bad_batch_items_are_immediate_errors(backend: BackendKind) {
+    let out = on_threads(backend, 2, |c| {
+        let me = c.rank();
+        let mut r = [0.0f32; 2];
+        let mut items = [P2pItem::send(&[1.0f32], 1 - me), P2pItem::recv(&mut r, 9)];
+        let e = c.batch_send_recv(&mut items).unwrap_err();
+        assert!(matches!(e, CommError::Peer { peer: 9, .. }), "{e}");
+        assert!(
+            e.to_string().starts_with(&format!(
+                "BatchSendRecv item 1 (Recv): peer rank 9 is not another rank of this communicator (this is rank {me} of 2)"
+            )),
+            "{e}"
+        );
+        let mut bytes = [0u8; 7];
+        let mut items = [P2pItem::recv_bytes(
+            &mut bytes,
+            2,
+            hccl::comm::DataType::Fp32,
+            1 - me,
+        )];
+        let e = c.batch_send_recv(&mut items).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "BatchSendRecv item 0 (Recv): receive buffer has 7 bytes, the call needs 8"
+        );
+        assert!(c.batch_send_recv(&mut []).is_ok());
+        let mut v = [me + 1];
+        c.all_reduce_in_place(&mut v, ReduceOp::Sum).unwrap();
+        v[0]
+    });
+    assert_eq!(out, vec![3, 3]);
+}
+
+/// Async sends and receives return their buffers, complete in call order
+/// with the rank's other ops, and report `is_done`.
+fn async_sends_and_receives(backend: BackendKind) {
+    let out = on_threads(backend, 2, |c| {
+        if c.rank() == 0 {
+            let h1 = c.send_async(vec![1.5f64; 3], 1);
+            let h2 = c.send_async(vec![2.5f64; 100_000], 1);
+            let mut v = [1i32];
+            c.all_reduce_in_place(&mut v, ReduceOp::Sum).unwrap();
+            let a = h1.wait().unwrap();
+            let b = h2.wait().unwrap();
+            let bad = c.recv_async(vec![0u8; 1], 0).wait().unwrap_err();
+            assert!(matches!(bad, CommError::Peer { .. }), "{bad}");
+            (a.len() + b.len(), vec![], v[0])
+        } else {
+            let h1 = c.recv_async(vec![0.0f64; 3], 0);
+            let h2 = c.recv_async(vec![0.0f64; 100_000], 0);
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while !h2.is_done() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            assert!(h2.is_done(), "the async receive never finished");
+            let mut v = [1i32];
+            c.all_reduce_in_place(&mut v, ReduceOp::Sum).unwrap();
+            let a = h1.wait().unwrap();
+            let b = h2.wait().unwrap();
+            let ok = a == vec![1.5; 3] && b.iter().all(|&x| x == 2.5);
+            (b.len(), vec![ok], v[0])
+        }
+    });
+    assert_eq!(out[0], (100_003, vec![], 2));
+    assert_eq!(out[1], (100_000, vec![true], 2));
 }

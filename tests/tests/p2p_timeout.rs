@@ -1,0 +1,74 @@
+//! `HCCL_EXEC_TIMEOUT` bounds point-to-point waits on both backends, and
+//! the error names the peer and what was expected. Its own test binary:
+//! the variables are process-wide.
+
+use std::time::{Duration, Instant};
+
+use hccl::comm::BackendKind;
+use hccl::Comm;
+
+fn short_timeouts() {
+    // 1 s per op; 1 MB of unreceived bytes per pair (simulator senders wait past it).
+    std::env::set_var("HCCL_EXEC_TIMEOUT", "1");
+    std::env::set_var("HCCL_BUFFSIZE", "1");
+}
+
+/// Rank 1 receives from rank 0, which never sends: the receive fails after
+/// about the timeout (well before 30 s), naming rank 0 and the message.
+fn receive_from_a_silent_peer(backend: BackendKind, expect: &[&str]) {
+    short_timeouts();
+    let comms = Comm::init_all_on(backend, 2).unwrap();
+    let t = Instant::now();
+    let mut buf = [0.0f32; 4];
+    let e = comms[1].recv(&mut buf, 0).unwrap_err().to_string();
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    for s in expect {
+        assert!(e.contains(s), "{e:?} lacks {s:?}");
+    }
+    assert_eq!(buf, [0.0; 4], "the buffer was touched");
+}
+
+#[test]
+fn receive_times_out_on_tcp() {
+    receive_from_a_silent_peer(
+        BackendKind::Tcp,
+        &[
+            "Recv (rank 0 -> rank 1, message 0 of the pair)",
+            "timed out after 1 s waiting for rank 0 (tag 0: received 0 of 16 bytes)",
+        ],
+    );
+}
+
+#[test]
+fn receive_times_out_on_sim() {
+    receive_from_a_silent_peer(
+        BackendKind::Sim,
+        &[
+            "Recv (rank 0 -> rank 1, message 0 of the pair)",
+            "rank 1 timed out after 1 s waiting for message 0 of the pair from rank 0 (4 elements of Fp32)",
+        ],
+    );
+}
+
+/// On the simulator a send past `HCCL_BUFFSIZE` waits for its receiver, as
+/// a TCP sender stalls on backpressure, and fails after the timeout; the
+/// failure breaks the world, so the peer's next op fails naming it.
+#[test]
+fn unreceived_send_past_buffsize_times_out_on_sim() {
+    short_timeouts();
+    let comms = Comm::init_all_on(BackendKind::Sim, 2).unwrap();
+    let big = vec![1u8; 2 << 20];
+    let e = comms[0].send(&big, 1).unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "rank 0 timed out after 1 s waiting for rank 1 to receive message 0 (2097152 bytes)"
+        ),
+        "{e}"
+    );
+    assert!(e.contains("HCCL_BUFFSIZE, 1048576 bytes"), "{e}");
+    let e = comms[1].recv(&mut [0u8; 1], 0).unwrap_err().to_string();
+    assert!(e.contains("aborted by rank 0"), "{e}");
+    // A small send is left for the receiver and returns at once.
+    let comms = Comm::init_all_on(BackendKind::Sim, 2).unwrap();
+    comms[0].send(&[1u8; 100], 1).unwrap();
+}
