@@ -123,7 +123,7 @@ pub fn read_remote(pid: u32, addr: u64, buf: &mut [u8]) -> Result<(), ReadError>
         ) {
             Ok(0) => return Err(fail(got, "the read copied nothing".into())),
             Ok(n) => got += n,
-            Err(e) => return Err(fail(got, format!("{e}: {}", e.desc()))),
+            Err(e) => return Err(fail(got, e.to_string())),
         }
     }
     Ok(())

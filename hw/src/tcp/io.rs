@@ -9,19 +9,18 @@
 //!   yet consumed never exceed `HCCL_BUFFSIZE` per peer.
 //!
 //! With the same-host fast path ([`super::cma`]) on, a writer sends
-//! [`Outgoing::Lent`] pieces as descriptors, and a reader fills its chunks
-//! from the peer's memory instead of the socket (then acks each piece on
-//! the peer's writer channel); the events are the same.
+//! [`Outgoing::Lent`] pieces as descriptors, and the connection's reader
+//! ([`super::cma_reader`]) fills its chunks from the peer's memory instead
+//! of the socket (then acks each piece on the peer's writer channel); the
+//! events are the same.
 
 use hccl_algos::schedule::StepId;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
-use super::cma;
 use super::wire::{
-    FrameHeader, FrameKind, PieceDesc, SessionId, WireError, FRAME_HEADER_LEN, MAX_CMA_PIECE,
-    PIECE_DESC_LEN, SIG_LEN,
+    FrameHeader, FrameKind, PieceDesc, SessionId, WireError, FRAME_HEADER_LEN, PIECE_DESC_LEN,
 };
 use crate::sync::{ByteBudget, Permit};
 
@@ -207,31 +206,10 @@ pub async fn writer(
     let _ = w.shutdown().await;
 }
 
-/// A reader's cross-memory side: the peer process it verified and the
-/// peer's writer channel for acks.
-#[derive(Debug)]
-pub struct CmaRecv {
-    /// The pid the probe verified (never one from a data frame).
-    pub pid: u32,
-    /// This rank's writer to the same peer, for acks.
-    pub acks: UnboundedSender<Outgoing>,
-    /// Communicator id, for the ack frames.
-    pub comm: u64,
-}
-
-/// A cross-memory message being received: its key and bytes still due.
-#[derive(Debug)]
-struct CmaMsg {
-    seq: u64,
-    tag: u32,
-    len: u64,
-    left: u64,
-}
-
 /// Reads frames, checks each header, streams payloads in [`CHUNK`]s under
 /// the peer's budget, until the peer says goodbye or the socket fails.
-/// With `cma`, `DataCma` messages are read out of the peer's memory;
-/// without it they are a protocol error.
+/// For a connection without the fast path; [`super::cma_reader::reader`]
+/// reads one with it.
 pub async fn reader(
     peer: u32,
     mut r: OwnedReadHalf,
@@ -239,15 +217,12 @@ pub async fn reader(
     budget: ByteBudget,
     ev: UnboundedSender<Event>,
     mut recycled: UnboundedReceiver<Vec<u8>>,
-    cma: Option<CmaRecv>,
 ) {
     let closed = |reason: String, graceful: bool| Event::Closed {
         peer,
         reason,
         graceful,
     };
-    // The cross-memory message in progress, between its pieces.
-    let mut cma_msg: Option<CmaMsg> = None;
     loop {
         let mut hb = [0u8; FRAME_HEADER_LEN];
         if let Err(e) = r.read_exact(&mut hb).await {
@@ -267,135 +242,22 @@ pub async fn reader(
                 return;
             }
         };
-        let protocol = |error| {
-            tracing::warn!("hccl: dropping connection to rank {peer}: {error}");
-            Event::Protocol { peer, error }
-        };
-        if cma_msg.is_some() && !matches!(h.kind, FrameKind::CmaMore | FrameKind::CmaAck) {
-            let _ = ev.send(protocol(WireError::Malformed(
-                "frame inside a cross-memory message",
-            )));
-            return;
-        }
         match h.kind {
-            FrameKind::CmaProbe | FrameKind::CmaReply => {
-                let _ = ev.send(protocol(WireError::Malformed(
-                    "cross-memory probe after the connection was set up",
-                )));
-                return;
-            }
-            FrameKind::CmaAck => {
-                let mut b = [0u8; PIECE_DESC_LEN];
-                if let Err(e) = r.read_exact(&mut b).await {
-                    let _ = ev.send(closed(e.to_string(), false));
-                    return;
-                }
-                match PieceDesc::decode(&b, MAX_CMA_PIECE, MAX_CMA_PIECE) {
-                    Ok(desc) => {
-                        let _ = ev.send(Event::CmaAck { peer, desc });
-                    }
-                    Err(error) => {
-                        let _ = ev.send(protocol(error));
-                        return;
-                    }
-                }
-            }
-            FrameKind::DataCma | FrameKind::CmaMore => {
-                let Some(cma) = cma.as_ref() else {
-                    let _ = ev.send(protocol(WireError::Malformed(
-                        "cross-memory message from a peer this rank did not verify for it",
-                    )));
-                    return;
-                };
-                if h.kind == FrameKind::DataCma {
-                    if h.len == 0 {
-                        let _ =
-                            ev.send(protocol(WireError::Malformed("empty cross-memory message")));
-                        return;
-                    }
-                    if ev.send(Event::Header { peer, h }).is_err() {
-                        return;
-                    }
-                    cma_msg = Some(CmaMsg {
-                        seq: h.seq,
-                        tag: h.tag,
-                        len: h.len,
-                        left: h.len,
-                    });
-                }
-                let Some(m) = cma_msg
-                    .as_mut()
-                    .filter(|m| m.seq == h.seq && m.tag == h.tag)
-                else {
-                    let _ = ev.send(protocol(WireError::Malformed(
-                        "cross-memory piece outside its message",
-                    )));
-                    return;
-                };
-                let mut b = [0u8; PIECE_DESC_LEN];
-                if let Err(e) = r.read_exact(&mut b).await {
-                    let _ = ev.send(closed(
-                        format!(
-                            "{e} after {} of {} bytes of a message",
-                            m.len - m.left,
-                            m.len
-                        ),
-                        false,
-                    ));
-                    return;
-                }
-                let max = MAX_CMA_PIECE.min(budget.capacity());
-                let desc = match PieceDesc::decode(&b, m.left, max) {
-                    Ok(d) => d,
-                    Err(error) => {
-                        let _ = ev.send(protocol(error));
-                        return;
-                    }
-                };
-                let Ok(permit) = budget.acquire(desc.len).await else {
-                    return;
-                };
-                let mut data = recycled.try_recv().unwrap_or_default();
-                // Shrinking a recycled chunk zeroes nothing.
-                data.resize(desc.len as usize, 0);
-                if let Err(e) = cma::read_remote(cma.pid, desc.addr, &mut data) {
-                    let _ = ev.send(closed(
-                        format!(
-                            "cross-memory read of {} bytes at {:#x} from pid {} failed after {} bytes: {}; {} of {} bytes of the message were read",
-                            desc.len,
-                            desc.addr,
-                            cma.pid,
-                            e.got,
-                            e.reason,
-                            m.len - m.left,
-                            m.len
-                        ),
-                        false,
-                    ));
-                    return;
-                }
-                let ack = FrameHeader {
-                    kind: FrameKind::CmaAck,
-                    session,
-                    comm: cma.comm,
-                    seq: h.seq,
-                    tag: h.tag,
-                    len: PIECE_DESC_LEN as u64,
-                    sig: [0; SIG_LEN],
-                };
-                let mut bytes = ack.encode().to_vec();
-                bytes.extend_from_slice(&desc.encode());
-                let _ = cma.acks.send(Outgoing::Ack(bytes));
-                m.left -= desc.len;
-                if m.left == 0 {
-                    cma_msg = None;
-                }
-                if ev.send(Event::Chunk { peer, data, permit }).is_err() {
-                    return;
-                }
-            }
             FrameKind::OpStart => {
                 let _ = ev.send(Event::OpStart { peer, h });
+            }
+            FrameKind::CmaProbe
+            | FrameKind::CmaReply
+            | FrameKind::CmaAck
+            | FrameKind::DataCma
+            | FrameKind::CmaMore => {
+                // The probe exchange settled this connection as bytes only.
+                let error = WireError::Malformed(
+                    "cross-memory frame on a connection without the fast path",
+                );
+                tracing::warn!("hccl: dropping connection to rank {peer}: {error}");
+                let _ = ev.send(Event::Protocol { peer, error });
+                return;
             }
             FrameKind::Bye => {
                 let _ = ev.send(closed("the peer destroyed its communicator".into(), true));

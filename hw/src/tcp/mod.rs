@@ -24,6 +24,7 @@
 pub mod bootstrap;
 pub mod buffers;
 pub mod cma;
+pub mod cma_reader;
 pub mod config;
 pub mod error;
 pub mod iface;

@@ -41,9 +41,10 @@ use tokio::task::JoinHandle;
 use super::bootstrap::bootstrap;
 use super::buffers::OpBuffers;
 use super::cma::{self, LentPieces, Token};
+use super::cma_reader::{self, CmaRecv};
 use super::config::TcpConfig;
 use super::error::TcpError;
-use super::io::{reader, writer, CmaRecv, Event, Outgoing};
+use super::io::{reader, writer, Event, Outgoing};
 use super::root::RootInfo;
 use super::wire::{
     FrameHeader, FrameKind, SessionId, Signature, FRAME_HEADER_LEN, MAX_ABORT_REASON,
@@ -64,8 +65,9 @@ pub const MAX_EARLY_MESSAGES: usize = 1 << 16;
 /// Pieces a send may run ahead of the writer (4 MiB at 256 KiB pieces): the
 /// memory a send holds per peer, whatever the message size.
 pub const PIECES_AHEAD: u32 = 16;
-/// Send piece buffers kept for reuse.
-const SEND_POOL: usize = 16;
+/// Send piece buffers kept for reuse (16 MiB at 256 KiB): lent pieces come
+/// back only with their acks, so several peers' worth cycle through it.
+const SEND_POOL: usize = 64;
 /// Counters of the same-host fast path on the sending side (see
 /// [`super::cma`]), for tests and diagnostics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -287,21 +289,30 @@ impl TcpRank {
             let (tx, rx) = unbounded_channel();
             let (recycle, recycled) = unbounded_channel();
             let budget = ByteBudget::new(cfg.unexpected_bound);
-            let cma = settled[p].recv_pid.map(|pid| CmaRecv {
-                pid,
-                acks: tx.clone(),
-                comm,
-            });
             peers[p].cma_send = settled[p].send;
-            runtime.spawn(reader(
-                p as u32,
-                r,
-                mesh.session,
-                budget.clone(),
-                ev_tx.clone(),
-                recycled,
-                cma,
-            ));
+            let (peer, ev) = (p as u32, ev_tx.clone());
+            match settled[p].recv_pid {
+                Some(pid) => {
+                    let cma = CmaRecv {
+                        pid,
+                        acks: tx.clone(),
+                        comm,
+                    };
+                    let rd = cma_reader::reader(
+                        peer,
+                        r,
+                        mesh.session,
+                        budget.clone(),
+                        ev,
+                        recycled,
+                        cma,
+                    );
+                    runtime.spawn(rd);
+                }
+                None => {
+                    runtime.spawn(reader(peer, r, mesh.session, budget.clone(), ev, recycled));
+                }
+            }
             peers[p].recycle = Some(recycle);
             writers.push(runtime.spawn(writer(p as u32, w, rx, ev_tx.clone())));
             peers[p].tx = Some(tx);
@@ -976,12 +987,19 @@ impl TcpRank {
 
     /// [`TcpRank::lost`] for a send of `sending` bytes, if `Some`.
     fn lost_sending(&self, name: &str, seq: u64, peer: u32, sending: Option<u64>) -> TcpError {
+        // A posted receive, else the message arriving early when it broke.
+        let arriving = self.peers[peer as usize]
+            .incoming
+            .as_ref()
+            .and_then(|i| self.early.get(&i.key))
+            .map(|e| (e.len, e.got));
         let (expected, received) = self
             .posted
             .iter()
             .filter(|(k, _)| k.peer == peer)
             .map(|(_, p)| (p.len, p.got))
             .next()
+            .or(arriving)
             .unwrap_or((0, 0));
         let (expected, received) = sending.map_or((expected, received), |n| (n, 0));
         TcpError::PeerLost {

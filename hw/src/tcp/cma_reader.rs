@@ -1,0 +1,320 @@
+//! The reader task of a connection with the same-host fast path
+//! ([`super::cma`]): every frame on it is small (pieces travel as
+//! descriptors), so it reads whole frames, and it never lets a piece that
+//! waits for the peer's byte budget hold up the frames behind it.
+//!
+//! Why: the peer's acks for this rank's lent pieces arrive on this same
+//! connection. Were the reader to stop at a piece until the executor frees
+//! budget (as the byte-stream reader must, the payload being in the
+//! socket), the acks behind it would wait too, this rank's own sends would
+//! stall at `PIECES_AHEAD` unacked pieces, and a schedule whose receive
+//! waits on such a send would deadlock. Here a piece waiting for budget
+//! is queued (its bytes stay in the peer's staging memory), acks are
+//! handled at once, and other frames queue behind the piece so that the
+//! executor sees every event in wire order. The queue is bounded by
+//! [`MAX_QUEUED`]; a peer that sends more without acks simply is not read
+//! further until the queue drains.
+
+use std::collections::VecDeque;
+
+use tokio::io::AsyncReadExt;
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+use super::cma;
+use super::io::{Event, Outgoing};
+use super::wire::{
+    FrameHeader, FrameKind, PieceDesc, SessionId, WireError, FRAME_HEADER_LEN, MAX_CMA_PIECE,
+    PIECE_DESC_LEN, SIG_LEN,
+};
+use crate::sync::ByteBudget;
+
+/// Most frames held behind a piece that waits for budget.
+pub const MAX_QUEUED: usize = 1024;
+
+/// A reader's cross-memory side: the peer process it verified and this
+/// rank's writer channel to the same peer, for acks.
+#[derive(Debug)]
+pub struct CmaRecv {
+    /// The pid the probe verified (never one from a data frame).
+    pub pid: u32,
+    /// This rank's writer to the same peer, for acks.
+    pub acks: UnboundedSender<Outgoing>,
+    /// Communicator id, for the ack frames.
+    pub comm: u64,
+}
+
+/// Whole frames off the socket. Cancel-safe: bytes read stay buffered.
+struct Framer {
+    r: OwnedReadHalf,
+    buf: Vec<u8>,
+}
+
+/// Why the framer stopped.
+enum Stop {
+    Io(String),
+    Wire(WireError),
+}
+
+impl Framer {
+    /// The header and body of the next frame.
+    async fn next(&mut self, session: SessionId) -> Result<(FrameHeader, Vec<u8>), Stop> {
+        loop {
+            if let Some(f) = self.parse(session).map_err(Stop::Wire)? {
+                return Ok(f);
+            }
+            self.buf.reserve(8 << 10);
+            match self.r.read_buf(&mut self.buf).await {
+                Ok(0) => {
+                    return Err(Stop::Io(if self.buf.is_empty() {
+                        "connection closed by the peer".into()
+                    } else {
+                        format!(
+                            "connection closed by the peer inside a frame ({} bytes of it read)",
+                            self.buf.len()
+                        )
+                    }))
+                }
+                Ok(_) => {}
+                Err(e) => return Err(Stop::Io(e.to_string())),
+            }
+        }
+    }
+
+    fn parse(&mut self, session: SessionId) -> Result<Option<(FrameHeader, Vec<u8>)>, WireError> {
+        let Some(hb) = self.buf.get(..FRAME_HEADER_LEN) else {
+            return Ok(None);
+        };
+        let hb: &[u8; FRAME_HEADER_LEN] =
+            hb.try_into().map_err(|_| WireError::Malformed("header"))?;
+        let h = FrameHeader::decode(hb, session)?;
+        let body = match h.kind {
+            FrameKind::Data if h.len > 0 => {
+                return Err(WireError::Malformed(
+                    "byte-stream payload on a cross-memory connection",
+                ))
+            }
+            FrameKind::CmaProbe | FrameKind::CmaReply => {
+                return Err(WireError::Malformed(
+                    "cross-memory probe after the connection was set up",
+                ))
+            }
+            FrameKind::DataCma | FrameKind::CmaMore | FrameKind::CmaAck => PIECE_DESC_LEN,
+            // Bounded by FrameHeader::decode (MAX_ABORT_REASON).
+            FrameKind::Abort => h.len as usize,
+            FrameKind::Data | FrameKind::OpStart | FrameKind::Bye => 0,
+        };
+        let end = FRAME_HEADER_LEN + body;
+        if self.buf.len() < end {
+            return Ok(None);
+        }
+        let b = self.buf[FRAME_HEADER_LEN..end].to_vec();
+        self.buf.drain(..end);
+        Ok(Some((h, b)))
+    }
+}
+
+/// A frame's effect, held in wire order.
+enum Item {
+    /// An event that needs no budget.
+    Event(Event),
+    /// A piece to copy out of the peer.
+    Piece {
+        desc: PieceDesc,
+        seq: u64,
+        tag: u32,
+        /// The message's length and its bytes before this piece.
+        msg_len: u64,
+        before: u64,
+    },
+}
+
+/// A cross-memory message whose pieces are still arriving.
+struct Msg {
+    seq: u64,
+    tag: u32,
+    len: u64,
+    left: u64,
+}
+
+fn desc_of(body: &[u8], left: u64, max: u64) -> Result<PieceDesc, WireError> {
+    let b: &[u8; PIECE_DESC_LEN] = body
+        .try_into()
+        .map_err(|_| WireError::Malformed("piece descriptor"))?;
+    PieceDesc::decode(b, left, max)
+}
+
+/// Files one frame: acks go to the executor at once, the rest into `queue`.
+/// Returns false once the connection is over (the end is queued).
+fn on_frame(
+    peer: u32,
+    h: FrameHeader,
+    body: Vec<u8>,
+    msg: &mut Option<Msg>,
+    max_piece: u64,
+    queue: &mut VecDeque<Item>,
+    ev: &UnboundedSender<Event>,
+) -> Result<bool, WireError> {
+    if msg.is_some() && !matches!(h.kind, FrameKind::CmaMore | FrameKind::CmaAck) {
+        return Err(WireError::Malformed("frame inside a cross-memory message"));
+    }
+    match h.kind {
+        FrameKind::CmaAck => {
+            let desc = desc_of(&body, MAX_CMA_PIECE, MAX_CMA_PIECE)?;
+            let _ = ev.send(Event::CmaAck { peer, desc });
+        }
+        FrameKind::DataCma | FrameKind::CmaMore => {
+            if h.kind == FrameKind::DataCma {
+                if h.len == 0 {
+                    return Err(WireError::Malformed("empty cross-memory message"));
+                }
+                queue.push_back(Item::Event(Event::Header { peer, h }));
+                *msg = Some(Msg {
+                    seq: h.seq,
+                    tag: h.tag,
+                    len: h.len,
+                    left: h.len,
+                });
+            }
+            let Some(m) = msg.as_mut().filter(|m| m.seq == h.seq && m.tag == h.tag) else {
+                return Err(WireError::Malformed(
+                    "cross-memory piece outside its message",
+                ));
+            };
+            let desc = desc_of(&body, m.left, max_piece)?;
+            queue.push_back(Item::Piece {
+                desc,
+                seq: m.seq,
+                tag: m.tag,
+                msg_len: m.len,
+                before: m.len - m.left,
+            });
+            m.left -= desc.len;
+            if m.left == 0 {
+                *msg = None;
+            }
+        }
+        FrameKind::Data => queue.push_back(Item::Event(Event::Header { peer, h })),
+        FrameKind::OpStart => queue.push_back(Item::Event(Event::OpStart { peer, h })),
+        FrameKind::Abort => queue.push_back(Item::Event(Event::Abort {
+            peer,
+            seq: h.seq,
+            reason: String::from_utf8_lossy(&body).into_owned(),
+        })),
+        FrameKind::Bye => {
+            queue.push_back(Item::Event(Event::Closed {
+                peer,
+                reason: "the peer destroyed its communicator".into(),
+                graceful: true,
+            }));
+            return Ok(false);
+        }
+        FrameKind::CmaProbe | FrameKind::CmaReply => {
+            return Err(WireError::Malformed(
+                "cross-memory probe after the connection was set up",
+            ))
+        }
+    }
+    Ok(true)
+}
+
+/// Reads `peer`'s frames until it says goodbye or the connection fails;
+/// copies each lent piece out of the verified process `cma.pid` into a
+/// recycled chunk under the peer's budget, acks it, and reports it as an
+/// [`Event::Chunk`], exactly as the byte-stream reader reports payload.
+///
+/// A failed copy (`EFAULT`, `ESRCH`, ...) ends the connection with
+/// [`Event::Closed`] naming the piece, the pid, the system's words and the
+/// bytes of the message read so far, so the waiting op fails with
+/// `TcpError::PeerLost` (op, seq, bytes expected and received).
+pub async fn reader(
+    peer: u32,
+    r: OwnedReadHalf,
+    session: SessionId,
+    budget: ByteBudget,
+    ev: UnboundedSender<Event>,
+    mut recycled: UnboundedReceiver<Vec<u8>>,
+    cma: CmaRecv,
+) {
+    let mut framer = Framer {
+        r,
+        buf: Vec::with_capacity(8 << 10),
+    };
+    let mut queue: VecDeque<Item> = VecDeque::new();
+    let mut msg: Option<Msg> = None;
+    let mut reading = true;
+    let max_piece = MAX_CMA_PIECE.min(budget.capacity());
+    loop {
+        while matches!(queue.front(), Some(Item::Event(_))) {
+            if let Some(Item::Event(e)) = queue.pop_front() {
+                let last = matches!(e, Event::Closed { .. } | Event::Protocol { .. });
+                if ev.send(e).is_err() || last {
+                    return;
+                }
+            }
+        }
+        let want = match queue.front() {
+            Some(Item::Piece { desc, .. }) => Some(desc.len),
+            _ => None,
+        };
+        tokio::select! {
+            biased;
+            permit = budget.acquire(want.unwrap_or(0)), if want.is_some() => {
+                let Ok(permit) = permit else { return };
+                let Some(Item::Piece { desc, seq, tag, msg_len, before }) = queue.pop_front() else {
+                    return;
+                };
+                let mut data = recycled.try_recv().unwrap_or_default();
+                // Shrinking a recycled chunk zeroes nothing.
+                data.resize(desc.len as usize, 0);
+                if let Err(e) = cma::read_remote(cma.pid, desc.addr, &mut data) {
+                    let _ = ev.send(Event::Closed {
+                        peer,
+                        reason: format!(
+                            "cross-memory read of {} bytes at {:#x} from pid {} failed after {} bytes: {}; {} of {} bytes of the message were read",
+                            desc.len, desc.addr, cma.pid, e.got, e.reason, before, msg_len
+                        ),
+                        graceful: false,
+                    });
+                    return;
+                }
+                let ack = FrameHeader {
+                    kind: FrameKind::CmaAck,
+                    session,
+                    comm: cma.comm,
+                    seq,
+                    tag,
+                    len: PIECE_DESC_LEN as u64,
+                    sig: [0; SIG_LEN],
+                };
+                let mut bytes = ack.encode().to_vec();
+                bytes.extend_from_slice(&desc.encode());
+                let _ = cma.acks.send(Outgoing::Ack(bytes));
+                if ev.send(Event::Chunk { peer, data, permit }).is_err() {
+                    return;
+                }
+            }
+            f = framer.next(session), if reading && queue.len() < MAX_QUEUED => {
+                let end = match f {
+                    Ok((h, body)) => match on_frame(peer, h, body, &mut msg, max_piece, &mut queue, &ev) {
+                        Ok(more) => {
+                            reading = more;
+                            None
+                        }
+                        Err(error) => Some(Event::Protocol { peer, error }),
+                    },
+                    Err(Stop::Wire(error)) => Some(Event::Protocol { peer, error }),
+                    Err(Stop::Io(reason)) => Some(Event::Closed { peer, reason, graceful: false }),
+                };
+                if let Some(e) = end {
+                    if let Event::Protocol { error, .. } = &e {
+                        tracing::warn!("hccl: dropping connection to rank {peer}: {error}");
+                    }
+                    queue.push_back(Item::Event(e));
+                    reading = false;
+                }
+            }
+            else => return,
+        }
+    }
+}

@@ -1,0 +1,558 @@
+//! The same-host fast path (cross-memory attach, `hccl_hw::tcp::cma`):
+//! byte-exact results with it on, as threads and as processes; the probe's
+//! fallback when `HCCL_INTRA_CMA_ENABLE=0`; a hand-written peer that sends
+//! bad descriptors; and a hand-written receiver that checks that no send
+//! piece is reused (or changed) before its ack.
+#![cfg(target_os = "linux")]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hccl_algos::schedule::{BufKind, Deps, Op, Rank, RankPlan, Region, Step};
+use hccl_algos::transport::OpContext;
+use hccl_algos::{DataType, ReduceOp};
+use hccl_hw::tcp::cma::{self, Token};
+use hccl_hw::tcp::wire::{
+    self, CmaProbe, CtrlKind, FrameHeader, FrameKind, Join, PieceDesc, SessionId, Signature,
+    CMA_PROBE_LEN, CTRL_HEADER_LEN, FRAME_HEADER_LEN, PIECE_DESC_LEN,
+};
+use hccl_hw::tcp::{OpBuffers, OpInfo, RootInfo, TcpConfig, TcpError, TcpRank};
+
+const COMM: u64 = 0xC3A;
+
+fn cfg() -> TcpConfig {
+    TcpConfig {
+        if_ip: Some("127.0.0.1".parse().unwrap()),
+        connect_timeout: Duration::from_secs(30),
+        exec_timeout: Some(Duration::from_secs(20)),
+        ..TcpConfig::default()
+    }
+}
+
+fn root(cfg: &TcpConfig) -> RootInfo {
+    RootInfo::create_at(cfg, "127.0.0.1:0".parse().unwrap(), "HCCL_IF_BASE_PORT").unwrap()
+}
+
+fn describe(remote: &Signature, peer: Rank) -> String {
+    format!("signature mismatch with rank {peer} ({})", remote[0])
+}
+
+fn ctx(rank: u32, seq: u64) -> OpContext {
+    OpContext {
+        comm: COMM,
+        seq,
+        rank,
+        dtype: DataType::Fp32,
+    }
+}
+
+fn step(op: Op, deps: Deps) -> Step {
+    Step { op, deps }
+}
+
+/// Direct all-reduce: copy input to output, send input to every peer,
+/// receive-and-reduce from each peer in turn.
+fn naive_allreduce(rank: u32, n: u32, bytes: u64) -> RankPlan {
+    let all_in = Region::new(BufKind::Input, 0, bytes);
+    let all_out = Region::new(BufKind::Output, 0, bytes);
+    let mut steps = vec![step(
+        Op::Copy {
+            src: all_in,
+            dst: all_out,
+        },
+        Deps::NONE,
+    )];
+    for p in (0..n).filter(|&p| p != rank) {
+        steps.push(step(
+            Op::Send {
+                peer: p,
+                tag: 7,
+                src: all_in,
+            },
+            Deps::NONE,
+        ));
+    }
+    let mut last = 0;
+    for p in (0..n).filter(|&p| p != rank) {
+        let id = steps.len() as u32;
+        steps.push(step(
+            Op::RecvReduce {
+                peer: p,
+                tag: 7,
+                local: all_out,
+                dst: all_out,
+                op: ReduceOp::Sum,
+            },
+            Deps::on(&[last]),
+        ));
+        last = id;
+    }
+    Box::new(steps.into_iter())
+}
+
+fn f32s(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn op_info() -> OpInfo<'static> {
+    OpInfo {
+        name: "AllReduce",
+        sig: [3; 32],
+        describe: &describe,
+    }
+}
+
+fn run_allreduce(t: &mut TcpRank, seq: u64, input: &[u8]) -> Result<Vec<u8>, TcpError> {
+    let (rank, n) = (t.rank(), t.nranks());
+    let mut out = vec![0u8; input.len()];
+    let bufs = OpBuffers::separate(input, &mut out, &mut []);
+    t.run(
+        &ctx(rank, seq),
+        &op_info(),
+        bufs,
+        naive_allreduce(rank, n, input.len() as u64),
+    )?;
+    Ok(out)
+}
+
+/// Rank `r`'s input: values whose sums are exact in f32.
+fn input_of(r: u32, count: usize) -> Vec<f32> {
+    (0..count)
+        .map(|i| ((i % 1000) as f32) * (r + 1) as f32 + r as f32)
+        .collect()
+}
+
+fn expected(n: u32, count: usize) -> Vec<u8> {
+    let tri = (n * (n + 1) / 2) as f32;
+    let ranks = (n * (n - 1) / 2) as f32;
+    f32s(
+        &(0..count)
+            .map(|i| (i % 1000) as f32 * tri + ranks)
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// Runs two all-reduces (small, then 6 MiB + 12 bytes) on `n` thread ranks
+/// with per-rank configs; returns each rank's results, fast-path peers and
+/// counters.
+/// (small result, large result, fast-path peers, pieces lent, bytes lent).
+type RankOut = (Vec<u8>, Vec<u8>, Vec<u32>, u64, u64);
+
+fn threads(n: u32, cfgs: Vec<TcpConfig>) -> Vec<RankOut> {
+    let info = root(&cfgs[0]);
+    let cfgs = Arc::new(cfgs);
+    let hs: Vec<_> = (0..n)
+        .map(|r| {
+            let cfgs = Arc::clone(&cfgs);
+            std::thread::spawn(move || {
+                let mut t = TcpRank::connect(cfgs[r as usize].clone(), &info, n, r, COMM).unwrap();
+                let small = run_allreduce(&mut t, 0, &f32s(&input_of(r, 5))).unwrap();
+                let big = run_allreduce(&mut t, 1, &f32s(&input_of(r, (3 << 19) + 3))).unwrap();
+                let s = t.cma_stats();
+                (small, big, t.cma_peers(), s.pieces_lent, s.bytes_lent)
+            })
+        })
+        .collect();
+    hs.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+#[test]
+fn threads_with_the_fast_path_get_exact_results_through_descriptors() {
+    // A 1 MB budget per peer: early 6 MiB messages wait for budget in the
+    // reader's queue while acks still flow.
+    let c = TcpConfig {
+        unexpected_bound: 1 << 20,
+        ..cfg()
+    };
+    let n = 3;
+    let out = threads(n, vec![c.clone(), c.clone(), c]);
+    let big_bytes = 4 * ((3u64 << 19) + 3);
+    for (r, (small, big, peers, pieces, bytes)) in out.into_iter().enumerate() {
+        assert_eq!(small, expected(n, 5), "rank {r} small");
+        assert!(big == expected(n, (3 << 19) + 3), "rank {r}: large differs");
+        let others: Vec<u32> = (0..n).filter(|&p| p != r as u32).collect();
+        assert_eq!(peers, others, "rank {r} fast-path peers");
+        // Every non-empty message went as pieces: 2 peers × (20 + 6 MiB + 12).
+        assert_eq!(bytes, 2 * (20 + big_bytes), "rank {r} bytes lent");
+        assert_eq!(pieces, 2 * (1 + big_bytes.div_ceil(256 << 10)), "rank {r}");
+    }
+}
+
+#[test]
+fn one_rank_with_the_switch_off_turns_its_pairs_to_bytes() {
+    let off = TcpConfig::from_lookup(|k| (k == "HCCL_INTRA_CMA_ENABLE").then(|| "0".to_string()))
+        .unwrap();
+    let off = TcpConfig {
+        intra_cma: off.intra_cma,
+        ..cfg()
+    };
+    assert!(!off.intra_cma);
+    let n = 3;
+    // Rank 1 has it off: pairs (0,1) and (1,2) go as bytes, (0,2) not.
+    let out = threads(n, vec![cfg(), off, cfg()]);
+    let want_peers = [vec![2], vec![], vec![0]];
+    let big_bytes = 4 * ((3u64 << 19) + 3);
+    for (r, (small, big, peers, _, bytes)) in out.into_iter().enumerate() {
+        assert_eq!(small, expected(n, 5), "rank {r} small");
+        assert!(big == expected(n, (3 << 19) + 3), "rank {r}: large differs");
+        assert_eq!(peers, want_peers[r], "rank {r} fast-path peers");
+        let lent = if r == 1 { 0 } else { 20 + big_bytes };
+        assert_eq!(bytes, lent, "rank {r} bytes lent");
+    }
+}
+
+/// Child side of [`processes_get_exact_results_with_the_fast_path_on_and_off`];
+/// runs only when that test spawns this binary with `CMA_CHILD_RANK` set.
+#[test]
+#[ignore = "child process of processes_get_exact_results_with_the_fast_path_on_and_off"]
+fn cma_child_process() {
+    let Ok(rank) = std::env::var("CMA_CHILD_RANK") else {
+        return;
+    };
+    let rank: u32 = rank.parse().unwrap();
+    let n: u32 = std::env::var("CMA_CHILD_N").unwrap().parse().unwrap();
+    let info: RootInfo = std::env::var("CMA_CHILD_ROOT").unwrap().parse().unwrap();
+    let env = TcpConfig::from_env().unwrap();
+    let c = TcpConfig {
+        intra_cma: env.intra_cma,
+        ..cfg()
+    };
+    let on = c.intra_cma;
+    let mut t = TcpRank::connect(c, &info, n, rank, COMM).unwrap();
+    let count = (3 << 19) + 3;
+    let out = run_allreduce(&mut t, 0, &f32s(&input_of(rank, count))).unwrap();
+    assert!(out == expected(n, count), "rank {rank}: result differs");
+    let others: Vec<u32> = (0..n).filter(|&p| p != rank).collect();
+    let want: Vec<u32> = if on { others } else { vec![] };
+    assert_eq!(t.cma_peers(), want, "rank {rank}");
+    let lent = t.cma_stats().bytes_lent;
+    assert_eq!(
+        lent,
+        if on {
+            (n as u64 - 1) * 4 * count as u64
+        } else {
+            0
+        }
+    );
+}
+
+#[test]
+fn processes_get_exact_results_with_the_fast_path_on_and_off() {
+    let exe = std::env::current_exe().unwrap();
+    for enable in ["1", "0"] {
+        let n = 3;
+        let info = root(&cfg());
+        let kids: Vec<_> = (0..n)
+            .map(|r| {
+                Command::new(&exe)
+                    .args(["cma_child_process", "--exact", "--ignored", "--nocapture"])
+                    .env("CMA_CHILD_RANK", r.to_string())
+                    .env("CMA_CHILD_N", n.to_string())
+                    .env("CMA_CHILD_ROOT", info.to_string())
+                    .env("HCCL_INTRA_CMA_ENABLE", enable)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect::<Vec<_>>();
+        let kids: Vec<_> = kids
+            .into_iter()
+            .map(|k| k.wait_with_output().unwrap())
+            .collect();
+        for (r, k) in kids.iter().enumerate() {
+            let out = String::from_utf8_lossy(&k.stdout);
+            assert!(
+                k.status.success() && out.contains("1 passed"),
+                "HCCL_INTRA_CMA_ENABLE={enable} rank {r}: {}\n{out}\n{}",
+                k.status,
+                String::from_utf8_lossy(&k.stderr)
+            );
+        }
+    }
+}
+
+// ---- a hand-written peer: rank 1 of 2, speaking the wire protocol ----
+
+/// Rank 1's side of a bootstrap with real rank 0, through the probe
+/// exchange (offering and accepting the fast path). Returns the connection
+/// from rank 0, rank 0's verified pid and the token (kept alive).
+fn fake_rank1(info: &RootInfo) -> (TcpStream, u32, Token) {
+    let session = info.session;
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut root = TcpStream::connect(info.addr).unwrap();
+    let join = Join {
+        nranks: 2,
+        rank: 1,
+        data_addr: listener.local_addr().unwrap(),
+    };
+    root.write_all(&wire::encode_ctrl(CtrlKind::Join, session, &join.encode()))
+        .unwrap();
+    let mut h = [0u8; CTRL_HEADER_LEN];
+    root.read_exact(&mut h).unwrap();
+    let head = wire::decode_ctrl_header(&h).unwrap();
+    assert_eq!(head.kind, CtrlKind::Table);
+    let mut body = vec![0u8; head.body_len as usize];
+    root.read_exact(&mut body).unwrap();
+    // Rank 0 connects and says hello.
+    let (mut s, _) = listener.accept().unwrap();
+    s.read_exact(&mut h).unwrap();
+    let head = wire::decode_ctrl_header(&h).unwrap();
+    assert_eq!(head.kind, CtrlKind::Hello);
+    let mut body = vec![0u8; head.body_len as usize];
+    s.read_exact(&mut body).unwrap();
+    s.write_all(&wire::encode_ctrl(CtrlKind::HelloAck, session, &[]))
+        .unwrap();
+    // The probe exchange.
+    let token = Token::new(session);
+    let mut probe = frame(session, FrameKind::CmaProbe, 0, 0, CMA_PROBE_LEN as u64);
+    probe.extend_from_slice(&token.probe(true).encode());
+    s.write_all(&probe).unwrap();
+    let theirs_h = read_frame(&mut s, session);
+    assert_eq!(theirs_h.kind, FrameKind::CmaProbe);
+    let mut b = [0u8; CMA_PROBE_LEN];
+    s.read_exact(&mut b).unwrap();
+    let theirs = CmaProbe::decode(&b).unwrap();
+    cma::verify(&theirs).unwrap();
+    s.write_all(&frame(session, FrameKind::CmaReply, 0, 1, 0))
+        .unwrap();
+    let reply = read_frame(&mut s, session);
+    assert_eq!(
+        (reply.kind, reply.tag),
+        (FrameKind::CmaReply, 1),
+        "rank 0 said ok"
+    );
+    (s, theirs.pid, token)
+}
+
+fn frame(session: SessionId, kind: FrameKind, seq: u64, tag: u32, len: u64) -> Vec<u8> {
+    FrameHeader {
+        kind,
+        session,
+        comm: COMM,
+        seq,
+        tag,
+        len,
+        sig: [3; 32],
+    }
+    .encode()
+    .to_vec()
+}
+
+fn read_frame(s: &mut TcpStream, session: SessionId) -> FrameHeader {
+    let mut b = [0u8; FRAME_HEADER_LEN];
+    s.read_exact(&mut b).unwrap();
+    FrameHeader::decode(&b, session).unwrap()
+}
+
+fn read_desc(s: &mut TcpStream) -> PieceDesc {
+    let mut b = [0u8; PIECE_DESC_LEN];
+    s.read_exact(&mut b).unwrap();
+    PieceDesc::decode(&b, u64::MAX, u64::MAX).unwrap()
+}
+
+/// Real rank 0 receives `len` bytes from the fake rank 1 (seq 0, tag 0)
+/// while the fake sends `desc` as the message's first piece.
+fn rank0_receives_a_bad_piece(len: u64, desc: PieceDesc) -> (TcpError, Vec<u8>) {
+    let c = cfg();
+    let info = root(&c);
+    let rank0 = std::thread::spawn(move || {
+        let mut t = TcpRank::connect(c, &info, 2, 0, COMM).unwrap();
+        assert_eq!(t.cma_peers(), vec![1]);
+        let mut out = vec![0xAAu8; len as usize];
+        let plan: RankPlan = Box::new(
+            vec![step(
+                Op::Recv {
+                    peer: 1,
+                    tag: 0,
+                    dst: Region::new(BufKind::Output, 0, len),
+                },
+                Deps::NONE,
+            )]
+            .into_iter(),
+        );
+        let e = t
+            .run(
+                &ctx(0, 0),
+                &op_info(),
+                OpBuffers::separate(&[], &mut out, &mut []),
+                plan,
+            )
+            .unwrap_err();
+        t.abort(); // no linger for a goodbye the fake never sends
+        (e, out)
+    });
+    let (mut s, _, _token) = fake_rank1(&info);
+    let mut msg = frame(info.session, FrameKind::DataCma, 0, 0, len);
+    msg.extend_from_slice(&desc.encode());
+    s.write_all(&msg).unwrap();
+    let r = rank0.join().unwrap();
+    drop(s);
+    r
+}
+
+#[test]
+fn a_descriptor_naming_unmapped_memory_fails_the_op_naming_peer_and_bytes() {
+    let (e, out) = rank0_receives_a_bad_piece(
+        1 << 20,
+        PieceDesc {
+            addr: 4096,
+            len: 256 << 10,
+        },
+    );
+    assert!(
+        matches!(
+            e,
+            TcpError::PeerLost {
+                peer: 1,
+                seq: 0,
+                expected: 1048576,
+                received: 0,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let s = e.to_string();
+    assert!(
+        s.starts_with("AllReduce #0: rank 0 lost rank 1 (cross-memory read of 262144 bytes at 0x1000 from pid"),
+        "{s}"
+    );
+    assert!(s.contains("EFAULT"), "{s}");
+    assert!(
+        out.iter().all(|&b| b == 0xAA),
+        "the receive buffer was not touched"
+    );
+}
+
+#[test]
+fn a_descriptor_longer_than_its_message_is_a_protocol_error() {
+    let (e, out) = rank0_receives_a_bad_piece(
+        4096,
+        PieceDesc {
+            addr: 0x10_0000,
+            len: 8192,
+        },
+    );
+    assert!(matches!(e, TcpError::Protocol { .. }), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "protocol error from rank 1: piece descriptor (bytes left in the message) length 8192 exceeds the bound 4096"
+    );
+    assert!(
+        out.iter().all(|&b| b == 0xAA),
+        "the receive buffer was not touched"
+    );
+}
+
+#[test]
+fn send_pieces_stay_unchanged_and_unreused_until_their_ack() {
+    const PIECE: u64 = 256 << 10;
+    const AHEAD: usize = 16; // hccl_hw's PIECES_AHEAD
+    let len: u64 = 6 * (1 << 20) + 100; // 25 pieces
+    let payload: Vec<u8> = (0..len).map(|i| (i * 7 % 253) as u8).collect();
+    let c = cfg();
+    let info = root(&c);
+    let data = payload.clone();
+    let rank0 = std::thread::spawn(move || {
+        let mut t = TcpRank::connect(c, &info, 2, 0, COMM).unwrap();
+        let plan: RankPlan = Box::new(
+            vec![step(
+                Op::Send {
+                    peer: 1,
+                    tag: 0,
+                    src: Region::new(BufKind::Input, 0, len),
+                },
+                Deps::NONE,
+            )]
+            .into_iter(),
+        );
+        t.run(
+            &ctx(0, 0),
+            &op_info(),
+            OpBuffers::separate(&data, &mut [], &mut []),
+            plan,
+        )
+        .unwrap();
+        t.cma_stats()
+    });
+    let (mut s, pid, _token) = fake_rank1(&info);
+    let session = info.session;
+    // Rank 0 waits for its predecessor's op start before it may finish.
+    s.write_all(&frame(session, FrameKind::OpStart, 0, 0, 0))
+        .unwrap();
+    // Frames from rank 0: its op start, then the pieces.
+    let mut unacked: Vec<(PieceDesc, u64)> = Vec::new(); // (piece, offset in message)
+    let mut at = 0u64;
+    let mut acked = 0;
+    let ack = |s: &mut TcpStream, d: PieceDesc| {
+        let mut b = frame(session, FrameKind::CmaAck, 0, 0, PIECE_DESC_LEN as u64);
+        b.extend_from_slice(&d.encode());
+        s.write_all(&b).unwrap();
+    };
+    while at < len {
+        if unacked.len() == AHEAD {
+            // Rank 0 must stop here: nothing more may come before an ack.
+            s.set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+            let mut b = [0u8; 1];
+            let r = s.read(&mut b);
+            assert!(
+                matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut),
+                "a frame came with {AHEAD} pieces unacked: {r:?}"
+            );
+            s.set_read_timeout(None).unwrap();
+            // Read the oldest piece only now, long after it was lent: it
+            // still holds its bytes. Then ack it.
+            let (d, off) = unacked.remove(0);
+            let mut got = vec![0u8; d.len as usize];
+            cma::read_remote(pid, d.addr, &mut got).unwrap();
+            assert!(
+                got[..] == payload[off as usize..(off + d.len) as usize],
+                "piece at offset {off} changed before its ack"
+            );
+            ack(&mut s, d);
+            acked += 1;
+            continue;
+        }
+        let h = read_frame(&mut s, session);
+        match h.kind {
+            FrameKind::OpStart => continue,
+            FrameKind::DataCma => assert_eq!((at, h.len), (0, len)),
+            FrameKind::CmaMore => assert!(at > 0),
+            k => panic!("unexpected {k:?}"),
+        }
+        let d = read_desc(&mut s);
+        assert_eq!(d.len, PIECE.min(len - at));
+        assert!(
+            unacked
+                .iter()
+                .all(|(u, _)| { d.addr + d.len <= u.addr || u.addr + u.len <= d.addr }),
+            "a new piece overlaps one still lent"
+        );
+        unacked.push((d, at));
+        at += d.len;
+    }
+    // Goodbye, so that rank 0's destroy need not wait for it.
+    s.write_all(&frame(session, FrameKind::Bye, 0, 0, 0))
+        .unwrap();
+    let stats = rank0.join().unwrap();
+    assert_eq!(stats.pieces_lent, 25);
+    assert_eq!(stats.bytes_lent, len);
+    assert_eq!(acked, 25 - AHEAD);
+    assert_eq!(
+        stats.outstanding as usize,
+        unacked.len(),
+        "exactly the unacked pieces are still lent"
+    );
+    // Rank 0 is destroyed: its unacked pieces were leaked, not freed, so
+    // they still hold their bytes.
+    for (d, off) in unacked {
+        let mut got = vec![0u8; d.len as usize];
+        cma::read_remote(pid, d.addr, &mut got).unwrap();
+        assert!(got[..] == payload[off as usize..(off + d.len) as usize]);
+    }
+}
