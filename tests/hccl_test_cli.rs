@@ -80,6 +80,14 @@ fn bad_flags_exit_2_with_one_line_and_usage() {
             "invalid value 'no_such_collective'",
         ),
         (&["all_reduce", "--servers", "0"], "--servers 0"),
+        (
+            &["all_reduce", "--json", "/nonexistent-dir/x.json"],
+            "--json /nonexistent-dir/x.json: cannot create the file",
+        ),
+        (
+            &["all_reduce", "--op-overhead=-5"],
+            "'-5' is not a number of microseconds",
+        ),
         (&["all_reduce", "--preset", "dgx"], "dgx"),
         (
             &["all_reduce", "-e", "1G", "--servers", "2"],
@@ -466,6 +474,24 @@ fn hccl_algo_env_forces_the_algorithm() {
     let out = stdout(&o);
     assert!(out.contains("(HCCL_ALGO)"), "{out}");
     assert!(rows(&out)[0].contains("level0:ring"), "{out}");
+
+    // A global HCCL_ALGO=ring does not fit alltoall: the selector runs it
+    // (and says so), where an explicit --algo ring is refused.
+    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .args([
+            "test", "alltoall", "-b", "8K", "-e", "8K", "-n", "1", "-w", "0",
+        ])
+        .env("HCCL_ALGO", "ring")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("# note: HCCL_ALGO ring ignored for alltoall"),
+        "{out}"
+    );
+    assert!(rows(&out)[0].contains("success"), "{out}");
+    assert!(!rows(&out)[0].contains("ring"), "{out}");
 }
 
 #[test]
@@ -608,4 +634,59 @@ fn sizes_round_down_and_never_repeat() {
         "0",
     ]);
     assert_eq!(first_col(&stdout(&o)), vec![992], "{}", stderr(&o));
+}
+
+#[test]
+fn op_overhead_adds_exactly_its_value_to_every_row() {
+    let dir = scratch("overhead");
+    let run = |extra: &[&str], name: &str| -> Vec<(u64, f64)> {
+        let path = dir.join(name);
+        let mut args = vec![
+            "all_reduce",
+            "-b",
+            "4K",
+            "-e",
+            "4M",
+            "-f",
+            "32",
+            "-n",
+            "4",
+            "-w",
+            "1",
+            "--mode",
+            "timing",
+            "--json",
+            path.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = hccl(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        if !extra.is_empty() {
+            assert!(
+                stdout(&o).contains("plus a fixed 250.0 us per op"),
+                "{}",
+                stdout(&o)
+            );
+        }
+        let doc: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        doc["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["size_bytes"].as_u64().unwrap(),
+                    r["time_us"].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let plain = run(&[], "plain.json");
+    let loaded = run(&["--op-overhead", "250"], "loaded.json");
+    assert_eq!(plain.len(), 3);
+    for ((s0, t0), (s1, t1)) in plain.iter().zip(&loaded) {
+        assert_eq!(s0, s1);
+        assert!((t1 - t0 - 250.0).abs() < 1e-6, "{s0} B: {t0} -> {t1}");
+    }
 }

@@ -113,6 +113,7 @@ fn run_case(name: &str) -> Result<(), String> {
                 msg_overhead_ns: 0,
                 reduce_gbps: f64::INFINITY,
                 copy_gbps: f64::INFINITY,
+                op_overhead_ns: 0,
             };
             (f, Some(costs), 64 << 20, AlgoSpec::Flat(Algorithm::Ring))
         }

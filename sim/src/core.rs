@@ -190,7 +190,7 @@ pub(crate) struct Core<'a> {
     observe_messages: bool,
     pub data: bool,
     fabric: &'a Fabric,
-    costs: CostParams,
+    pub costs: CostParams,
     msgs: Vec<Msg>,
     free_msgs: Vec<u32>,
     /// Data mode: receive op and payload of each message, by message id.

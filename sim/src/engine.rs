@@ -145,7 +145,21 @@ impl<'a> Engine<'a> {
             };
             self.consume(r, i);
             let action = self.core.with_hooks(|h, ctl| h.before_op(ctl, r, i));
+            let overhead = self.core.costs.op_overhead_ns;
             match action {
+                // The op is called now; its first step waits out the fixed
+                // per-op cost, which counts as part of the op's time.
+                OpStart::Run if overhead > 0 => {
+                    let comm_rank = self.sc.comms[self.sc.ops[i].comm].index_of[r as usize];
+                    self.times[i].start[comm_rank as usize] = Some(self.core.now);
+                    let rs = &mut self.core.ranks[r as usize];
+                    rs.status = Status::Delayed;
+                    rs.op = i as u32;
+                    let at = self.core.now.saturating_add(overhead);
+                    self.core.queue.push(at, EventKind::Wake { rank: r });
+                    self.arm_timeout(r, i);
+                    return Ok(());
+                }
                 OpStart::Run => return self.begin(r, i, None),
                 OpStart::Replace(p) => return self.begin(r, i, Some(p.as_ref())),
                 OpStart::Skip => continue,
@@ -158,7 +172,7 @@ impl<'a> Engine<'a> {
                     let rs = &mut self.core.ranks[r as usize];
                     rs.status = Status::Delayed;
                     rs.op = i as u32;
-                    let at = self.core.now.saturating_add(ns);
+                    let at = self.core.now.saturating_add(ns).saturating_add(overhead);
                     self.core.queue.push(at, EventKind::Wake { rank: r });
                     self.arm_timeout(r, i);
                     return Ok(());
@@ -231,7 +245,8 @@ impl<'a> Engine<'a> {
             dtype,
         };
         self.execs[r as usize] = Some(Executor::with_window(plan, self.sc.window));
-        self.times[i].start[comm_rank as usize] = Some(self.core.now);
+        let start = &mut self.times[i].start[comm_rank as usize];
+        start.get_or_insert(self.core.now);
         if !was_delayed {
             self.arm_timeout(r, i);
         }

@@ -37,6 +37,10 @@ pub struct CostParams {
     pub reduce_gbps: f64,
     /// Local copy bandwidth, GB/s (`f64::INFINITY`: free).
     pub copy_gbps: f64,
+    /// Fixed cost of every op on every rank before its first step, ns (the
+    /// host launch and synchronisation a wall-clock benchmark includes; see
+    /// `DeviceParams::op_overhead_ns`). 0: none.
+    pub op_overhead_ns: u64,
 }
 
 impl From<DeviceParams> for CostParams {
@@ -45,6 +49,7 @@ impl From<DeviceParams> for CostParams {
             msg_overhead_ns: p.msg_overhead_ns,
             reduce_gbps: p.reduce_gbps,
             copy_gbps: p.copy_gbps,
+            op_overhead_ns: p.op_overhead_ns,
         }
     }
 }

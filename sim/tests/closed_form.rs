@@ -136,6 +136,7 @@ fn case() -> impl Strategy<Value = Case> {
                 msg_overhead_ns: alpha,
                 reduce_gbps: 1600.0 / 3.0,
                 copy_gbps: 800.0,
+                op_overhead_ns: 0,
             },
         })
 }
@@ -255,10 +256,51 @@ fn astra_style_ring_allreduce_matches_thakur() {
         msg_overhead_ns: 0,
         reduce_gbps: f64::INFINITY,
         copy_gbps: f64::INFINITY,
+        op_overhead_ns: 0,
     };
     let count = (64u64 << 20) / 4;
     let sim = simulate(&f, costs, CollectiveKind::AllReduce, count, Algorithm::Ring);
     let b = (64u64 << 20) / u64::from(p);
     let formula = 2 * u64::from(p - 1) * (500 + ceil(b, 50.0 * 1.073_741_824));
     assert_eq!(sim, formula);
+}
+
+/// The fixed per-op cost is charged once per op, counted in the op's time,
+/// and back-to-back ops each pay it: k ops take k × (overhead + ring).
+#[test]
+fn op_overhead_adds_once_per_op() {
+    let p = 4u32;
+    let f = ring_fabric(p, 10.0, 100);
+    let base = CostParams {
+        msg_overhead_ns: 700,
+        reduce_gbps: f64::INFINITY,
+        copy_gbps: f64::INFINITY,
+        op_overhead_ns: 0,
+    };
+    let with = CostParams {
+        op_overhead_ns: 50_000,
+        ..base
+    };
+    let count = 1 << 16;
+    let plain = simulate(&f, base, CollectiveKind::AllReduce, count, Algorithm::Ring);
+    let loaded = simulate(&f, with, CollectiveKind::AllReduce, count, Algorithm::Ring);
+    assert_eq!(loaded, plain + 50_000, "one op pays the overhead once");
+
+    // Three ops back to back: the window from the first call to the last
+    // end is three (overhead + op).
+    let mut sc = Scenario::new(&f).costs(with);
+    let w = sc.world();
+    for _ in 0..3 {
+        sc.collective(
+            w,
+            CollectiveArgs::new(CollectiveKind::AllReduce, count, DataType::Fp32, p),
+            AlgoSpec::Flat(Algorithm::Ring),
+        )
+        .unwrap();
+    }
+    let rep = sc.run().unwrap();
+    let first = rep.ops[0].start_ns.iter().flatten().min().copied().unwrap();
+    let last = rep.ops[2].end_ns.iter().flatten().max().copied().unwrap();
+    assert_eq!(first, 0, "the first op is called at time 0");
+    assert_eq!(last - first, 3 * (plain + 50_000));
 }

@@ -43,6 +43,7 @@ fn costs() -> CostParams {
         msg_overhead_ns: ALPHA,
         reduce_gbps: 200.0,
         copy_gbps: 400.0,
+        op_overhead_ns: 0,
     }
 }
 

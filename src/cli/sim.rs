@@ -33,8 +33,9 @@ pub struct SimArgs {
     /// ...); or give --scenario.
     #[arg(long, required_unless_present = "scenario")]
     pub collective: Option<String>,
-    /// Count in elements, with HCCL's meaning for the collective.
-    #[arg(long, required_unless_present = "scenario")]
+    /// Count in elements, with HCCL's meaning for the collective (K/M/G
+    /// suffixes are powers of 1024).
+    #[arg(long, required_unless_present = "scenario", value_parser = super::test::parse_size_arg)]
     pub count: Option<u64>,
     /// Element type.
     #[arg(long)]
@@ -385,6 +386,16 @@ mod tests {
             let v: serde_json::Value = serde_json::from_str(&json.output).unwrap();
             assert_eq!(v["exit_code"], code);
         }
+    }
+
+    #[test]
+    fn count_takes_size_suffixes() {
+        let a = parse("hccl sim --collective all_reduce --count 4K --preset ring --servers 2");
+        assert_eq!(a.count, Some(4096));
+        let a = parse("hccl sim --collective all_reduce --count 2M --preset ring --servers 2");
+        assert_eq!(a.count, Some(2 << 20));
+        let words = ["hccl-sim", "--collective", "all_reduce", "--count", "4Q"];
+        assert!(Cli::try_parse_from(words).is_err(), "4Q is not a count");
     }
 
     #[test]

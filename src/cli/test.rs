@@ -27,7 +27,7 @@ mod plot;
 #[path = "test/runner.rs"]
 mod runner;
 #[path = "test/sizes.rs"]
-mod sizes;
+pub(crate) mod sizes;
 #[path = "test/tcp.rs"]
 mod tcp;
 #[path = "test/trace.rs"]
@@ -136,6 +136,9 @@ pub struct TestArgs {
     /// A fabric file instead of a preset.
     #[arg(long, value_name = "FILE")]
     pub fabric: Option<PathBuf>,
+    /// Fixed cost of every op in microseconds, before its first step: the host launch and stream synchronisation a wall-clock hccl_test includes. Default: the fabric's (0 for presets).
+    #[arg(long = "op-overhead", value_name = "US", value_parser = parse_overhead)]
+    pub op_overhead_us: Option<f64>,
     /// Algorithm: a name (ring, mesh, H-D_R, NHR, NB, pairwise, tree, pipeline), HCCL_ALGO syntax, or `all` for every algorithm valid for the collective. Default: $HCCL_ALGO, else the selector.
     #[arg(long)]
     pub algo: Option<String>,
@@ -169,8 +172,18 @@ pub struct TestArgs {
     pub spawn_timeout: u64,
 }
 
-fn parse_size_arg(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_size_arg(s: &str) -> Result<u64, String> {
     sizes::parse_size(s).map_err(|e| e.to_string())
+}
+
+/// Microseconds, finite and in 0 ..= 10^9 (1000 s).
+fn parse_overhead(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=1e9).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a number of microseconds between 0 and 1e9"
+        )),
+    }
 }
 
 fn parse_op(s: &str) -> Result<ReduceOp, String> {
@@ -277,6 +290,32 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         Ok(s) => s,
         Err(e) => return Ok(usage_error(bin, e)),
     };
+    // A sweep can run for minutes: find an unwritable output path first
+    // (opened for append, so an existing file is not truncated yet).
+    for (flag, path) in [
+        ("--json", &a.json),
+        ("--plot", &a.plot),
+        ("--trace", &a.trace),
+    ] {
+        let Some(path) = path else { continue };
+        let existed = path.exists();
+        let open = std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path);
+        match open {
+            Err(e) => {
+                return Ok(usage_error(
+                    bin,
+                    format!("{flag} {}: cannot create the file: {e}", path.display()),
+                ))
+            }
+            Ok(_) if !existed => {
+                let _ = std::fs::remove_file(path);
+            }
+            Ok(_) => {}
+        }
+    }
     let source = match (&a.rank_table, &a.fabric) {
         (Some(p), _) => cluster::Source::RankTable(p),
         (None, Some(p)) => cluster::Source::FabricFile(p),
@@ -291,6 +330,12 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         Err(cluster::ClusterError::Usage(m)) => return Ok(usage_error(bin, m)),
         Err(e) => return Err(e).context("cannot build the cluster"),
     };
+    let mut built = built;
+    if let Some(us) = a.op_overhead_us {
+        built
+            .fabric
+            .set_op_overhead_ns((us * 1000.0).round() as u64);
+    }
     let fabric = &built.fabric;
     let n = fabric.world_size();
     if let (Some(p), false) = (a.npus, matches!(source, cluster::Source::Preset { .. })) {
@@ -334,11 +379,24 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         Ok(x) => x,
         Err(e) => return Ok(usage_error(bin, e)),
     };
+    // A global HCCL_ALGO names the algorithm for the ops it fits; like HCCL,
+    // an op it does not fit keeps the default. --algo is explicit: an error.
+    let mut algo_note = None;
     if let AlgoChoice::Forced(spec, src) = &choice {
         if let Err(e) = algo::plan(&first_args, spec, &layout, 0) {
-            return Ok(usage_error(bin, format!("{src}: {e}")));
+            if *src != "HCCL_ALGO" {
+                return Ok(usage_error(bin, format!("{src}: {e}")));
+            }
+            algo_note = Some(format!(
+                "# note: HCCL_ALGO {spec} ignored for {coll} ({e}); the selector chooses"
+            ));
         }
     }
+    let choice = if algo_note.is_some() {
+        AlgoChoice::Selector
+    } else {
+        choice
+    };
     let check = a.check == 1 && a.mode == ModeArg::Data;
     if check {
         let largest = *sizes.last().unwrap_or(&0);
@@ -414,6 +472,9 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         &check_note,
     ) {
         writeln!(out, "{line}")?;
+    }
+    if let Some(note) = &algo_note {
+        writeln!(out, "{note}")?;
     }
     writeln!(
         out,
@@ -511,7 +572,8 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             busbw_gbps: busbw,
             algorithm: display_algo(kind, &spec),
             chosen_by,
-            predicted_us: select::predict(&args, &spec, &layout, &costs).map(|t| t / 1000.0),
+            predicted_us: select::predict(&args, &spec, &layout, &costs)
+                .map(|t| (t + fabric.params().op_overhead_ns as f64) / 1000.0),
             check: measured.check,
         };
         failed |= matches!(row.check, Check::Failed(_));

@@ -109,6 +109,13 @@ pub struct DeviceParams {
     pub reduce_gbps: f64,
     /// Local copy bandwidth in GB/s (device memory to device memory).
     pub copy_gbps: f64,
+    /// Fixed cost of every collective op before its first step, in
+    /// nanoseconds: the host's launch and stream-synchronisation time that
+    /// a wall-clock benchmark such as `hccl_test` includes. Not a property
+    /// of the fabric, so 0 in every preset; set it (fabric file
+    /// `params.op_overhead_ns`, or `hccl test --op-overhead`) to compare
+    /// simulated times with measured ones.
+    pub op_overhead_ns: u64,
 }
 
 /// One row of [`Fabric::link_classes`]: all directed links of one class with
@@ -301,9 +308,15 @@ impl Fabric {
         &self.graph[edge]
     }
 
-    /// The device parameters (α, γ, copy bandwidth).
+    /// The device parameters (α, γ, copy bandwidth, per-op overhead).
     pub fn params(&self) -> DeviceParams {
         self.params
+    }
+
+    /// Sets the fixed cost per collective op, ns
+    /// ([`DeviceParams::op_overhead_ns`]); the links are unchanged.
+    pub fn set_op_overhead_ns(&mut self, ns: u64) {
+        self.params.op_overhead_ns = ns;
     }
 
     /// The route from `src`'s NPU to `dst`'s NPU: directed edges in order

@@ -23,7 +23,9 @@
 //! A link is duplex unless `"duplex": false` (then it goes from `a` to `b`
 //! only); `class` is `hccs`, `pcie`, `roce`, `ub` or any other name;
 //! bandwidth is GB/s per direction, latency ns. `params` defaults to the
-//! 910B values ([`crate::presets::params_910b`]). Every rank must reach every
+//! 910B values ([`crate::presets::params_910b`]); its optional
+//! `op_overhead_ns` (default 0) is a fixed cost per collective op
+//! ([`crate::DeviceParams::op_overhead_ns`]). Every rank must reach every
 //! other rank.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -55,6 +57,8 @@ struct RawParams {
     msg_overhead_ns: u64,
     reduce_gbps: f64,
     copy_gbps: f64,
+    #[serde(default)]
+    op_overhead_ns: u64,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -304,6 +308,7 @@ fn build(raw: RawFabric) -> Result<Fabric, Vec<Problem>> {
                 msg_overhead_ns: rp.msg_overhead_ns,
                 reduce_gbps: rp.reduce_gbps,
                 copy_gbps: rp.copy_gbps,
+                op_overhead_ns: rp.op_overhead_ns,
             }
         }
     };

@@ -113,6 +113,7 @@ fn params_from_hbm(hbm_gbps: f64) -> DeviceParams {
         msg_overhead_ns: MSG_OVERHEAD_NS,
         reduce_gbps: hbm_gbps / 3.0,
         copy_gbps: hbm_gbps / 2.0,
+        op_overhead_ns: 0,
     }
 }
 

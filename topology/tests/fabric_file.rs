@@ -148,3 +148,18 @@ fn syntax_errors() {
         }
     }
 }
+
+#[test]
+fn op_overhead_is_optional_and_read() {
+    let f = Fabric::from_fabric_json(&two_npus().to_string()).unwrap();
+    assert_eq!(f.params().op_overhead_ns, 0, "default: no per-op cost");
+    let mut v = two_npus();
+    v["params"] = json!({"msg_overhead_ns": 10, "reduce_gbps": 5.0, "copy_gbps": 6.0,
+                         "op_overhead_ns": 1750000});
+    let mut f = Fabric::from_fabric_json(&v.to_string()).unwrap();
+    assert_eq!(f.params().op_overhead_ns, 1_750_000);
+    assert_eq!(f.params().msg_overhead_ns, 10);
+    f.set_op_overhead_ns(3);
+    assert_eq!(f.params().op_overhead_ns, 3);
+    assert_eq!(f.params().reduce_gbps, 5.0, "only the overhead changes");
+}

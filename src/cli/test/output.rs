@@ -109,6 +109,8 @@ pub struct ClusterInfo {
     pub reduce_gbps: f64,
     /// Device copy bandwidth, GB/s.
     pub copy_gbps: f64,
+    /// Fixed cost per op before its first step, ns (`--op-overhead`).
+    pub op_overhead_ns: u64,
 }
 
 /// One link class of the fabric.
@@ -148,6 +150,7 @@ impl ClusterInfo {
             alpha_ns: p.msg_overhead_ns,
             reduce_gbps: p.reduce_gbps,
             copy_gbps: p.copy_gbps,
+            op_overhead_ns: p.op_overhead_ns,
         }
     }
 }
@@ -184,6 +187,12 @@ pub fn header_lines(title: &str, c: &ClusterInfo, settings: &str, check_note: &s
         c.reduce_gbps,
         c.copy_gbps
     ));
+    if c.op_overhead_ns > 0 {
+        v.push(format!(
+            "# plus a fixed {:.1} us per op before its first step (--op-overhead: host launch and synchronisation, not the fabric)",
+            c.op_overhead_ns as f64 / 1000.0
+        ));
+    }
     v.push(format!("# check: {check_note}"));
     v
 }
