@@ -175,9 +175,10 @@ fn threads_with_the_fast_path_get_exact_results_through_descriptors() {
         assert!(big == expected(n, (3 << 19) + 3), "rank {r}: large differs");
         let others: Vec<u32> = (0..n).filter(|&p| p != r as u32).collect();
         assert_eq!(peers, others, "rank {r} fast-path peers");
-        // Every non-empty message went as pieces: 2 peers × (20 + 6 MiB + 12).
-        assert_eq!(bytes, 2 * (20 + big_bytes), "rank {r} bytes lent");
-        assert_eq!(pieces, 2 * (1 + big_bytes.div_ceil(256 << 10)), "rank {r}");
+        // The 20-byte messages went as bytes (at most MAX_INLINE_ON_CMA),
+        // the large ones as pieces: 2 peers × (6 MiB + 12).
+        assert_eq!(bytes, 2 * big_bytes, "rank {r} bytes lent");
+        assert_eq!(pieces, 2 * big_bytes.div_ceil(256 << 10), "rank {r}");
     }
 }
 
@@ -199,7 +200,7 @@ fn one_rank_with_the_switch_off_turns_its_pairs_to_bytes() {
         assert_eq!(small, expected(n, 5), "rank {r} small");
         assert!(big == expected(n, (3 << 19) + 3), "rank {r}: large differs");
         assert_eq!(peers, want_peers[r], "rank {r} fast-path peers");
-        let lent = if r == 1 { 0 } else { 20 + big_bytes };
+        let lent = if r == 1 { 0 } else { big_bytes };
         assert_eq!(bytes, lent, "rank {r} bytes lent");
     }
 }

@@ -1,7 +1,8 @@
 //! The reader task of a connection with the same-host fast path
 //! ([`super::cma`]): every frame on it is small (pieces travel as
-//! descriptors), so it reads whole frames, and it never lets a piece that
-//! waits for the peer's byte budget hold up the frames behind it.
+//! descriptors; byte-stream messages are at most [`MAX_INLINE_ON_CMA`]
+//! bytes), so it reads whole frames, and it never lets a piece or message
+//! that waits for the peer's byte budget hold up the frames behind it.
 //!
 //! Why: the peer's acks for this rank's lent pieces arrive on this same
 //! connection. Were the reader to stop at a piece until the executor frees
@@ -25,12 +26,15 @@ use super::cma;
 use super::io::{Event, Outgoing};
 use super::wire::{
     FrameHeader, FrameKind, PieceDesc, SessionId, WireError, FRAME_HEADER_LEN, MAX_CMA_PIECE,
-    PIECE_DESC_LEN, SIG_LEN,
+    MAX_INLINE_ON_CMA, PIECE_DESC_LEN, SIG_LEN,
 };
 use crate::sync::ByteBudget;
 
 /// Most frames held behind a piece that waits for budget.
 pub const MAX_QUEUED: usize = 1024;
+/// Most bytes of small byte-stream messages held that way (on top of the
+/// budget, which they acquire in turn).
+pub const MAX_QUEUED_BYTES: u64 = 4 << 20;
 
 /// A reader's cross-memory side: the peer process it verified and this
 /// rank's writer channel to the same peer, for acks.
@@ -48,6 +52,10 @@ pub struct CmaRecv {
 struct Framer {
     r: OwnedReadHalf,
     buf: Vec<u8>,
+    /// A small byte-stream message being read: header and payload so far.
+    body: Option<(FrameHeader, Vec<u8>)>,
+    /// Chunk buffers the executor gave back.
+    recycled: UnboundedReceiver<Vec<u8>>,
 }
 
 /// Why the framer stopped.
@@ -60,8 +68,31 @@ impl Framer {
     /// The header and body of the next frame.
     async fn next(&mut self, session: SessionId) -> Result<(FrameHeader, Vec<u8>), Stop> {
         loop {
+            if let Some((h, v)) = self.body.take() {
+                if v.len() as u64 == h.len {
+                    return Ok((h, v));
+                }
+                self.body = Some((h, v));
+            }
+            if let Some((h, v)) = self.body.as_mut() {
+                let need = h.len - v.len() as u64;
+                match (&mut self.r).take(need).read_buf(v).await {
+                    Ok(0) => {
+                        return Err(Stop::Io(format!(
+                            "connection closed by the peer after {} of {} bytes of a message",
+                            v.len(),
+                            h.len
+                        )))
+                    }
+                    Ok(_) => continue,
+                    Err(e) => return Err(Stop::Io(e.to_string())),
+                }
+            }
             if let Some(f) = self.parse(session).map_err(Stop::Wire)? {
                 return Ok(f);
+            }
+            if self.body.is_some() {
+                continue;
             }
             self.buf.reserve(8 << 10);
             match self.r.read_buf(&mut self.buf).await {
@@ -89,10 +120,23 @@ impl Framer {
             hb.try_into().map_err(|_| WireError::Malformed("header"))?;
         let h = FrameHeader::decode(hb, session)?;
         let body = match h.kind {
+            FrameKind::Data if h.len > MAX_INLINE_ON_CMA => {
+                return Err(WireError::TooLong {
+                    what: "byte-stream payload on a cross-memory connection",
+                    len: h.len,
+                    max: MAX_INLINE_ON_CMA,
+                })
+            }
             FrameKind::Data if h.len > 0 => {
-                return Err(WireError::Malformed(
-                    "byte-stream payload on a cross-memory connection",
-                ))
+                // Streamed into a chunk by `next`, not through `buf`.
+                let mut v = self.recycled.try_recv().unwrap_or_default();
+                v.clear();
+                v.reserve(h.len as usize);
+                let n = (self.buf.len() - FRAME_HEADER_LEN).min(h.len as usize);
+                v.extend_from_slice(&self.buf[FRAME_HEADER_LEN..FRAME_HEADER_LEN + n]);
+                self.buf.drain(..FRAME_HEADER_LEN + n);
+                self.body = Some((h, v));
+                return Ok(None);
             }
             FrameKind::CmaProbe | FrameKind::CmaReply => {
                 return Err(WireError::Malformed(
@@ -118,6 +162,8 @@ impl Framer {
 enum Item {
     /// An event that needs no budget.
     Event(Event),
+    /// A small byte-stream message's payload, read whole.
+    Inline(Vec<u8>),
     /// A piece to copy out of the peer.
     Piece {
         desc: PieceDesc,
@@ -194,7 +240,12 @@ fn on_frame(
                 *msg = None;
             }
         }
-        FrameKind::Data => queue.push_back(Item::Event(Event::Header { peer, h })),
+        FrameKind::Data => {
+            queue.push_back(Item::Event(Event::Header { peer, h }));
+            if h.len > 0 {
+                queue.push_back(Item::Inline(body));
+            }
+        }
         FrameKind::OpStart => queue.push_back(Item::Event(Event::OpStart { peer, h })),
         FrameKind::Abort => queue.push_back(Item::Event(Event::Abort {
             peer,
@@ -233,16 +284,20 @@ pub async fn reader(
     session: SessionId,
     budget: ByteBudget,
     ev: UnboundedSender<Event>,
-    mut recycled: UnboundedReceiver<Vec<u8>>,
+    recycled: UnboundedReceiver<Vec<u8>>,
     cma: CmaRecv,
 ) {
     let mut framer = Framer {
         r,
         buf: Vec::with_capacity(8 << 10),
+        body: None,
+        recycled,
     };
     let mut queue: VecDeque<Item> = VecDeque::new();
     let mut msg: Option<Msg> = None;
     let mut reading = true;
+    // Bytes of small byte-stream messages queued (read, no budget yet).
+    let mut inline_bytes = 0u64;
     let max_piece = MAX_CMA_PIECE.min(budget.capacity());
     loop {
         while matches!(queue.front(), Some(Item::Event(_))) {
@@ -255,16 +310,26 @@ pub async fn reader(
         }
         let want = match queue.front() {
             Some(Item::Piece { desc, .. }) => Some(desc.len),
+            Some(Item::Inline(data)) => Some(data.len() as u64),
             _ => None,
         };
+        let room = queue.len() < MAX_QUEUED && inline_bytes < MAX_QUEUED_BYTES;
         tokio::select! {
             biased;
             permit = budget.acquire(want.unwrap_or(0)), if want.is_some() => {
                 let Ok(permit) = permit else { return };
-                let Some(Item::Piece { desc, seq, tag, msg_len, before }) = queue.pop_front() else {
-                    return;
+                let (desc, seq, tag, msg_len, before) = match queue.pop_front() {
+                    Some(Item::Piece { desc, seq, tag, msg_len, before }) => (desc, seq, tag, msg_len, before),
+                    Some(Item::Inline(data)) => {
+                        inline_bytes -= data.len() as u64;
+                        if ev.send(Event::Chunk { peer, data, permit }).is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    _ => return,
                 };
-                let mut data = recycled.try_recv().unwrap_or_default();
+                let mut data = framer.recycled.try_recv().unwrap_or_default();
                 // Shrinking a recycled chunk zeroes nothing.
                 data.resize(desc.len as usize, 0);
                 if let Err(e) = cma::read_remote(cma.pid, desc.addr, &mut data) {
@@ -294,15 +359,20 @@ pub async fn reader(
                     return;
                 }
             }
-            f = framer.next(session), if reading && queue.len() < MAX_QUEUED => {
+            f = framer.next(session), if reading && room => {
                 let end = match f {
-                    Ok((h, body)) => match on_frame(peer, h, body, &mut msg, max_piece, &mut queue, &ev) {
+                    Ok((h, body)) => {
+                        if h.kind == FrameKind::Data {
+                            inline_bytes += body.len() as u64;
+                        }
+                        match on_frame(peer, h, body, &mut msg, max_piece, &mut queue, &ev) {
                         Ok(more) => {
                             reading = more;
                             None
                         }
                         Err(error) => Some(Event::Protocol { peer, error }),
-                    },
+                        }
+                    }
                     Err(Stop::Wire(error)) => Some(Event::Protocol { peer, error }),
                     Err(Stop::Io(reason)) => Some(Event::Closed { peer, reason, graceful: false }),
                 };

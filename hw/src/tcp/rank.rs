@@ -48,7 +48,7 @@ use super::io::{reader, writer, Event, Outgoing};
 use super::root::RootInfo;
 use super::wire::{
     FrameHeader, FrameKind, SessionId, Signature, FRAME_HEADER_LEN, MAX_ABORT_REASON,
-    PIECE_DESC_LEN,
+    MAX_INLINE_ON_CMA, PIECE_DESC_LEN,
 };
 use crate::sync::{ByteBudget, Permit};
 
@@ -62,6 +62,9 @@ pub const SEND_PIECE: usize = 256 << 10;
 /// before this rank posts their receives: bytes are bounded by
 /// `HCCL_BUFFSIZE`, this bounds the bookkeeping.
 pub const MAX_EARLY_MESSAGES: usize = 1 << 16;
+// A message short enough to go as bytes on a cross-memory connection must
+// be one piece: one write, never split around an ack.
+const _: () = assert!(SEND_PIECE as u64 >= MAX_INLINE_ON_CMA);
 /// Pieces a send may run ahead of the writer (4 MiB at 256 KiB pieces): the
 /// memory a send holds per peer, whatever the message size.
 pub const PIECES_AHEAD: u32 = 16;
@@ -570,7 +573,7 @@ impl TcpRank {
                 None
             } else {
                 m.started = true;
-                m.cma = p.cma_send && m.src.len > 0;
+                m.cma = p.cma_send && m.src.len > MAX_INLINE_ON_CMA;
                 Some(m.header)
             };
             let payload = bufs.get(Region::new(m.src.buf, m.src.offset + m.next, n))?;

@@ -72,6 +72,11 @@ const ADDR_LEN: usize = 19;
 pub const PIECE_DESC_LEN: usize = 16;
 /// Largest piece a [`PieceDesc`] may name (1 MiB; senders use 256 KiB).
 pub const MAX_CMA_PIECE: u64 = 1 << 20;
+/// Largest byte-stream ([`FrameKind::Data`]) payload on a connection with
+/// the cross-memory path: shorter messages cost less as bytes than as a
+/// piece plus an ack, and one this short is a single write, so it never
+/// holds up the acks going the same way.
+pub const MAX_INLINE_ON_CMA: u64 = 256 << 10;
 /// Bytes of the random token a [`CmaProbe`] names.
 pub const CMA_TOKEN_LEN: usize = 32;
 /// Bytes of an encoded [`CmaProbe`].
