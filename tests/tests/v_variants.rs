@@ -291,8 +291,8 @@ fn all_to_all_v_counts_that_disagree_fail_on_every_rank() {
         } else {
             ([1, 1], [1, 1])
         };
-        let send = vec![0u16; 3];
-        let mut recv = vec![0u16; 2];
+        let send = [0u16; 3];
+        let mut recv = [0u16; 2];
         let e = c
             .all_to_all_v(
                 &send[..(sc[0] + sc[1]) as usize],

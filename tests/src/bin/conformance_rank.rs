@@ -97,6 +97,9 @@ fn fault(comm: Comm) {
     match comm.all_reduce(&send, &mut recv, ReduceOp::Sum) {
         Ok(()) => {
             println!("OPOK");
+            // Peers may still be reading this rank's memory (the same-host
+            // fast path) or bytes it queued: destroy before exiting.
+            comm.destroy();
             std::process::exit(0);
         }
         Err(e) => {
