@@ -26,6 +26,14 @@ fn receive_from_a_silent_peer(backend: BackendKind, expect: &[&str]) {
         assert!(e.contains(s), "{e:?} lacks {s:?}");
     }
     assert_eq!(buf, [0.0; 4], "the buffer was touched");
+    // Drop the ranks together: each one's goodbye waits for the other's.
+    let hs: Vec<_> = comms
+        .into_iter()
+        .map(|c| std::thread::spawn(move || drop(c)))
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
 }
 
 #[test]
