@@ -2,7 +2,9 @@
 //! behind `--features ascend`, not yet written).
 //!
 //! No `unsafe` here: the TCP transport copies between user buffers and
-//! socket buffers instead of sharing pointers with its I/O threads.
+//! socket buffers (or, for a peer on the same host, its own staging
+//! pieces, read by the peer through `nix`'s safe `process_vm_readv`
+//! wrapper) instead of sharing pointers with its I/O threads.
 #![forbid(unsafe_code)]
 
 pub mod sync;

@@ -358,6 +358,17 @@ fn read_desc(s: &mut TcpStream) -> PieceDesc {
 /// Real rank 0 receives `len` bytes from the fake rank 1 (seq 0, tag 0)
 /// while the fake sends `desc` as the message's first piece.
 fn rank0_receives_a_bad_piece(len: u64, desc: PieceDesc) -> (TcpError, Vec<u8>) {
+    rank0_receives(len, |session| {
+        let mut msg = frame(session, FrameKind::DataCma, 0, 0, len);
+        msg.extend_from_slice(&desc.encode());
+        msg
+    })
+}
+
+/// Real rank 0 receives `len` bytes from the fake rank 1 (seq 0, tag 0)
+/// while the fake writes `bytes(session)`; returns rank 0's error and
+/// receive buffer (filled with 0xAA before).
+fn rank0_receives(len: u64, bytes: impl FnOnce(SessionId) -> Vec<u8>) -> (TcpError, Vec<u8>) {
     let c = cfg();
     let info = root(&c);
     let rank0 = std::thread::spawn(move || {
@@ -387,9 +398,7 @@ fn rank0_receives_a_bad_piece(len: u64, desc: PieceDesc) -> (TcpError, Vec<u8>) 
         (e, out)
     });
     let (mut s, _, _token) = fake_rank1(&info);
-    let mut msg = frame(info.session, FrameKind::DataCma, 0, 0, len);
-    msg.extend_from_slice(&desc.encode());
-    s.write_all(&msg).unwrap();
+    s.write_all(&bytes(info.session)).unwrap();
     let r = rank0.join().unwrap();
     drop(s);
     r
@@ -556,4 +565,90 @@ fn send_pieces_stay_unchanged_and_unreused_until_their_ack() {
         cma::read_remote(pid, d.addr, &mut got).unwrap();
         assert!(got[..] == payload[off as usize..(off + d.len) as usize]);
     }
+}
+
+#[test]
+fn a_failing_sender_cuts_its_cross_memory_message_and_the_abort_gets_through() {
+    let len: u64 = 8 << 20; // 32 pieces; rank 0 stops at 16 without acks
+    let c = TcpConfig {
+        exec_timeout: Some(Duration::from_secs(1)),
+        ..cfg()
+    };
+    let info = root(&c);
+    let rank0 = std::thread::spawn(move || {
+        let mut t = TcpRank::connect(c, &info, 2, 0, COMM).unwrap();
+        let data = vec![5u8; len as usize];
+        let plan: RankPlan = Box::new(
+            vec![step(
+                Op::Send {
+                    peer: 1,
+                    tag: 0,
+                    src: Region::new(BufKind::Input, 0, len),
+                },
+                Deps::NONE,
+            )]
+            .into_iter(),
+        );
+        let e = t
+            .run(
+                &ctx(0, 0),
+                &op_info(),
+                OpBuffers::separate(&data, &mut [], &mut []),
+                plan,
+            )
+            .unwrap_err();
+        let stats = t.cma_stats();
+        t.abort();
+        (e, stats)
+    });
+    let (mut s, _, _token) = fake_rank1(&info);
+    let session = info.session;
+    let mut pieces = 0;
+    let reason = loop {
+        let h = read_frame(&mut s, session);
+        match h.kind {
+            FrameKind::OpStart => {}
+            FrameKind::DataCma | FrameKind::CmaMore => {
+                read_desc(&mut s);
+                pieces += 1;
+            }
+            FrameKind::Abort => {
+                let mut r = vec![0u8; h.len as usize];
+                s.read_exact(&mut r).unwrap();
+                break String::from_utf8(r).unwrap();
+            }
+            k => panic!("unexpected {k:?} after {pieces} pieces"),
+        }
+    };
+    let (e, stats) = rank0.join().unwrap();
+    assert!(matches!(e, TcpError::Timeout { .. }), "{e}");
+    assert_eq!(pieces, 16, "no piece was lent after the failure");
+    assert_eq!((stats.pieces_lent, stats.outstanding), (16, 16));
+    assert!(reason.contains("timed out"), "{reason}");
+}
+
+#[test]
+fn an_abort_between_the_pieces_of_a_message_fails_the_receiver_with_its_reason() {
+    let piece = vec![0x42u8; 256 << 10];
+    let desc = PieceDesc {
+        addr: piece.as_ptr() as u64,
+        len: piece.len() as u64,
+    };
+    let (e, out) = rank0_receives(1 << 20, |session| {
+        let mut b = frame(session, FrameKind::DataCma, 0, 0, 1 << 20);
+        b.extend_from_slice(&desc.encode());
+        let why = b"rank 1: out of luck";
+        b.extend_from_slice(&frame(session, FrameKind::Abort, 0, 0, why.len() as u64));
+        b.extend_from_slice(why);
+        b
+    });
+    assert!(
+        matches!(&e, TcpError::Aborted { by: 1, reason, .. } if reason == "rank 1: out of luck"),
+        "{e}"
+    );
+    // The first piece may have landed (if the receive was posted by then),
+    // nothing after it.
+    assert!(out[..256 << 10].iter().all(|&b| b == 0x42 || b == 0xAA));
+    assert!(out[256 << 10..].iter().all(|&b| b == 0xAA));
+    drop(piece);
 }

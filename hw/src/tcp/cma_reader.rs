@@ -201,8 +201,14 @@ fn on_frame(
     queue: &mut VecDeque<Item>,
     ev: &UnboundedSender<Event>,
 ) -> Result<bool, WireError> {
-    if msg.is_some() && !matches!(h.kind, FrameKind::CmaMore | FrameKind::CmaAck) {
-        return Err(WireError::Malformed("frame inside a cross-memory message"));
+    match h.kind {
+        FrameKind::CmaMore | FrameKind::CmaAck => {}
+        // A failing sender cuts its message short (see `TcpOp::fail`).
+        FrameKind::Abort | FrameKind::Bye => *msg = None,
+        _ if msg.is_some() => {
+            return Err(WireError::Malformed("frame inside a cross-memory message"))
+        }
+        _ => {}
     }
     match h.kind {
         FrameKind::CmaAck => {

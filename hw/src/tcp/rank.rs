@@ -1358,11 +1358,14 @@ impl TcpOp<'_, '_> {
     /// Fails the op: records the error, tells every live peer (unless the
     /// error came from a peer's abort), and returns it.
     pub fn fail(&mut self, e: TcpError) -> TcpError {
-        // A message already started on a connection must be finished, or
-        // the abort frame would land inside its payload; the rest are dropped.
+        // A byte-stream message already started on a connection must be
+        // finished, or the abort frame would land inside its payload; the
+        // rest are dropped. A cross-memory message is simply cut (its
+        // pieces are whole frames; the peer's reader takes an abort
+        // between them), so no more staging is lent for it.
         for p in 0..self.rank.nranks {
             let peer = &mut self.rank.peers[p as usize];
-            if peer.outq.front().is_some_and(|m| m.started) {
+            if peer.outq.front().is_some_and(|m| m.started && !m.cma) {
                 peer.outq.truncate(1);
                 peer.pieces_in_flight = 0;
                 while !self.rank.peers[p as usize].outq.is_empty() {
