@@ -11,6 +11,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use hccl_algos::algo::{plan, AlgoSpec, Algorithm};
+use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
+use hccl_algos::layout::GroupLayout;
 use hccl_algos::schedule::{BufKind, Deps, Op, Rank, RankPlan, Region, Step};
 use hccl_algos::transport::OpContext;
 use hccl_algos::{DataType, ReduceOp};
@@ -651,4 +654,111 @@ fn an_abort_between_the_pieces_of_a_message_fails_the_receiver_with_its_reason()
     assert!(out[..256 << 10].iter().all(|&b| b == 0x42 || b == 0xAA));
     assert!(out[256 << 10..].iter().all(|&b| b == 0xAA));
     drop(piece);
+}
+
+#[test]
+fn ring_allreduce_with_plain_and_reducing_receives_is_exact() {
+    // The ring's all-gather half receives into place (read straight into
+    // the posted region when it is posted first), its reduce-scatter half
+    // reduces chunks: both paths, byte-exact.
+    let n = 3;
+    let count: u64 = (5 << 18) + 3; // 5 MiB + 12 bytes of fp32
+    let c = cfg();
+    let info = root(&c);
+    let hs: Vec<_> = (0..n)
+        .map(|r| {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                let mut t = TcpRank::connect(c, &info, n, r, COMM).unwrap();
+                let args = CollectiveArgs::new(CollectiveKind::AllReduce, count, DataType::Fp32, n)
+                    .with_op(ReduceOp::Sum);
+                let spec = AlgoSpec::Flat(Algorithm::Ring);
+                let (sizes, p) = plan(&args, &spec, &GroupLayout::flat(n), r).unwrap();
+                let input = f32s(&input_of(r, count as usize));
+                let mut out = vec![0u8; input.len()];
+                let mut scratch = vec![0u8; sizes.scratch as usize];
+                let bufs = OpBuffers::separate(&input, &mut out, &mut scratch);
+                t.run(&ctx(r, 0), &op_info(), bufs, p).unwrap();
+                (out, t.cma_stats())
+            })
+        })
+        .collect();
+    for (r, h) in hs.into_iter().enumerate() {
+        let (out, stats) = h.join().unwrap();
+        assert!(out == expected(n, count as usize), "rank {r} differs");
+        assert!(
+            stats.bytes_read > 0 && stats.bytes_lent > 0,
+            "rank {r}: {stats:?}"
+        );
+    }
+}
+
+#[test]
+fn pieces_for_a_posted_plain_receive_land_in_place_without_a_chunk() {
+    const PIECE: u64 = 256 << 10;
+    let len = 24 * PIECE;
+    let c = cfg();
+    let info = root(&c);
+    let rank0 = std::thread::spawn(move || {
+        let mut t = TcpRank::connect(c, &info, 2, 0, COMM).unwrap();
+        let mut out = vec![0u8; len as usize];
+        let plan: RankPlan = Box::new(
+            vec![step(
+                Op::Recv {
+                    peer: 1,
+                    tag: 0,
+                    dst: Region::new(BufKind::Output, 0, len),
+                },
+                Deps::NONE,
+            )]
+            .into_iter(),
+        );
+        t.run(
+            &ctx(0, 0),
+            &op_info(),
+            OpBuffers::separate(&[], &mut out, &mut []),
+            plan,
+        )
+        .unwrap();
+        (out, t.cma_stats())
+    });
+    let (mut s, _, _token) = fake_rank1(&info);
+    let session = info.session;
+    let payload: Vec<u8> = (0..len).map(|i| (i * 13 % 251) as u8).collect();
+    s.write_all(&frame(session, FrameKind::OpStart, 0, 0, 0))
+        .unwrap();
+    // One piece at a time, each after the previous one's ack: rank 0 has
+    // posted its receive long before the last ones come.
+    for (i, chunk) in payload.chunks(PIECE as usize).enumerate() {
+        let d = PieceDesc {
+            addr: chunk.as_ptr() as u64,
+            len: chunk.len() as u64,
+        };
+        let kind = if i == 0 {
+            FrameKind::DataCma
+        } else {
+            FrameKind::CmaMore
+        };
+        let flen = if i == 0 { len } else { PIECE_DESC_LEN as u64 };
+        let mut b = frame(session, kind, 0, 0, flen);
+        b.extend_from_slice(&d.encode());
+        s.write_all(&b).unwrap();
+        loop {
+            let h = read_frame(&mut s, session);
+            if h.kind == FrameKind::CmaAck {
+                assert_eq!(read_desc(&mut s), d, "the ack names the piece");
+                break;
+            }
+            assert_eq!(h.kind, FrameKind::OpStart);
+        }
+    }
+    s.write_all(&frame(session, FrameKind::Bye, 0, 0, 0))
+        .unwrap();
+    let (out, stats) = rank0.join().unwrap();
+    assert!(out == payload, "received bytes differ");
+    assert_eq!(stats.bytes_read, len);
+    assert!(
+        stats.bytes_read_direct >= PIECE,
+        "no piece went straight into the posted receive: {stats:?}"
+    );
 }

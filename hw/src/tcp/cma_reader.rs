@@ -22,11 +22,10 @@ use tokio::io::AsyncReadExt;
 use tokio::net::tcp::OwnedReadHalf;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
-use super::cma;
-use super::io::{Event, Outgoing};
+use super::io::Event;
 use super::wire::{
     FrameHeader, FrameKind, PieceDesc, SessionId, WireError, FRAME_HEADER_LEN, MAX_CMA_PIECE,
-    MAX_INLINE_ON_CMA, PIECE_DESC_LEN, SIG_LEN,
+    MAX_INLINE_ON_CMA, PIECE_DESC_LEN,
 };
 use crate::sync::ByteBudget;
 
@@ -35,18 +34,6 @@ pub const MAX_QUEUED: usize = 1024;
 /// Most bytes of small byte-stream messages held that way (on top of the
 /// budget, which they acquire in turn).
 pub const MAX_QUEUED_BYTES: u64 = 4 << 20;
-
-/// A reader's cross-memory side: the peer process it verified and this
-/// rank's writer channel to the same peer, for acks.
-#[derive(Debug)]
-pub struct CmaRecv {
-    /// The pid the probe verified (never one from a data frame).
-    pub pid: u32,
-    /// This rank's writer to the same peer, for acks.
-    pub acks: UnboundedSender<Outgoing>,
-    /// Communicator id, for the ack frames.
-    pub comm: u64,
-}
 
 /// Whole frames off the socket. Cancel-safe: bytes read stay buffered.
 struct Framer {
@@ -276,14 +263,10 @@ fn on_frame(
 }
 
 /// Reads `peer`'s frames until it says goodbye or the connection fails;
-/// copies each lent piece out of the verified process `cma.pid` into a
-/// recycled chunk under the peer's budget, acks it, and reports it as an
-/// [`Event::Chunk`], exactly as the byte-stream reader reports payload.
-///
-/// A failed copy (`EFAULT`, `ESRCH`, ...) ends the connection with
-/// [`Event::Closed`] naming the piece, the pid, the system's words and the
-/// bytes of the message read so far, so the waiting op fails with
-/// `TcpError::PeerLost` (op, seq, bytes expected and received).
+/// reports each lent piece, once it holds the peer's budget for it, as an
+/// [`Event::Piece`] (the executor copies it out of the verified process
+/// and acks it), and small byte-stream messages as [`Event::Chunk`]s,
+/// exactly as the byte-stream reader does.
 pub async fn reader(
     peer: u32,
     r: OwnedReadHalf,
@@ -291,7 +274,6 @@ pub async fn reader(
     budget: ByteBudget,
     ev: UnboundedSender<Event>,
     recycled: UnboundedReceiver<Vec<u8>>,
-    cma: CmaRecv,
 ) {
     let mut framer = Framer {
         r,
@@ -335,33 +317,8 @@ pub async fn reader(
                     }
                     _ => return,
                 };
-                let mut data = framer.recycled.try_recv().unwrap_or_default();
-                // Shrinking a recycled chunk zeroes nothing.
-                data.resize(desc.len as usize, 0);
-                if let Err(e) = cma::read_remote(cma.pid, desc.addr, &mut data) {
-                    let _ = ev.send(Event::Closed {
-                        peer,
-                        reason: format!(
-                            "cross-memory read of {} bytes at {:#x} from pid {} failed after {} bytes: {}; {} of {} bytes of the message were read",
-                            desc.len, desc.addr, cma.pid, e.got, e.reason, before, msg_len
-                        ),
-                        graceful: false,
-                    });
-                    return;
-                }
-                let ack = FrameHeader {
-                    kind: FrameKind::CmaAck,
-                    session,
-                    comm: cma.comm,
-                    seq,
-                    tag,
-                    len: PIECE_DESC_LEN as u64,
-                    sig: [0; SIG_LEN],
-                };
-                let mut bytes = ack.encode().to_vec();
-                bytes.extend_from_slice(&desc.encode());
-                let _ = cma.acks.send(Outgoing::Ack(bytes));
-                if ev.send(Event::Chunk { peer, data, permit }).is_err() {
+                let piece = Event::Piece { peer, desc, permit, seq, tag, msg_len, before };
+                if ev.send(piece).is_err() {
                     return;
                 }
             }

@@ -84,6 +84,26 @@ pub enum Event {
         /// The budget they hold until consumed.
         permit: Permit,
     },
+    /// The next piece of `peer`'s current cross-memory message, still in
+    /// `peer`'s memory (a connection with the fast path): the caller copies
+    /// it out (straight into a posted plain receive, else into a chunk)
+    /// and acks it.
+    Piece {
+        /// Sender.
+        peer: u32,
+        /// Where the piece is in the sender's process.
+        desc: PieceDesc,
+        /// The budget it holds until consumed.
+        permit: Permit,
+        /// The message's op seq and tag (for the ack).
+        seq: u64,
+        /// Step tag.
+        tag: u32,
+        /// The message's length and its bytes before this piece (for errors).
+        msg_len: u64,
+        /// Bytes of the message before this piece.
+        before: u64,
+    },
     /// `peer` started an op.
     OpStart {
         /// Sender.

@@ -41,13 +41,13 @@ use tokio::task::JoinHandle;
 use super::bootstrap::bootstrap;
 use super::buffers::OpBuffers;
 use super::cma::{self, LentPieces, Token};
-use super::cma_reader::{self, CmaRecv};
+use super::cma_reader;
 use super::config::TcpConfig;
 use super::error::TcpError;
 use super::io::{reader, writer, Event, Outgoing};
 use super::root::RootInfo;
 use super::wire::{
-    FrameHeader, FrameKind, SessionId, Signature, FRAME_HEADER_LEN, MAX_ABORT_REASON,
+    FrameHeader, FrameKind, PieceDesc, SessionId, Signature, FRAME_HEADER_LEN, MAX_ABORT_REASON,
     MAX_INLINE_ON_CMA, PIECE_DESC_LEN,
 };
 use crate::sync::{ByteBudget, Permit};
@@ -68,11 +68,13 @@ const _: () = assert!(SEND_PIECE as u64 >= MAX_INLINE_ON_CMA);
 /// Pieces a send may run ahead of the writer (4 MiB at 256 KiB pieces): the
 /// memory a send holds per peer, whatever the message size.
 pub const PIECES_AHEAD: u32 = 16;
+/// Chunks for pieces copied out of same-host peers, kept for reuse.
+const CHUNK_POOL: usize = 64;
 /// Send piece buffers kept for reuse (16 MiB at 256 KiB): lent pieces come
 /// back only with their acks, so several peers' worth cycle through it.
 const SEND_POOL: usize = 64;
-/// Counters of the same-host fast path on the sending side (see
-/// [`super::cma`]), for tests and diagnostics.
+/// Counters of the same-host fast path (see [`super::cma`]), for tests
+/// and diagnostics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CmaStats {
     /// Pieces lent to peers as descriptors since connect.
@@ -81,6 +83,11 @@ pub struct CmaStats {
     pub bytes_lent: u64,
     /// Pieces lent and not yet acked now.
     pub outstanding: u64,
+    /// Bytes copied out of peers' pieces since connect.
+    pub bytes_read: u64,
+    /// Of those, bytes copied straight into a posted plain receive (no
+    /// chunk, no second copy).
+    pub bytes_read_direct: u64,
 }
 
 /// Longest a failing op waits for its abort frames to be written.
@@ -184,6 +191,8 @@ struct Peer {
     cma_send: bool,
     /// Pieces lent to the peer and not yet acked.
     lent: LentPieces,
+    /// The peer's process, verified by the probe: this rank reads its pieces.
+    cma_pid: Option<u32>,
 }
 
 /// A posted send whose payload is copied into pieces lazily, at most
@@ -230,6 +239,8 @@ pub struct TcpRank {
     /// Written send pieces, for reuse.
     send_pool: Vec<Vec<u8>>,
     cma_stats: CmaStats,
+    /// Chunks for pieces copied out of peers, for reuse.
+    chunk_pool: Vec<Vec<u8>>,
 }
 
 /// Interrupts a [`TcpRank`]'s running op from another thread: the op fails
@@ -294,27 +305,12 @@ impl TcpRank {
             let budget = ByteBudget::new(cfg.unexpected_bound);
             peers[p].cma_send = settled[p].send;
             let (peer, ev) = (p as u32, ev_tx.clone());
-            match settled[p].recv_pid {
-                Some(pid) => {
-                    let cma = CmaRecv {
-                        pid,
-                        acks: tx.clone(),
-                        comm,
-                    };
-                    let rd = cma_reader::reader(
-                        peer,
-                        r,
-                        mesh.session,
-                        budget.clone(),
-                        ev,
-                        recycled,
-                        cma,
-                    );
-                    runtime.spawn(rd);
-                }
-                None => {
-                    runtime.spawn(reader(peer, r, mesh.session, budget.clone(), ev, recycled));
-                }
+            peers[p].cma_pid = settled[p].recv_pid;
+            if settled[p].recv_pid.is_some() {
+                let rd = cma_reader::reader(peer, r, mesh.session, budget.clone(), ev, recycled);
+                runtime.spawn(rd);
+            } else {
+                runtime.spawn(reader(peer, r, mesh.session, budget.clone(), ev, recycled));
             }
             peers[p].recycle = Some(recycle);
             writers.push(runtime.spawn(writer(p as u32, w, rx, ev_tx.clone())));
@@ -343,6 +339,7 @@ impl TcpRank {
             local_ip: mesh.local_addr.ip(),
             send_pool: Vec::new(),
             cma_stats: CmaStats::default(),
+            chunk_pool: Vec::new(),
         })
     }
 
@@ -832,11 +829,9 @@ impl TcpRank {
                         };
                         apply_chunk(bufs, dtype, p, &data)?;
                         drop(permit);
-                        if let Some(tx) = &self.peers[peer as usize].recycle {
-                            let _ = tx.send(data);
-                        }
-                        if p.got >= p.len {
-                            let step = p.step;
+                        let (done, step) = (p.got >= p.len, p.step);
+                        self.recycle(peer, data);
+                        if done {
                             self.posted.remove(&key);
                             self.peers[peer as usize].incoming = None;
                             self.completions.push_back(Completion { seq, step });
@@ -844,6 +839,69 @@ impl TcpRank {
                         Ok(())
                     }
                 }
+            }
+            Event::Piece {
+                peer,
+                desc,
+                permit,
+                seq,
+                tag,
+                msg_len,
+                before,
+            } => {
+                let Some(pid) = self.peers[peer as usize].cma_pid else {
+                    return Err(self.protocol(peer, "cross-memory piece without a probe".into()));
+                };
+                let Some(key) = self.peers[peer as usize].incoming.as_ref().map(|i| i.key) else {
+                    return Ok(());
+                };
+                // A plain receive that is posted: straight into its region.
+                let direct = self.peers[peer as usize]
+                    .incoming
+                    .as_ref()
+                    .is_some_and(|i| i.dest == Dest::Posted)
+                    && op.is_some();
+                if let (true, Some((ctx, _, bufs)), Some(p)) =
+                    (direct, op.as_mut(), self.posted.get_mut(&key))
+                {
+                    if let RecvKind::Copy { dst } = p.kind {
+                        if p.got + desc.len > p.len {
+                            return Err(TcpError::InvalidArgument(format!(
+                                "message overflows its region: {} + {} > {}",
+                                p.got, desc.len, p.len
+                            )));
+                        }
+                        let region = Region::new(dst.buf, dst.offset + p.got, desc.len);
+                        let into = bufs.get_mut(region)?;
+                        if let Err(e) = cma::read_remote(pid, desc.addr, into) {
+                            let why = cma_failure(desc, pid, &e, before, msg_len);
+                            return Err(self.read_failed(&name, cur_seq, peer, why));
+                        }
+                        drop(permit);
+                        p.got += desc.len;
+                        self.cma_stats.bytes_read += desc.len;
+                        self.cma_stats.bytes_read_direct += desc.len;
+                        let (done, step, seq) = (p.got >= p.len, p.step, ctx.seq);
+                        self.send_ack(peer, desc, seq, tag);
+                        if done {
+                            self.posted.remove(&key);
+                            self.peers[peer as usize].incoming = None;
+                            self.completions.push_back(Completion { seq, step });
+                        }
+                        return Ok(());
+                    }
+                }
+                // Otherwise into a chunk, then as over TCP.
+                let mut data = self.chunk_pool.pop().unwrap_or_default();
+                // Shrinking a reused chunk zeroes nothing.
+                data.resize(desc.len as usize, 0);
+                if let Err(e) = cma::read_remote(pid, desc.addr, &mut data) {
+                    let why = cma_failure(desc, pid, &e, before, msg_len);
+                    return Err(self.read_failed(&name, cur_seq, peer, why));
+                }
+                self.cma_stats.bytes_read += desc.len;
+                self.send_ack(peer, desc, seq, tag);
+                self.handle(Event::Chunk { peer, data, permit }, op)
             }
             Event::OpStart { peer, h } => {
                 if h.comm != self.comm {
@@ -967,6 +1025,47 @@ impl TcpRank {
                 })
             }
         }
+    }
+
+    /// Gives a consumed chunk back: to the pool for pieces copied out of a
+    /// same-host peer, else (or when that is full) to the peer's reader.
+    fn recycle(&mut self, peer: u32, data: Vec<u8>) {
+        if self.peers[peer as usize].cma_pid.is_some() && self.chunk_pool.len() < CHUNK_POOL {
+            self.chunk_pool.push(data);
+        } else if let Some(tx) = &self.peers[peer as usize].recycle {
+            let _ = tx.send(data);
+        }
+    }
+
+    /// Tells `peer` that its piece `desc` has been copied out.
+    fn send_ack(&mut self, peer: u32, desc: PieceDesc, seq: u64, tag: u32) {
+        let h = FrameHeader {
+            kind: FrameKind::CmaAck,
+            session: self.session,
+            comm: self.comm,
+            seq,
+            tag,
+            len: PIECE_DESC_LEN as u64,
+            sig: [0; 32],
+        };
+        let mut bytes = h.encode().to_vec();
+        bytes.extend_from_slice(&desc.encode());
+        if let Some(tx) = &self.peers[peer as usize].tx {
+            let _ = tx.send(Outgoing::Ack(bytes));
+        }
+    }
+
+    /// A piece of `peer`'s could not be copied out: the peer is lost to
+    /// this rank (its reads stop: later pieces are ignored, unacked), and
+    /// the running op fails as with a lost connection.
+    fn read_failed(&mut self, name: &str, seq: Option<u64>, peer: u32, why: String) -> TcpError {
+        tracing::warn!("hccl rank {}: rank {peer}: {why}", self.rank);
+        let p = &mut self.peers[peer as usize];
+        p.dead = Some(why.clone());
+        p.cma_pid = None;
+        let e = self.lost(name, seq.unwrap_or(0), peer);
+        self.peers[peer as usize].incoming = None;
+        e
     }
 
     fn protocol(&mut self, peer: u32, what: String) -> TcpError {
@@ -1093,6 +1192,14 @@ impl Drop for TcpRank {
     fn drop(&mut self) {
         self.shutdown(true);
     }
+}
+
+/// The words of a failed piece copy, for [`TcpError::PeerLost`].
+fn cma_failure(desc: PieceDesc, pid: u32, e: &cma::ReadError, before: u64, len: u64) -> String {
+    format!(
+        "cross-memory read of {} bytes at {:#x} from pid {pid} failed after {} bytes: {}; {before} of {len} bytes of the message were read",
+        desc.len, desc.addr, e.got, e.reason
+    )
 }
 
 fn apply_chunk(
@@ -1296,9 +1403,7 @@ impl TcpOp<'_, '_> {
             for (data, permit) in early.chunks {
                 apply_chunk(&mut self.bufs, self.ctx.dtype, &mut posted, &data)?;
                 drop(permit);
-                if let Some(tx) = &self.rank.peers[peer as usize].recycle {
-                    let _ = tx.send(data);
-                }
+                self.rank.recycle(peer, data);
             }
             if posted.got >= posted.len {
                 self.rank.completions.push_back(Completion {
