@@ -33,6 +33,7 @@ mod error;
 mod handle;
 pub mod launch;
 mod p2p;
+mod profile;
 mod signature;
 mod sim_backend;
 mod vvar;
@@ -53,6 +54,7 @@ pub use hccl_algos::{DataType, ReduceOp};
 pub use p2p::{P2pItem, P2pKind};
 
 use element::{bytes, bytes_mut};
+use profile::{CommProfile, OpTime};
 use sim_backend::SimWorld;
 
 /// Which backend runs a communicator's ops.
@@ -127,6 +129,8 @@ struct Shared {
     error: Mutex<Option<CommError>>,
     abort: Option<AbortHandle>,
     aborted: Mutex<bool>,
+    /// Per-op records when `HCCL_PROFILING_ENABLE=1` (see [`profile`]).
+    profile: Option<CommProfile>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -190,6 +194,11 @@ impl Comm {
             Backend::Tcp(t) => Some(t.abort_handle()),
             Backend::Sim(_) => None,
         };
+        // A bad HCCL_PROFILING_* value fails every op with its message.
+        let (profile, error) = match CommProfile::from_env(&name, rank) {
+            Ok(p) => (p, None),
+            Err(m) => (None, Some(CommError::Broken(format!("profiling: {m}")))),
+        };
         Comm {
             shared: Arc::new(Shared {
                 rank,
@@ -205,9 +214,10 @@ impl Comm {
                 }),
                 turn_cv: Condvar::new(),
                 tickets: Mutex::new(Tickets::default()),
-                error: Mutex::new(None),
+                error: Mutex::new(error),
                 abort,
                 aborted: Mutex::new(false),
+                profile,
             }),
         }
     }
@@ -529,7 +539,10 @@ impl Comm {
                     ),
                     (UserBufs::InPlace(b), None) => (b[..inb as usize].to_vec(), 0),
                 };
-                let out = w.run(rank, seq, args, spec, input)?;
+                let (out, sim_ns) = w.run(rank, seq, args, spec, input)?;
+                if let Some(p) = &shared.profile {
+                    p.record(&shared.name, seq, args, &spec, OpTime::Simulated(sim_ns));
+                }
                 let dst: &mut [u8] = match user {
                     UserBufs::Separate(_, o) => o,
                     UserBufs::InPlace(b) => &mut b[out_at as usize..(out_at + outb) as usize],
@@ -574,7 +587,12 @@ impl Comm {
                     rank,
                     dtype: args.dtype,
                 };
+                let start = std::time::Instant::now();
                 t.run(&ctx, &info, bufs, plan)?;
+                if let Some(p) = &shared.profile {
+                    let end = std::time::Instant::now();
+                    p.record(&shared.name, seq, args, &spec, OpTime::Measured(start, end));
+                }
                 Ok(())
             }
         }
@@ -920,5 +938,8 @@ impl Drop for Shared {
     fn drop(&mut self) {
         // Closing the backend (TcpRank's drop) says goodbye to the peers.
         lock(&self.state).backend = None;
+        if let Some(p) = &self.profile {
+            p.finish();
+        }
     }
 }

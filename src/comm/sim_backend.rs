@@ -28,7 +28,9 @@ use hccl_topology::{build_preset, Fabric, Preset};
 
 use super::CommError;
 
-type Outputs = Result<Arc<Vec<Vec<u8>>>, String>;
+/// Every rank's output bytes and the op's simulated time (ns), or the
+/// failure every rank reports.
+type Outputs = Result<Arc<(Vec<Vec<u8>>, u64)>, String>;
 
 struct Pending {
     args: CollectiveArgs,
@@ -143,17 +145,16 @@ impl SimWorld {
         if let Some(stall) = report.stall {
             return Err(format!("the simulated op hung: {stall:?}"));
         }
-        report
-            .ops
-            .into_iter()
-            .next()
-            .and_then(|o| o.outputs)
-            .map(Arc::new)
+        let op = report.ops.into_iter().next();
+        let time_ns = op.as_ref().and_then(|o| o.time_ns).unwrap_or(0);
+        op.and_then(|o| o.outputs)
+            .map(|outs| Arc::new((outs, time_ns)))
             .ok_or_else(|| "the simulator returned no outputs".into())
     }
 
     /// Runs op `seq` for `rank` with `input`; blocks until every rank has
-    /// called it; returns this rank's output bytes.
+    /// called it; returns this rank's output bytes and the op's simulated
+    /// time in ns.
     pub(crate) fn run(
         &self,
         rank: u32,
@@ -161,7 +162,7 @@ impl SimWorld {
         args: &CollectiveArgs,
         spec: AlgoSpec,
         input: Vec<u8>,
-    ) -> Result<Vec<u8>, CommError> {
+    ) -> Result<(Vec<u8>, u64), CommError> {
         let name = format!("{:?} #{seq}", args.kind);
         let mut s = lock(&self.state);
         if let Some(e) = s.broken_error(&name) {
@@ -209,7 +210,10 @@ impl SimWorld {
                     s.ops.remove(&seq);
                 }
                 return match r {
-                    Ok(outs) => Ok(outs.get(rank as usize).cloned().unwrap_or_default()),
+                    Ok(outs) => Ok((
+                        outs.0.get(rank as usize).cloned().unwrap_or_default(),
+                        outs.1,
+                    )),
                     Err(e) => Err(CommError::Sim(e)),
                 };
             }
@@ -385,6 +389,6 @@ impl SimWorld {
         let outs = self
             .simulate(&args, spec, inputs)
             .map_err(|e| CommError::Sim(format!("{name}: {e}")))?;
-        Ok(outs.get(m.dst as usize).cloned().unwrap_or_default())
+        Ok(outs.0.get(m.dst as usize).cloned().unwrap_or_default())
     }
 }

@@ -1,0 +1,113 @@
+//! Per-op profiling records of a communicator, switched on by HCCL's
+//! `HCCL_PROFILING_ENABLE=1` (see [`crate::profiling`]).
+//!
+//! Each op appends one [`OpRecord`]; the file
+//! (`hccl_profile_<comm>_rank<r>_<pid>.json`) is written when the
+//! communicator is destroyed or dropped. When profiling is off the
+//! communicator holds `None` and an op pays one branch. On TCP, times are
+//! wall-clock nanoseconds since the communicator was created, as this rank
+//! saw them; on the simulator backend each op is simulated on its own, so
+//! its record runs from 0 to the op's simulated time (`simulated: true`).
+//! Per-message (`steps`) and per-link (`links`) records come from the
+//! simulator-driven `hccl test`; a communicator's records leave them empty.
+
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+use hccl_algos::algo::AlgoSpec;
+use hccl_algos::collective::CollectiveArgs;
+use hccl_sim::busbw_factor;
+
+use crate::profiling::{OpRecord, ProfileWriter, ProfilingConfig};
+
+/// The op's time as this rank knows it.
+pub(crate) enum OpTime {
+    /// Measured on this host between the op's start and its end here.
+    Measured(Instant, Instant),
+    /// The simulator's time for the whole op, ns.
+    Simulated(u64),
+}
+
+/// The records of one communicator rank.
+pub(crate) struct CommProfile {
+    writer: Mutex<Option<ProfileWriter>>,
+    created: Instant,
+}
+
+/// The profiling settings, read once per process.
+fn config() -> &'static Result<Option<ProfilingConfig>, String> {
+    static CONFIG: OnceLock<Result<Option<ProfilingConfig>, String>> = OnceLock::new();
+    CONFIG.get_or_init(|| ProfilingConfig::from_env().map_err(|e| e.to_string()))
+}
+
+impl CommProfile {
+    /// A recorder for rank `rank` of communicator `comm` if profiling is on.
+    ///
+    /// # Errors
+    /// A bad `HCCL_PROFILING_*` value, as text naming the variable.
+    pub(crate) fn from_env(comm: &str, rank: u32) -> Result<Option<CommProfile>, String> {
+        let Some(cfg) = config().clone()? else {
+            return Ok(None);
+        };
+        Ok(Some(CommProfile {
+            writer: Mutex::new(Some(ProfileWriter::new(cfg, format!("{comm}_rank{rank}")))),
+            created: Instant::now(),
+        }))
+    }
+
+    /// Appends the record of op `seq` on communicator `comm`.
+    pub(crate) fn record(
+        &self,
+        comm: &str,
+        seq: u64,
+        args: &CollectiveArgs,
+        spec: &AlgoSpec,
+        time: OpTime,
+    ) {
+        let (start_ns, end_ns, simulated) = match time {
+            OpTime::Measured(a, b) => (
+                a.saturating_duration_since(self.created).as_nanos() as u64,
+                b.saturating_duration_since(self.created).as_nanos() as u64,
+                false,
+            ),
+            OpTime::Simulated(ns) => (0, ns, true),
+        };
+        let bytes = args.message_bytes();
+        let span = end_ns.saturating_sub(start_ns);
+        let algbw = if span > 0 {
+            bytes as f64 / span as f64
+        } else {
+            0.0
+        };
+        let record = OpRecord {
+            op: args.kind.name().into(),
+            comm: comm.into(),
+            seq,
+            algorithm: spec.to_string(),
+            count: args.count,
+            dtype: args.dtype.to_string(),
+            bytes,
+            start_ns,
+            end_ns,
+            algbw_gbps: algbw,
+            busbw_gbps: algbw * busbw_factor(args.kind, args.world_size),
+            simulated,
+            steps: Vec::new(),
+            links: Vec::new(),
+        };
+        if let Some(w) = super::lock(&self.writer).as_mut() {
+            w.push(record);
+        }
+    }
+
+    /// Writes the file (once); an I/O error is logged, not raised, since it
+    /// happens while the communicator is being dropped.
+    pub(crate) fn finish(&self) {
+        if let Some(w) = super::lock(&self.writer).take() {
+            match w.finish() {
+                Ok(path) => tracing::info!("hccl: profile written to {}", path.display()),
+                Err(e) => tracing::warn!("hccl: cannot write the profile: {e}"),
+            }
+        }
+    }
+}
