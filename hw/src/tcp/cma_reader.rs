@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 
 use tokio::io::AsyncReadExt;
 use tokio::net::tcp::OwnedReadHalf;
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::UnboundedSender;
 
 use super::io::Event;
 use super::wire::{
@@ -35,14 +35,47 @@ pub const MAX_QUEUED: usize = 1024;
 /// budget, which they acquire in turn).
 pub const MAX_QUEUED_BYTES: u64 = 4 << 20;
 
+/// Most chunk buffers a [`ChunkPool`] keeps (16 MiB at 256 KiB).
+pub const CHUNK_POOL: usize = 64;
+
+/// Receive chunk buffers shared by a rank's executor (which fills them
+/// with pieces copied out of peers, and gives every consumed chunk of a
+/// fast-path peer back) and its fast-path readers (which fill them with
+/// small byte-stream messages): reuse without allocation, page faults or
+/// zeroing, and a bound of [`CHUNK_POOL`] buffers kept. Both sides run on
+/// the rank's one thread; the lock is never contended.
+#[derive(Clone, Debug, Default)]
+pub struct ChunkPool(std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>);
+
+impl ChunkPool {
+    /// A buffer from the pool, or a new empty one.
+    pub fn take(&self) -> Vec<u8> {
+        self.0
+            .lock()
+            .map(|mut v| v.pop())
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+    }
+
+    /// Gives `buf` back (dropped if the pool is full).
+    pub fn give(&self, buf: Vec<u8>) {
+        if let Ok(mut v) = self.0.lock() {
+            if v.len() < CHUNK_POOL {
+                v.push(buf);
+            }
+        }
+    }
+}
+
 /// Whole frames off the socket. Cancel-safe: bytes read stay buffered.
 struct Framer {
     r: OwnedReadHalf,
     buf: Vec<u8>,
     /// A small byte-stream message being read: header and payload so far.
     body: Option<(FrameHeader, Vec<u8>)>,
-    /// Chunk buffers the executor gave back.
-    recycled: UnboundedReceiver<Vec<u8>>,
+    /// Chunk buffers, shared with the executor.
+    pool: ChunkPool,
 }
 
 /// Why the framer stopped.
@@ -116,7 +149,7 @@ impl Framer {
             }
             FrameKind::Data if h.len > 0 => {
                 // Streamed into a chunk by `next`, not through `buf`.
-                let mut v = self.recycled.try_recv().unwrap_or_default();
+                let mut v = self.pool.take();
                 v.clear();
                 v.reserve(h.len as usize);
                 let n = (self.buf.len() - FRAME_HEADER_LEN).min(h.len as usize);
@@ -273,13 +306,13 @@ pub async fn reader(
     session: SessionId,
     budget: ByteBudget,
     ev: UnboundedSender<Event>,
-    recycled: UnboundedReceiver<Vec<u8>>,
+    pool: ChunkPool,
 ) {
     let mut framer = Framer {
         r,
         buf: Vec::with_capacity(8 << 10),
         body: None,
-        recycled,
+        pool,
     };
     let mut queue: VecDeque<Item> = VecDeque::new();
     let mut msg: Option<Msg> = None;
@@ -349,5 +382,28 @@ pub async fn reader(
             }
             else => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chunk_pool_reuses_buffers_and_keeps_at_most_its_bound() {
+        let pool = ChunkPool::default();
+        assert_eq!(pool.take().capacity(), 0, "empty pool: a new buffer");
+        let b = vec![1u8; 1000];
+        let at = b.as_ptr();
+        pool.give(b);
+        let again = pool.clone().take();
+        assert_eq!(again.as_ptr(), at, "the same buffer comes back");
+        for _ in 0..CHUNK_POOL + 5 {
+            pool.give(vec![0u8; 8]);
+        }
+        let kept = std::iter::from_fn(|| Some(pool.take()))
+            .take_while(|v| v.capacity() > 0)
+            .count();
+        assert_eq!(kept, CHUNK_POOL);
     }
 }

@@ -41,7 +41,7 @@ use tokio::task::JoinHandle;
 use super::bootstrap::bootstrap;
 use super::buffers::OpBuffers;
 use super::cma::{self, LentPieces, Token};
-use super::cma_reader;
+use super::cma_reader::{self, ChunkPool};
 use super::config::TcpConfig;
 use super::error::TcpError;
 use super::io::{reader, writer, Event, Outgoing};
@@ -68,8 +68,6 @@ const _: () = assert!(SEND_PIECE as u64 >= MAX_INLINE_ON_CMA);
 /// Pieces a send may run ahead of the writer (4 MiB at 256 KiB pieces): the
 /// memory a send holds per peer, whatever the message size.
 pub const PIECES_AHEAD: u32 = 16;
-/// Chunks for pieces copied out of same-host peers, kept for reuse.
-const CHUNK_POOL: usize = 64;
 /// Send piece buffers kept for reuse (16 MiB at 256 KiB): lent pieces come
 /// back only with their acks, so several peers' worth cycle through it.
 const SEND_POOL: usize = 64;
@@ -239,8 +237,8 @@ pub struct TcpRank {
     /// Written send pieces, for reuse.
     send_pool: Vec<Vec<u8>>,
     cma_stats: CmaStats,
-    /// Chunks for pieces copied out of peers, for reuse.
-    chunk_pool: Vec<Vec<u8>>,
+    /// Receive chunks of fast-path peers, shared with their readers.
+    chunk_pool: ChunkPool,
 }
 
 /// Interrupts a [`TcpRank`]'s running op from another thread: the op fails
@@ -292,6 +290,7 @@ impl TcpRank {
         let (ev_tx, events) = unbounded_channel::<Event>();
         let mut peers: Vec<Peer> = (0..nranks).map(|_| Peer::default()).collect();
         let mut writers = Vec::new();
+        let chunk_pool = ChunkPool::default();
         for (p, s) in streams.into_iter().enumerate() {
             let Some(s) = s else { continue };
             let s = s.into_std().and_then(|s| {
@@ -307,7 +306,8 @@ impl TcpRank {
             let (peer, ev) = (p as u32, ev_tx.clone());
             peers[p].cma_pid = settled[p].recv_pid;
             if settled[p].recv_pid.is_some() {
-                let rd = cma_reader::reader(peer, r, mesh.session, budget.clone(), ev, recycled);
+                let pool = chunk_pool.clone();
+                let rd = cma_reader::reader(peer, r, mesh.session, budget.clone(), ev, pool);
                 runtime.spawn(rd);
             } else {
                 runtime.spawn(reader(peer, r, mesh.session, budget.clone(), ev, recycled));
@@ -339,7 +339,7 @@ impl TcpRank {
             local_ip: mesh.local_addr.ip(),
             send_pool: Vec::new(),
             cma_stats: CmaStats::default(),
-            chunk_pool: Vec::new(),
+            chunk_pool,
         })
     }
 
@@ -892,7 +892,7 @@ impl TcpRank {
                     }
                 }
                 // Otherwise into a chunk, then as over TCP.
-                let mut data = self.chunk_pool.pop().unwrap_or_default();
+                let mut data = self.chunk_pool.take();
                 // Shrinking a reused chunk zeroes nothing.
                 data.resize(desc.len as usize, 0);
                 if let Err(e) = cma::read_remote(pid, desc.addr, &mut data) {
@@ -1027,11 +1027,11 @@ impl TcpRank {
         }
     }
 
-    /// Gives a consumed chunk back: to the pool for pieces copied out of a
-    /// same-host peer, else (or when that is full) to the peer's reader.
+    /// Gives a consumed chunk back: to the pool shared with the fast-path
+    /// readers for a same-host peer, else to the peer's reader.
     fn recycle(&mut self, peer: u32, data: Vec<u8>) {
-        if self.peers[peer as usize].cma_pid.is_some() && self.chunk_pool.len() < CHUNK_POOL {
-            self.chunk_pool.push(data);
+        if self.peers[peer as usize].cma_pid.is_some() {
+            self.chunk_pool.give(data);
         } else if let Some(tx) = &self.peers[peer as usize].recycle {
             let _ = tx.send(data);
         }
