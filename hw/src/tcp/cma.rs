@@ -7,9 +7,10 @@
 //! the receive buffer. With this path a sender still copies the send region
 //! into its 256 KiB staging pieces, but for a peer on the same host it
 //! writes only a 16-byte [`PieceDesc`] (address and length of the piece in
-//! its own memory) on the TCP connection; the peer's reader copies the
-//! piece straight out of the sender's address space into a receive chunk
-//! with one system call and answers with an ack naming the piece. The TCP
+//! its own memory) on the TCP connection; the peer copies the piece
+//! straight out of the sender's address space with one system call (into
+//! the posted receive region itself for a plain receive, else into a
+//! receive chunk) and answers with an ack naming the piece. The TCP
 //! connection stays the control channel: frame order, matching, length and
 //! signature checks, the byte budget and every failure path are unchanged.
 //!

@@ -10,9 +10,8 @@
 //!
 //! With the same-host fast path ([`super::cma`]) on, a writer sends
 //! [`Outgoing::Lent`] pieces as descriptors, and the connection's reader
-//! ([`super::cma_reader`]) fills its chunks from the peer's memory instead
-//! of the socket (then acks each piece on the peer's writer channel); the
-//! events are the same.
+//! ([`super::cma_reader`]) reports each as an [`Event::Piece`], which the
+//! caller copies out of the peer's memory and acks.
 
 use hccl_algos::schedule::StepId;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
