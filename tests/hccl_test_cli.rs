@@ -475,6 +475,40 @@ fn hccl_algo_env_forces_the_algorithm() {
     assert!(out.contains("(HCCL_ALGO)"), "{out}");
     assert!(rows(&out)[0].contains("level0:ring"), "{out}");
 
+    // A bad HCCL_ALGO under --transport tcp is refused before any rank
+    // starts (one message, not one per rank).
+    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .args(["test", "all_reduce", "--transport", "tcp", "--spawn", "2"])
+        .env("HCCL_ALGO", "level1:rign")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(stderr(&o).matches("rign").count(), 1, "{}", stderr(&o));
+
+    // HCCL's per-op AllToAll example: its level1 pairwise runs flat.
+    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .args([
+            "test",
+            "alltoall",
+            "-b",
+            "64K",
+            "-e",
+            "64K",
+            "--servers",
+            "2",
+            "-n",
+            "1",
+            "-w",
+            "0",
+        ])
+        .env("HCCL_ALGO", "alltoall=level0:NA;level1:pairwise")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(rows(&out)[0].contains("pairwise"), "{out}");
+    assert!(rows(&out)[0].contains("success"), "{out}");
+
     // A global HCCL_ALGO=ring does not fit alltoall: the selector runs it
     // (and says so), where an explicit --algo ring is refused.
     let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
@@ -544,6 +578,10 @@ fn tcp_rejects_simulator_flags_and_unsupported_collectives() {
             "gather is not supported with --transport tcp; supported: all_reduce",
         ),
         (&["all_reduce", "--spawn", "2"][..], "needs --transport tcp"),
+        (
+            &["all_reduce", "--transport", "tcp", "--op-overhead", "100"][..],
+            "--op-overhead is for the simulator",
+        ),
     ] {
         let o = hccl(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));

@@ -446,7 +446,8 @@ pub fn select(
     cost: &CostModel,
     env: Option<&HcclAlgo>,
 ) -> Selection {
-    if let Some(spec) = env.and_then(|e| e.spec_for(args.kind)) {
+    let forced = env.and_then(|e| e.spec_for(args.kind));
+    if let Some(spec) = env.and_then(|e| e.spec_fitting(args, layout)) {
         return Selection {
             predicted_ns: predict(args, &spec, layout, cost),
             spec,
@@ -454,11 +455,14 @@ pub fn select(
         };
     }
     let c = explain(args, layout, cost);
+    let ignored = forced
+        .map(|f| format!("HCCL_ALGO {f} does not fit {}; ", args.kind))
+        .unwrap_or_default();
     match c.first() {
         Some(best) => Selection {
             spec: best.spec,
             predicted_ns: Some(best.predicted_ns),
-            reason: format!("cheapest of {} candidates", c.len()),
+            reason: format!("{ignored}cheapest of {} candidates", c.len()),
         },
         None => Selection {
             spec: AlgoSpec::Flat(Algorithm::Ring),
@@ -478,9 +482,13 @@ pub fn select(
 /// accepts only `NA` for level0; hccl-rs also accepts `ring` and `mesh`
 /// there. Level values: `ring`, `H-D_R`, `NHR`, `NB`, `pipeline`,
 /// `pairwise`, plus hccl-rs's `mesh` and `tree`; HCCL's `NHR_V1` and `AHC`
-/// are not implemented and are rejected.
+/// are not implemented and are rejected. hccl-rs also accepts a bare
+/// algorithm name (`ring`), meaning that algorithm flat over the whole group
+/// for every op it fits (as `hccl test --algo ring`).
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct HcclAlgo {
+    /// A bare algorithm name: flat over the whole group, for every op.
+    pub flat: Option<Algorithm>,
     /// Setting for every op without its own.
     pub global: Option<Levels>,
     /// Settings per HCCL op name.
@@ -597,6 +605,12 @@ impl HcclAlgo {
     pub fn parse(s: &str) -> Result<HcclAlgo, HcclAlgoError> {
         let s = s.trim();
         let mut out = HcclAlgo::default();
+        if !s.contains([':', '=']) {
+            if let Ok(a) = s.parse::<Algorithm>() {
+                out.flat = Some(a);
+                return Ok(out);
+            }
+        }
         if !s.contains('=') {
             out.global = Some(parse_levels(s)?);
             return Ok(out);
@@ -634,6 +648,9 @@ impl HcclAlgo {
     /// The forced spec for `kind`, if any: its op's setting, else the
     /// global one. A setting with every level `NA` forces nothing.
     pub fn spec_for(&self, kind: CollectiveKind) -> Option<AlgoSpec> {
+        if let Some(a) = self.flat {
+            return Some(AlgoSpec::Flat(a));
+        }
         let l = kind
             .hccl_algo_name()
             .and_then(|name| self.per_op.get(name))
@@ -642,6 +659,29 @@ impl HcclAlgo {
             return None;
         }
         Some(AlgoSpec::Hierarchical(*l))
+    }
+
+    /// The forced spec for `args` on `layout`, made to fit, as HCCL applies
+    /// a global `HCCL_ALGO` only to the ops it suits: the setting
+    /// ([`HcclAlgo::spec_for`]) if it plans as given; else the first of its
+    /// level0, level1, level2 algorithms that plans flat over the whole
+    /// group (e.g. `alltoall=level0:NA;level1:pairwise`, which hccl-rs does
+    /// not compose across levels, runs pairwise over all ranks); else
+    /// `None`, and the caller keeps its default (the selector).
+    pub fn spec_fitting(&self, args: &CollectiveArgs, layout: &GroupLayout) -> Option<AlgoSpec> {
+        let forced = self.spec_for(args.kind)?;
+        let fits = |s: &AlgoSpec| crate::algo::plan(args, s, layout, 0).is_ok();
+        if fits(&forced) {
+            return Some(forced);
+        }
+        let AlgoSpec::Hierarchical(l) = forced else {
+            return None;
+        };
+        [l.level0, l.level1, l.level2]
+            .into_iter()
+            .flatten()
+            .map(AlgoSpec::Flat)
+            .find(fits)
     }
 }
 
@@ -660,6 +700,57 @@ impl fmt::Display for Candidate {
 mod tests {
     use super::*;
     use crate::dtype::DataType;
+
+    #[test]
+    fn a_bare_name_is_flat_for_every_op_it_fits() {
+        let h = HcclAlgo::parse(" ring ").unwrap();
+        assert_eq!(h.flat, Some(Algorithm::Ring));
+        let layout = GroupLayout::servers(2, 4);
+        let ar = CollectiveArgs::new(CollectiveKind::AllReduce, 64, DataType::Fp32, 8);
+        assert_eq!(
+            h.spec_fitting(&ar, &layout),
+            Some(AlgoSpec::Flat(Algorithm::Ring))
+        );
+        let a2a = CollectiveArgs::new(CollectiveKind::AllToAll, 64, DataType::Fp32, 8);
+        assert_eq!(h.spec_fitting(&a2a, &layout), None, "ring has no alltoall");
+        assert!(HcclAlgo::parse("rign").is_err(), "a typo is still an error");
+    }
+
+    #[test]
+    fn a_forced_setting_applies_only_where_it_fits() {
+        let layout = GroupLayout::servers(2, 4);
+        let cost = CostModel::default();
+        let a2a = CollectiveArgs::new(CollectiveKind::AllToAll, 1024, DataType::Fp32, 8);
+        // HCCL's own per-op example: level1 pairwise, which hccl-rs does not
+        // compose with a level0 for AllToAll, runs pairwise over all ranks.
+        let h = HcclAlgo::parse("alltoall=level0:NA;level1:pairwise").unwrap();
+        assert_eq!(
+            h.spec_fitting(&a2a, &layout),
+            Some(AlgoSpec::Flat(Algorithm::Pairwise))
+        );
+        let s = select(&a2a, &layout, &cost, Some(&h));
+        assert_eq!(s.spec, AlgoSpec::Flat(Algorithm::Pairwise));
+        assert_eq!(s.reason, "HCCL_ALGO");
+        // A global ring fits AllReduce as given (hierarchical) ...
+        let g = HcclAlgo::parse("level0:NA;level1:ring").unwrap();
+        let ar = CollectiveArgs::new(CollectiveKind::AllReduce, 1024, DataType::Fp32, 8);
+        assert_eq!(
+            g.spec_fitting(&ar, &layout),
+            g.spec_for(CollectiveKind::AllReduce)
+        );
+        // ... a barrier flat (no hierarchical barrier) ...
+        let bar = CollectiveArgs::new(CollectiveKind::Barrier, 0, DataType::Fp32, 8);
+        assert_eq!(
+            g.spec_fitting(&bar, &layout),
+            Some(AlgoSpec::Flat(Algorithm::Ring))
+        );
+        // ... and not AllToAll at all: the selector runs it and says why.
+        assert_eq!(g.spec_fitting(&a2a, &layout), None);
+        let s = select(&a2a, &layout, &cost, Some(&g));
+        assert_eq!(s.spec, select(&a2a, &layout, &cost, None).spec);
+        assert!(s.reason.starts_with("HCCL_ALGO"), "{}", s.reason);
+        assert!(s.reason.contains("does not fit alltoall"), "{}", s.reason);
+    }
 
     #[test]
     fn parses_hccl_examples() {

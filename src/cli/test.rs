@@ -279,7 +279,14 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         },
         None => None,
     };
-    let replay = std::env::args().collect::<Vec<_>>().join(" ");
+    // The replay line must rebuild the run: HCCL_ALGO picks its algorithms.
+    let replay = {
+        let cmd = std::env::args().collect::<Vec<_>>().join(" ");
+        match std::env::var("HCCL_ALGO") {
+            Ok(v) if !v.trim().is_empty() && a.algo.is_none() => format!("HCCL_ALGO='{v}' {cmd}"),
+            _ => cmd,
+        }
+    };
     let sweep = if kind == CollectiveKind::Barrier {
         Ok(vec![0])
     } else {
@@ -382,21 +389,25 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     // A global HCCL_ALGO names the algorithm for the ops it fits; like HCCL,
     // an op it does not fit keeps the default. --algo is explicit: an error.
     let mut algo_note = None;
+    let mut choice = choice;
     if let AlgoChoice::Forced(spec, src) = &choice {
         if let Err(e) = algo::plan(&first_args, spec, &layout, 0) {
             if *src != "HCCL_ALGO" {
                 return Ok(usage_error(bin, format!("{src}: {e}")));
             }
-            algo_note = Some(format!(
-                "# note: HCCL_ALGO {spec} ignored for {coll} ({e}); the selector chooses"
-            ));
+            let fitted = env_algo
+                .as_deref()
+                .and_then(|v| HcclAlgo::parse(v).ok())
+                .and_then(|h| h.spec_fitting(&first_args, &layout));
+            algo_note = Some(match fitted {
+                Some(f) => format!("# note: HCCL_ALGO {spec} runs as {f} for {coll} ({e})"),
+                None => format!(
+                    "# note: HCCL_ALGO {spec} ignored for {coll} ({e}); the selector chooses"
+                ),
+            });
+            choice = fitted.map_or(AlgoChoice::Selector, |f| AlgoChoice::Forced(f, "HCCL_ALGO"));
         }
     }
-    let choice = if algo_note.is_some() {
-        AlgoChoice::Selector
-    } else {
-        choice
-    };
     let check = a.check == 1 && a.mode == ModeArg::Data;
     if check {
         let largest = *sizes.last().unwrap_or(&0);
@@ -663,6 +674,7 @@ fn tcp_conflict(a: &TestArgs) -> Option<&'static str> {
         (a.mode == ModeArg::Timing, "--mode timing"),
         (a.trace.is_some(), "--trace"),
         (a.json.is_some(), "--json"),
+        (a.op_overhead_us.is_some(), "--op-overhead"),
         (a.algo.is_some(), "--algo (set HCCL_ALGO instead)"),
     ]
     .into_iter()
@@ -681,6 +693,10 @@ fn run_tcp(a: &TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     }
     if let Err(m) = tcp::check_supported(coll) {
         return Ok(usage_error(bin, m));
+    }
+    // Before any rank starts: every rank would report the same bad value.
+    if let Err(e) = HcclAlgo::from_env() {
+        return Ok(usage_error(bin, e));
     }
     let sweep = if coll.kind() == CollectiveKind::Barrier {
         Ok(vec![0])

@@ -39,7 +39,7 @@ pub fn choose_algo(args: &CollectiveArgs) -> Result<AlgoSpec, TcpError> {
     let env = HcclAlgo::from_env().map_err(|e| TcpError::Config {
         var: "HCCL_ALGO",
         value: std::env::var("HCCL_ALGO").unwrap_or_default(),
-        reason: e.to_string(),
+        reason: e.to_string().trim_start_matches("HCCL_ALGO: ").to_string(),
     })?;
     let cost = CostModel {
         level0: TCP_COST,
