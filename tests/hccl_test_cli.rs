@@ -81,6 +81,10 @@ fn bad_flags_exit_2_with_one_line_and_usage() {
         ),
         (&["all_reduce", "--servers", "0"], "--servers 0"),
         (
+            &["all_reduce", "-b", "3", "-e", "3"],
+            "-e/--maxbytes 3: all_reduce of fp32 on 8 ranks rounds to 0 elements per rank; use at least 4 bytes",
+        ),
+        (
             &["all_reduce", "--json", "/nonexistent-dir/x.json"],
             "--json /nonexistent-dir/x.json: cannot create the file",
         ),
@@ -727,4 +731,34 @@ fn op_overhead_adds_exactly_its_value_to_every_row() {
         assert_eq!(s0, s1);
         assert!((t1 - t0 - 250.0).abs() < 1e-6, "{s0} B: {t0} -> {t1}");
     }
+}
+
+/// Ranks leave an op at different times, so back-to-back ops start skewed;
+/// timing each rank's own window keeps -n/-w from moving the figure (the
+/// earliest-start-to-latest-end window added 17% here).
+#[test]
+fn warmups_and_iterations_do_not_change_the_time_per_op() {
+    let time = |n: &str, w: &str| -> String {
+        let o = hccl(&[
+            "reduce_scatterv",
+            "-b",
+            "1M",
+            "-e",
+            "1M",
+            "--algo",
+            "mesh",
+            "-c",
+            "0",
+            "-n",
+            n,
+            "-w",
+            w,
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let rows = rows(&stdout(&o));
+        rows[0].split_whitespace().nth(5).unwrap().to_string()
+    };
+    let one = time("1", "0");
+    assert_eq!(time("2", "1"), one);
+    assert_eq!(time("20", "5"), one);
 }

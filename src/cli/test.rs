@@ -8,11 +8,13 @@
 //! simulated Atlas 800T A2 server.
 //!
 //! Iterations: each row runs `-w` warmup and `-n` timed ops back to back
-//! in virtual time, and reports `(end of the last timed op - start of the
-//! first) / n`, the window hccl_test measures with stream events. The
-//! simulator is deterministic, so warmups change nothing; they run anyway
-//! so the virtual timeline has the shape of the real one. The check runs
-//! once per row, on a separate data-mode run of one op.
+//! in virtual time, and reports, for the slowest rank, `(its end of the
+//! last timed op - its start of the first) / n`: the window each rank's
+//! stream events measure in hccl_test. The simulator is deterministic, but
+//! back-to-back ops are not independent (a rank that finishes early starts
+//! the next op early and waits in it), so `-w`/`-n` can move the figure
+//! slightly, as on hardware. The check runs once per row, on a separate
+//! data-mode run of one op.
 
 // Explicit paths: this file is also the `hccl-test` binary's module
 // (`#[path]` from src/bin), where implicit child paths would differ.
@@ -408,6 +410,23 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             choice = fitted.map_or(AlgoChoice::Selector, |f| AlgoChoice::Forced(f, "HCCL_ALGO"));
         }
     }
+    // Sizes round down to whole elements per rank: a sweep asked for bytes
+    // but rounding every size to nothing would print only empty rows.
+    let largest = *sizes.last().unwrap_or(&0);
+    if a.maxbytes > 0 && kind != CollectiveKind::Barrier {
+        if let Ok(x) = args_of(largest) {
+            if x.message_bytes() == 0 {
+                return Ok(usage_error(
+                    bin,
+                    format!(
+                        "-e/--maxbytes {largest}: {coll} of {} on {n} ranks rounds to 0 elements per rank; use at least {} bytes",
+                        a.datatype,
+                        a.datatype.size() * if matches!(kind, CollectiveKind::AllReduce | CollectiveKind::Broadcast | CollectiveKind::Reduce) { 1 } else { u64::from(n) },
+                    ),
+                ));
+            }
+        }
+    }
     let check = a.check == 1 && a.mode == ModeArg::Data;
     if check {
         let largest = *sizes.last().unwrap_or(&0);
@@ -489,7 +508,7 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     }
     writeln!(
         out,
-        "# iterations: {} warmup + {} timed ops back to back in virtual time; time = timed window / {}",
+        "# iterations: {} warmup + {} timed ops back to back in virtual time; time = slowest rank's timed window / {}",
         a.warmup_iters, a.iters, a.iters
     )?;
     writeln!(out, "#")?;

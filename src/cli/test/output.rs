@@ -182,7 +182,8 @@ pub fn header_lines(title: &str, c: &ClusterInfo, settings: &str, check_note: &s
     v.push(format!("# settings: {settings}"));
     v.push(format!(
         "# times are SIMULATED by hccl-sim, not measured: alpha-beta-gamma model with max-min fair \
-         flows on the links above, alpha = {:.1} us per message, gamma = {:.1} GB/s reduce, copy {:.1} GB/s",
+         flows on the links above, alpha = {:.1} us per message, gamma = {:.1} GB/s reduce, copy {:.1} GB/s \
+         (GB = 10^9 bytes everywhere; hccl_test's alg_bandwidth is in 2^30)",
         c.alpha_ns as f64 / 1000.0,
         c.reduce_gbps,
         c.copy_gbps

@@ -225,15 +225,21 @@ fn stalled(report: &SimReport) -> Option<RunError> {
 }
 
 fn window(ops: &[OpResult]) -> (u64, u64) {
-    let start = ops
-        .first()
-        .map(|o| o.start_ns.iter().flatten().copied().min().unwrap_or(0))
+    // Per rank, from its own start of the first timed op to its own end of
+    // the last (what a rank's stream events measure in hccl_test); the
+    // longest rank's window counts. Taking the earliest start over all
+    // ranks instead would add the entry skew the warmups leave behind.
+    let (Some(first), Some(last)) = (ops.first(), ops.last()) else {
+        return (0, 0);
+    };
+    let longest = first
+        .start_ns
+        .iter()
+        .zip(&last.end_ns)
+        .filter_map(|(s, e)| Some(e.as_ref()?.saturating_sub(*s.as_ref()?)))
+        .max()
         .unwrap_or(0);
-    let end = ops
-        .last()
-        .map(|o| o.end_ns.iter().flatten().copied().max().unwrap_or(0))
-        .unwrap_or(0);
-    (start, end.max(start))
+    (0, longest)
 }
 
 /// Runs one row. `hooks` observes the timing run (ops `0..w+n`, the timed
