@@ -248,6 +248,11 @@ pub struct HangReport {
     pub ranks: Vec<StuckRank>,
     /// The wait-for graph.
     pub wait_for: Vec<WaitEdge>,
+    /// Faults of the plan that never fired (see
+    /// [`crate::faults::UnfiredFault`]), one line each; left out of the JSON
+    /// when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unfired_faults: Vec<String>,
     /// A command that reproduces the run.
     pub replay: String,
 }
@@ -453,6 +458,7 @@ impl HangReport {
             root_causes,
             ranks,
             wait_for,
+            unfired_faults: log.unfired.iter().map(|u| u.message.clone()).collect(),
             replay: replay.to_string(),
         })
     }
@@ -515,6 +521,9 @@ impl HangReport {
         }
         for c in &self.root_causes {
             writeln!(t, "  - {}", cause_text(c, &self.ranks))?;
+        }
+        for u in &self.unfired_faults {
+            writeln!(t, "note: {u}")?;
         }
         writeln!(t, "stuck ranks:")?;
         for r in self.ranks.iter().take(max) {

@@ -317,6 +317,70 @@ fn nth_drop_hangs_on_that_message() {
 }
 
 #[test]
+fn nth_drop_with_op_counts_within_that_op() {
+    // Two ring AllReduces; rank 0 sends to rank 1 several times in each.
+    // `nth: 1, op: 1` is the first 0 -> 1 message of op 1, not the first of
+    // the run (which is in op 0).
+    let f = fabric(Preset::Ring, 4);
+    let mut sc = Scenario::new(&f);
+    let w = sc.world();
+    sc.collective(w, all_reduce(4, 1024), RING).unwrap();
+    sc.collective(w, all_reduce(4, 1024), RING).unwrap();
+    let plan = FaultPlan::from_json(
+        r#"{"faults": [{"kind": "drop", "from": 0, "to": 1, "nth": 1, "op": 1}]}"#,
+    )
+    .unwrap();
+    let run = run_with_faults(&sc, &plan).unwrap();
+    assert!(run.report.ops[0].time_ns.is_some(), "op 0 is untouched");
+    assert_eq!(run.log.drops.len(), 1, "{:?}", run.log);
+    let d = &run.log.drops[0];
+    assert_eq!((d.src, d.dst, d.op), (0, 1, 1));
+    // The first 0 -> 1 message of a ring AllReduce carries tag 0:0.
+    assert_eq!(d.tag, 0);
+    assert!(run.log.unfired.is_empty(), "{:?}", run.log.unfired);
+    // Without `op`, nth still counts over the whole run.
+    let global = run_with_faults(&sc, &FaultPlan::new().drop_nth(0, 1, 1)).unwrap();
+    assert_eq!(global.log.drops[0].op, 0);
+}
+
+#[test]
+fn faults_that_never_fire_are_listed_with_their_index() {
+    let f = fabric(Preset::Ring, 4);
+    let mut sc = Scenario::new(&f);
+    let w = sc.world();
+    sc.collective(w, all_reduce(4, 64), RING).unwrap();
+    let plan = FaultPlan::from_json(
+        r#"{"faults": [
+            {"kind": "slow_rank", "rank": 1, "delay_ns": 100},
+            {"kind": "drop", "from": 0, "to": 1, "nth": 100, "op": 0},
+            {"kind": "crash", "rank": 3, "at_ns": 1000000000}
+        ]}"#,
+    )
+    .unwrap();
+    let run = run_with_faults(&sc, &plan).unwrap();
+    assert!(run.report.stall.is_none());
+    // A 4-rank ring AllReduce: 3 reduce-scatter + 3 all-gather sends 0 -> 1.
+    let lines = run.log.unfired_lines();
+    assert_eq!(
+        lines,
+        vec![
+            "fault 1 (drop of message 100 from rank 0 to rank 1 in op #0) never fired: only 6 matching message(s) were sent",
+            "fault 2 (crash of rank 3 at 1000000000 ns) never fired",
+        ],
+        "the slow rank (fault 0) did act"
+    );
+    let json = serde_json::to_value(&run.log).unwrap();
+    assert_eq!(json["unfired"][0]["fault"], 1);
+    // A plan whose faults all act lists none (and its JSON has no field).
+    let run = run_with_faults(&sc, &FaultPlan::new().drop_nth(0, 1, 1)).unwrap();
+    assert!(run.log.unfired.is_empty());
+    assert!(serde_json::to_value(&run.log)
+        .unwrap()
+        .get("unfired")
+        .is_none());
+}
+
+#[test]
 fn drop_probability_zero_changes_nothing_and_one_hangs() {
     let base = ring_all_reduce(4, &FaultPlan::new(), 3).1.report;
     let zero = ring_all_reduce(4, &FaultPlan::new().drop_probability(0.0), 3)

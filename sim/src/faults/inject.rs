@@ -99,6 +99,19 @@ pub struct LinkChange {
     pub gbps: f64,
 }
 
+/// A fault of the plan that did nothing during the run (a crash after its
+/// rank finished, a drop whose n-th message never came, a skip of an op the
+/// run never reached, ...). A plan that silently does nothing looks like a
+/// fault the library survived; this makes it visible.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnfiredFault {
+    /// Index of the fault in the plan (`faults[N]`).
+    pub fault: usize,
+    /// For people, e.g. `fault 0 (drop of message 1 from rank 0 to rank 1
+    /// in op #2) never fired: op #2 sent 0 message(s) from rank 0 to rank 1`.
+    pub message: String,
+}
+
 /// Everything the plan did during a run, in time order per kind.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct FaultLog {
@@ -118,9 +131,22 @@ pub struct FaultLog {
     pub link_changes: Vec<LinkChange>,
     /// Messages delayed by jitter, and the total delay, ns.
     pub jittered: (u64, u64),
+    /// Faults of the plan that never fired, in plan order (filled when the
+    /// run ends, by [`FaultHooks::into_log`]; left out of the JSON when
+    /// empty).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unfired: Vec<UnfiredFault>,
+}
+
+impl FaultLog {
+    /// One line per fault that never fired (see [`UnfiredFault`]).
+    pub fn unfired_lines(&self) -> Vec<&str> {
+        self.unfired.iter().map(|u| u.message.as_str()).collect()
+    }
 }
 
 struct Window {
+    fault: usize,
     links: Vec<LinkId>,
     factor: f64,
     at: u64,
@@ -139,6 +165,24 @@ struct DropRule {
     from: Option<u32>,
     to: Option<u32>,
     op: Option<usize>,
+    /// Messages that matched `from`, `to` and `op` so far: `nth` counts
+    /// these, so with `op` it counts within that op.
+    seen: u64,
+}
+
+impl DropRule {
+    fn matches(&self, msg: &MessageInfo<'_>) -> bool {
+        self.from.map_or(true, |r| r == msg.src)
+            && self.to.map_or(true, |r| r == msg.dst)
+            && self.op.map_or(true, |o| o == msg.op)
+    }
+}
+
+struct JitterRule {
+    fault: usize,
+    max_ns: u64,
+    from: Option<u32>,
+    to: Option<u32>,
 }
 
 struct Altered {
@@ -154,11 +198,13 @@ pub struct FaultHooks {
     windows: Vec<Window>,
     timers: Vec<(u64, Timer)>,
     started: bool,
-    jitters: Vec<(u64, Option<u32>, Option<u32>)>,
+    jitters: Vec<JitterRule>,
     drops: Vec<DropRule>,
-    pair_counts: BTreeMap<(u32, u32), u64>,
     crash_at_op: BTreeMap<(u32, usize), usize>,
-    slow: BTreeMap<u32, u64>,
+    /// Per rank: total delay and the faults it comes from.
+    slow: BTreeMap<u32, (u64, Vec<usize>)>,
+    /// Per fault of the plan: whether it did something yet.
+    fired: Vec<bool>,
     skips: BTreeMap<(u32, usize), usize>,
     altered: BTreeMap<(u32, usize), Altered>,
     /// Per op: its signature (collectives only) and communicator index map.
@@ -189,9 +235,9 @@ impl FaultHooks {
             started: false,
             jitters: Vec::new(),
             drops: Vec::new(),
-            pair_counts: BTreeMap::new(),
             crash_at_op: BTreeMap::new(),
             slow: BTreeMap::new(),
+            fired: vec![false; plan.faults.len()],
             skips: BTreeMap::new(),
             altered: BTreeMap::new(),
             op_sigs: sc
@@ -234,6 +280,7 @@ impl FaultHooks {
                         _ => 0.0,
                     };
                     h.windows.push(Window {
+                        fault: i,
                         links: links(fabric, &path("link"), link, *directed)?,
                         factor,
                         at: *at_ns,
@@ -248,7 +295,12 @@ impl FaultHooks {
                             check_rank(fabric, &path(field), *r)?;
                         }
                     }
-                    h.jitters.push((*max_ns, *from, *to));
+                    h.jitters.push(JitterRule {
+                        fault: i,
+                        max_ns: *max_ns,
+                        from: *from,
+                        to: *to,
+                    });
                 }
                 Fault::Drop {
                     probability,
@@ -265,9 +317,6 @@ impl FaultHooks {
                     if let Some(op) = op {
                         check_op(sc, &path("op"), *op, None)?;
                     }
-                    if let (Some(_), Some(a), Some(b)) = (nth, from, to) {
-                        h.pair_counts.insert((*a, *b), 0);
-                    }
                     h.drops.push(DropRule {
                         fault: i,
                         probability: *probability,
@@ -275,6 +324,7 @@ impl FaultHooks {
                         from: *from,
                         to: *to,
                         op: *op,
+                        seen: 0,
                     });
                 }
                 Fault::Crash { rank, at_ns, at_op } => {
@@ -295,7 +345,9 @@ impl FaultHooks {
                 }
                 Fault::SlowRank { rank, delay_ns } => {
                     check_rank(fabric, &path("rank"), *rank)?;
-                    *h.slow.entry(*rank).or_default() += delay_ns;
+                    let (total, faults) = h.slow.entry(*rank).or_default();
+                    *total += delay_ns;
+                    faults.push(i);
                 }
                 Fault::Skip { rank, op } => {
                     check_rank(fabric, &path("rank"), *rank)?;
@@ -365,8 +417,42 @@ impl FaultHooks {
         &self.log
     }
 
-    /// What the plan did, consuming the hooks.
-    pub fn into_log(self) -> FaultLog {
+    /// What the plan did, consuming the hooks; call it when the run has
+    /// ended: it also lists the faults that never fired
+    /// ([`FaultLog::unfired`]).
+    pub fn into_log(mut self) -> FaultLog {
+        for f in &self.log.crashes {
+            self.fired[f.fault] = true;
+        }
+        for f in &self.log.drops {
+            self.fired[f.fault] = true;
+        }
+        for f in &self.log.skips {
+            self.fired[f.fault] = true;
+        }
+        let plan = &self.log.plan;
+        let mut unfired = Vec::new();
+        for (i, fault) in plan.faults.iter().enumerate() {
+            if self.fired[i] {
+                continue;
+            }
+            let altered = match fault {
+                Fault::WrongArgs { rank, op, .. } => self.log.altered.contains(&(*rank, *op)),
+                _ => false,
+            };
+            if altered {
+                continue;
+            }
+            let mut message = format!("fault {i} ({}) never fired", fault.describe());
+            if let Some(rule) = self.drops.iter().find(|r| r.fault == i && r.nth.is_some()) {
+                message.push_str(&format!(
+                    ": only {} matching message(s) were sent",
+                    rule.seen
+                ));
+            }
+            unfired.push(UnfiredFault { fault: i, message });
+        }
+        self.log.unfired = unfired;
         self.log
     }
 
@@ -388,6 +474,9 @@ impl FaultHooks {
         let mut factor: BTreeMap<LinkId, f64> = BTreeMap::new();
         for w in &self.windows {
             let open = w.at <= now && w.until.map_or(true, |u| now < u);
+            if open {
+                self.fired[w.fault] = true;
+            }
             for &l in &w.links {
                 let f = factor.entry(l).or_insert(1.0);
                 if open {
@@ -510,25 +599,31 @@ impl Hooks for FaultHooks {
             return OpStart::Replace(source);
         }
         match self.slow.get(&rank) {
-            Some(&d) if d > 0 => OpStart::Delay(d),
+            Some((d, faults)) if *d > 0 => {
+                for &f in faults {
+                    self.fired[f] = true;
+                }
+                OpStart::Delay(*d)
+            }
             _ => OpStart::Run,
         }
     }
 
     fn on_message(&mut self, ctl: &mut Ctl<'_, '_>, msg: &MessageInfo<'_>) -> MessageFate {
         self.start(ctl);
-        if let Some(n) = self.pair_counts.get_mut(&(msg.src, msg.dst)) {
-            *n += 1;
+        // Count first, for every rule: a message one rule drops still
+        // counts towards another rule's n-th.
+        for rule in &mut self.drops {
+            if rule.matches(msg) {
+                rule.seen += 1;
+            }
         }
         for rule in &self.drops {
-            let hit = rule.from.map_or(true, |r| r == msg.src)
-                && rule.to.map_or(true, |r| r == msg.dst)
-                && rule.op.map_or(true, |o| o == msg.op);
-            if !hit {
+            if !rule.matches(msg) {
                 continue;
             }
             let dropped = match (rule.nth, rule.probability) {
-                (Some(n), _) => self.pair_counts.get(&(msg.src, msg.dst)) == Some(&n),
+                (Some(n), _) => rule.seen == n,
                 (None, Some(p)) => ctl.rng().gen_bool(p),
                 (None, None) => false,
             };
@@ -546,9 +641,13 @@ impl Hooks for FaultHooks {
             }
         }
         let mut delay = 0u64;
-        for &(max, from, to) in &self.jitters {
-            if from.map_or(true, |r| r == msg.src) && to.map_or(true, |r| r == msg.dst) {
-                delay = delay.saturating_add(ctl.rng().gen_range(0..=max));
+        for j in &self.jitters {
+            if j.from.map_or(true, |r| r == msg.src) && j.to.map_or(true, |r| r == msg.dst) {
+                let d = ctl.rng().gen_range(0..=j.max_ns);
+                if d > 0 {
+                    self.fired[j.fault] = true;
+                }
+                delay = delay.saturating_add(d);
             }
         }
         if delay > 0 {

@@ -22,6 +22,7 @@ mod resolve;
 
 pub use inject::{
     ArgsFailure, CrashRecord, DropRecord, FaultHooks, FaultLog, LinkChange, SkipRecord,
+    UnfiredFault,
 };
 pub use plan::{Fault, FaultPlan, LinkRef};
 

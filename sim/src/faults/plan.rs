@@ -19,7 +19,11 @@
 //! Ranks are fabric ranks; `op` / `at_op` are scenario op indices (the `#i`
 //! printed by `hccl sim`, from 0); times are virtual ns from the start of the
 //! run. Faults combine: link factors multiply, jitters add, any matching drop
-//! drops. Random faults (`jitter`, `drop` with `probability`) draw from the
+//! drops. A drop's `nth` counts the messages from `from` to `to` over the
+//! whole run, or, when `op` is given, within that op only (`"nth": 2,
+//! "op": 1`: the second message from 0 to 1 of op #1). A fault that never
+//! fires (a crash after its rank finished, an n-th message that never came)
+//! is listed in the run's [`super::FaultLog::unfired`]. Random faults (`jitter`, `drop` with `probability`) draw from the
 //! engine's seeded RNG, so the same seed gives the same run.
 
 use std::path::Path;
@@ -117,12 +121,14 @@ pub enum Fault {
     },
     /// Matching messages are lost: the sender completes, the receiver waits
     /// forever. Either `probability` (seeded) or `nth` (the n-th message
-    /// from `from` to `to`, counting from 1; needs both).
+    /// from `from` to `to`, counting from 1; needs both; counted within op
+    /// `op` when `op` is given, else over the whole run).
     Drop {
         /// Chance that a matching message is lost, in [0, 1].
         #[serde(default, skip_serializing_if = "Option::is_none")]
         probability: Option<f64>,
-        /// Drop exactly the n-th message from `from` to `to` (1 = the first).
+        /// Drop exactly the n-th message from `from` to `to` (1 = the first),
+        /// counted within `op` when it is given.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         nth: Option<u64>,
         /// Only messages sent by this fabric rank.
@@ -194,6 +200,97 @@ impl Fault {
             Fault::SlowRank { .. } => "slow_rank",
             Fault::Skip { .. } => "skip",
             Fault::WrongArgs { .. } => "wrong_args",
+        }
+    }
+
+    /// The fault for people: its kind and fields, e.g. `drop of message 1
+    /// from rank 0 to rank 1 in op #2` or `crash of rank 5 at 120000 ns`.
+    pub fn describe(&self) -> String {
+        let opt =
+            |name: &str, v: Option<String>| v.map(|v| format!(" {name} {v}")).unwrap_or_default();
+        let window = |at: u64, until: Option<u64>| match until {
+            Some(u) => format!(" from {at} ns until {u} ns"),
+            None => format!(" from {at} ns"),
+        };
+        let link = |l: &LinkRef, directed: bool| {
+            let arrow = if directed { "->" } else { "<->" };
+            match l {
+                LinkRef::Nodes([a, b]) => format!("{a} {arrow} {b}"),
+                LinkRef::Id(id) => format!("link {id}"),
+                LinkRef::Route { ranks: [a, b] } => format!("route rank {a} {arrow} rank {b}"),
+            }
+        };
+        let ranks = |from: Option<u32>, to: Option<u32>| {
+            format!(
+                "{}{}",
+                opt("from rank", from.map(|r| r.to_string())),
+                opt("to rank", to.map(|r| r.to_string()))
+            )
+        };
+        match self {
+            Fault::LinkDown {
+                link: l,
+                directed,
+                at_ns,
+                until_ns,
+            } => format!(
+                "link_down of {}{}",
+                link(l, *directed),
+                window(*at_ns, *until_ns)
+            ),
+            Fault::LinkDegraded {
+                link: l,
+                directed,
+                bandwidth_factor,
+                at_ns,
+                until_ns,
+            } => format!(
+                "link_degraded of {} to {bandwidth_factor} x bandwidth{}",
+                link(l, *directed),
+                window(*at_ns, *until_ns)
+            ),
+            Fault::Jitter { max_ns, from, to } => {
+                format!("jitter of up to {max_ns} ns{}", ranks(*from, *to))
+            }
+            Fault::Drop {
+                probability,
+                nth,
+                from,
+                to,
+                op,
+            } => format!(
+                "drop of {}{}{}",
+                match (nth, probability) {
+                    (Some(n), _) => format!("message {n}"),
+                    (None, Some(p)) => format!("messages with probability {p}"),
+                    (None, None) => "messages".into(),
+                },
+                ranks(*from, *to),
+                opt("in op", op.map(|o| format!("#{o}")))
+            ),
+            Fault::Crash { rank, at_ns, at_op } => format!(
+                "crash of rank {rank}{}{}",
+                opt("at", at_ns.map(|t| format!("{t} ns"))),
+                opt("before op", at_op.map(|o| format!("#{o}")))
+            ),
+            Fault::SlowRank { rank, delay_ns } => {
+                format!("slow_rank: rank {rank} starts each op {delay_ns} ns late")
+            }
+            Fault::Skip { rank, op } => format!("skip: rank {rank} never calls op #{op}"),
+            Fault::WrongArgs {
+                rank,
+                op,
+                count,
+                dtype,
+                reduce_op,
+                root,
+            } => format!(
+                "wrong_args: rank {rank} calls op #{op} with{}{}{}{}",
+                opt("count", count.map(|v| v.to_string())),
+                opt("dtype", dtype.map(|v| v.to_string())),
+                opt("reduce_op", reduce_op.map(|v| v.to_string())),
+                opt("root", root.map(|v| v.to_string()))
+            ),
         }
     }
 }
