@@ -58,6 +58,10 @@ pub enum WaitState {
     /// Matched, but the peer crashed before the message entered the
     /// fabric, so it never will.
     PeerCrashed,
+    /// The peer crashed (fault plan) without posting the matching step: it
+    /// never will. Said instead of [`WaitState::PeerNotPosted`] so a report
+    /// names the crash, not a missing receive or send.
+    PeerCrashedBeforePosting,
     /// Matched and moving (a timeout hit while it was still in progress).
     InFlight,
 }
@@ -285,8 +289,13 @@ impl Ctx<'_, '_> {
                 && u.seq == seq
                 && u.comm == comm
         });
+        let peer_crashed = self.log.crashes.iter().any(|c| c.rank == peer);
         if unmatched {
-            return WaitState::PeerNotPosted;
+            return if peer_crashed {
+                WaitState::PeerCrashedBeforePosting
+            } else {
+                WaitState::PeerNotPosted
+            };
         }
         if !is_send
             && self
@@ -309,7 +318,7 @@ impl Ctx<'_, '_> {
             links.dedup();
             return WaitState::DeadLink { links };
         }
-        if self.log.crashes.iter().any(|c| c.rank == peer) {
+        if peer_crashed {
             return WaitState::PeerCrashed;
         }
         WaitState::InFlight
@@ -373,6 +382,7 @@ fn state_name(s: &WaitState) -> String {
         WaitState::Dropped => "dropped".into(),
         WaitState::DeadLink { .. } => "dead_link".into(),
         WaitState::PeerCrashed => "peer_crashed".into(),
+        WaitState::PeerCrashedBeforePosting => "peer_crashed_before_posting".into(),
         WaitState::InFlight => "in_flight".into(),
     }
 }
@@ -555,6 +565,15 @@ impl HangReport {
                     WaitState::Dropped => "the message was dropped".into(),
                     WaitState::DeadLink { links } => format!("stopped on dead link(s) {links:?}"),
                     WaitState::PeerCrashed => format!("rank {} crashed", w.peer),
+                    WaitState::PeerCrashedBeforePosting => format!(
+                        "rank {} crashed before posting the matching {}",
+                        w.peer,
+                        if w.action == "send" {
+                            "receive"
+                        } else {
+                            "send"
+                        }
+                    ),
                     WaitState::InFlight => "in flight".into(),
                 };
                 writeln!(

@@ -5,7 +5,7 @@ use hccl_algos::algo::{AlgoSpec, Algorithm};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
 use hccl_algos::{DataType, ReduceOp};
 use hccl_sim::faults::{run_with_faults, FaultPlan, LinkRef};
-use hccl_sim::hang::{HangReport, RootCause};
+use hccl_sim::hang::{HangReport, RootCause, WaitState};
 use hccl_sim::Scenario;
 use hccl_topology::{build_preset_with, Fabric, Preset, PresetOptions};
 
@@ -41,7 +41,22 @@ fn crashed_rank() {
         h.root_causes[0],
         RootCause::CrashedRank { rank: 2, .. }
     ));
-    insta::assert_snapshot!(h.to_text());
+    // Waits on the crashed rank name the crash, not a missing post.
+    let on_2: Vec<&WaitState> = h
+        .ranks
+        .iter()
+        .flat_map(|r| &r.waits)
+        .filter(|w| w.peer == 2)
+        .map(|w| &w.state)
+        .collect();
+    assert_eq!(on_2.len(), 7, "rank 1's 3 sends and rank 3's 4 receives");
+    assert!(on_2
+        .iter()
+        .all(|s| **s == WaitState::PeerCrashedBeforePosting));
+    let text = h.to_text();
+    assert!(text.contains("rank 2 crashed before posting the matching receive"));
+    assert!(!text.contains("rank 2 has not posted"), "{text}");
+    insta::assert_snapshot!(text);
 }
 
 #[test]
