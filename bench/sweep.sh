@@ -99,6 +99,8 @@ read -r mesh_8k mesh_inc ring_inc pub_inc <<<"$(awk '
     $1 == 33554432 { m32 = $4; r32 = $6 }
     $1 == 67108864 { printf "%.2f %.0f %.0f %.0f\n", m8, $4 - m32, $6 - r32, $2 - s / n }' "$calib")"
 rm -f "$calib"
+a910="$("$hccl" test all_reduce -b 64M -e 64M -d fp32 -o sum -c 0 --preset atlas800-910a |
+  awk '$1 == 67108864 {print $6 " us (" $9 ", the selector'"'"'s choice)"}')"
 
 {
   cat <<EOF
@@ -198,7 +200,7 @@ Two readings of the unsourced figures, for scale (not applied):
   110.1 = 2212 us, and the HCCL mesh's copies may likewise be bounded per
   NPU by its SDMA engines rather than per link.
 - The example may come from an Atlas 800 (910A: two HCCS groups of 4 joined
-  over PCIe); \`--preset atlas800-910a\` predicts 8677 us there.
+  over PCIe); \`--preset atlas800-910a\` predicts ${a910} there.
 
 We found no public source for HCCS per-link versus per-NPU bandwidth, SDMA
 throughput or the 910B's reduce throughput (searched Huawei's Atlas and CANN

@@ -87,6 +87,45 @@ pub struct CostModel {
     pub level1: LinkCost,
     /// Between super pods.
     pub level2: LinkCost,
+    /// Bandwidth per flow inside a server under each algorithm's traffic
+    /// pattern, when a server is not a full mesh (910A's two groups of four
+    /// joined over PCIe, a ring): there the flows of one step share links,
+    /// which one route's bottleneck (`level0`) does not show. `None`: every
+    /// pattern gets `level0`'s bandwidth (a full mesh, as `Mesh.md` assumes).
+    pub level0_patterns: Option<PatternGbps>,
+}
+
+/// Bandwidth per flow, GB/s, of a server's fabric under three traffic
+/// patterns: each member's flow gets its max-min share of the links its
+/// route crosses when every flow of the pattern runs at once; the slowest
+/// flow counts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PatternGbps {
+    /// Rank `i` to `i + 1` (ring, chain broadcast).
+    pub ring: f64,
+    /// Every ordered pair at once (mesh, pairwise AllToAll).
+    pub mesh: f64,
+    /// Rank `i` with `i XOR 2^k`, the slowest step `k` (H-D_R, NHR, NB,
+    /// tree: the doubling family).
+    pub doubling: f64,
+}
+
+impl CostModel {
+    /// `level0` as algorithm `a` sees it (see [`CostModel::level0_patterns`]).
+    fn level0_for(&self, a: Algorithm) -> LinkCost {
+        let Some(p) = self.level0_patterns else {
+            return self.level0;
+        };
+        let g = match a {
+            Algorithm::Ring => p.ring,
+            Algorithm::Mesh | Algorithm::Pairwise => p.mesh,
+            _ => p.doubling,
+        };
+        LinkCost {
+            bandwidth_gbps: g,
+            ..self.level0
+        }
+    }
 }
 
 impl Default for CostModel {
@@ -112,6 +151,7 @@ impl Default for CostModel {
                 bandwidth_gbps: 12.5,
                 reduce_gbps: 100.0,
             },
+            level0_patterns: None,
         }
     }
 }
@@ -345,17 +385,19 @@ pub fn predict(
     if pipelined {
         let per = layout.regular().ok()?.ranks_per_server;
         let inter = if pods > 1 { &cost.level2 } else { &cost.level1 };
-        return pipeline_cost(kind, p / per, per, n, inter, &cost.level0);
+        let intra = cost.level0_for(Algorithm::Mesh);
+        return pipeline_cost(kind, p / per, per, n, inter, &intra);
     }
     match spec {
         AlgoSpec::Flat(a) => {
             // Flat traffic crosses the slowest level the layout has.
+            let l0 = cost.level0_for(*a);
             let l = if pods > 1 {
                 &cost.level2
             } else if servers > 1 {
                 &cost.level1
             } else {
-                &cost.level0
+                &l0
             };
             if *a == Algorithm::Mesh
                 && (servers > 1 || p > 8)
@@ -379,7 +421,8 @@ pub fn predict(
             } else {
                 Algorithm::Ring
             });
-            let c0 = |kind, n| flat_cost(kind, a0, k0, n, &cost.level0);
+            let l0 = cost.level0_for(a0);
+            let c0 = |kind, n| flat_cost(kind, a0, k0, n, &l0);
             let l1 = port_shared(a1, k1, &cost.level1);
             let c1 = |kind, n| flat_cost(kind, a1, k1, n, &l1);
             match kind {

@@ -45,6 +45,7 @@ pub fn choose_algo(args: &CollectiveArgs) -> Result<AlgoSpec, TcpError> {
         level0: TCP_COST,
         level1: TCP_COST,
         level2: TCP_COST,
+        level0_patterns: None,
     };
     let layout = GroupLayout::flat(args.world_size);
     let spec = select(args, &layout, &cost, env.as_ref()).spec;
@@ -86,6 +87,7 @@ mod tests {
             level0: TCP_COST,
             level1: TCP_COST,
             level2: TCP_COST,
+            level0_patterns: None,
         };
         assert_eq!(
             small,

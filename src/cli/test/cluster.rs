@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 
 use hccl_algos::layout::GroupLayout;
-use hccl_algos::select::{CostModel, LinkCost};
+use hccl_algos::select::{CostModel, LinkCost, PatternGbps};
 use hccl_topology::{
     build_preset, build_preset_with, Fabric, Preset, PresetOptions, RankTable, Version,
 };
@@ -194,7 +194,66 @@ pub fn cost_model(fabric: &Fabric) -> CostModel {
         level0,
         level1,
         level2,
+        level0_patterns: level0_patterns(fabric, level0.bandwidth_gbps),
     }
+}
+
+/// The per-flow bandwidth of rank 0's server under the ring, mesh and
+/// doubling patterns ([`PatternGbps`]), each flow getting its link's
+/// bandwidth divided by the number of the pattern's routes on it (the
+/// slowest flow counts). `None` when every pattern gets the level-0
+/// bandwidth anyway (a full mesh) or the server has fewer than three NPUs.
+fn level0_patterns(fabric: &Fabric, level0_gbps: f64) -> Option<PatternGbps> {
+    let c = fabric.cluster();
+    let s0 = c.server_of(0);
+    let m: Vec<u32> = (0..c.world_size())
+        .filter(|&r| c.server_of(r) == s0)
+        .collect();
+    let k = m.len();
+    if k < 3 {
+        return None;
+    }
+    let ring: Vec<(u32, u32)> = (0..k).map(|i| (m[i], m[(i + 1) % k])).collect();
+    let mesh: Vec<(u32, u32)> = (0..k)
+        .flat_map(|i| (0..k).filter(move |&j| j != i).map(move |j| (i, j)))
+        .map(|(i, j)| (m[i], m[j]))
+        .collect();
+    let share = |pairs: &[(u32, u32)]| -> Option<f64> {
+        let routes = pairs
+            .iter()
+            .map(|&(a, b)| fabric.route(a, b).ok())
+            .collect::<Option<Vec<_>>>()?;
+        let mut load = std::collections::BTreeMap::<usize, u32>::new();
+        for r in &routes {
+            for e in r.edges() {
+                *load.entry(e.index()).or_default() += 1;
+            }
+        }
+        Some(
+            routes
+                .iter()
+                .flat_map(|r| r.edges().iter())
+                .map(|&e| fabric.link(e).bandwidth_gbps / f64::from(load[&e.index()]))
+                .fold(f64::INFINITY, f64::min),
+        )
+    };
+    let mut doubling = f64::INFINITY;
+    let mut d = 1;
+    while d < k {
+        let pairs: Vec<(u32, u32)> = (0..k)
+            .filter(|&i| i ^ d < k)
+            .map(|i| (m[i], m[i ^ d]))
+            .collect();
+        doubling = doubling.min(share(&pairs)?);
+        d <<= 1;
+    }
+    let p = PatternGbps {
+        ring: share(&ring)?,
+        mesh: share(&mesh)?,
+        doubling,
+    };
+    let full = |g: f64| g >= level0_gbps * (1.0 - 1e-9);
+    (!(full(p.ring) && full(p.mesh) && full(p.doubling))).then_some(p)
 }
 
 /// Servers and NPUs per server, for the header (`None` per server when
@@ -207,6 +266,10 @@ pub fn shape(fabric: &Fabric) -> (u32, Option<u32>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use hccl_algos::algo::{AlgoSpec, Algorithm};
+    use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
+    use hccl_algos::select::select;
+    use hccl_algos::DataType;
 
     #[test]
     fn partial_servers_keep_the_a2_links() {
@@ -223,6 +286,32 @@ mod tests {
         assert_eq!(costs.level1.bandwidth_gbps, 25.0);
         let l = layout(&c.fabric);
         assert_eq!((l.server_of(3), l.server_of(4)), (0, 1));
+    }
+
+    #[test]
+    fn traffic_patterns_see_shared_links_only_where_there_are_some() {
+        let preset = |name| {
+            build(&Source::Preset {
+                name,
+                servers: 1,
+                npus: None,
+            })
+            .unwrap()
+            .fabric
+        };
+        // A2: a full HCCS mesh, one link per pair: nothing shared.
+        assert_eq!(cost_model(&preset("atlas800t-a2")).level0_patterns, None);
+        // 910A: the two groups of four meet over PCIe, which the 16
+        // cross-group flows of a mesh share, a ring's 2 flows less so.
+        let c = cost_model(&preset("atlas800-910a"));
+        let p = c.level0_patterns.expect("910A is not a full mesh");
+        assert!(p.mesh < p.ring, "{p:?}");
+        assert!(p.ring <= c.level0.bandwidth_gbps, "{p:?}");
+        // So the selector no longer prefers the mesh there at 64 MiB.
+        let args = CollectiveArgs::new(CollectiveKind::AllReduce, 16 << 20, DataType::Fp32, 8);
+        let f = preset("atlas800-910a");
+        let pick = select(&args, &layout(&f), &c, None).spec;
+        assert_ne!(pick, AlgoSpec::Flat(Algorithm::Mesh));
     }
 
     #[test]
