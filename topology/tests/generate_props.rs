@@ -30,8 +30,8 @@ fn spec() -> impl Strategy<Value = GenerateSpec> {
                     base as u16,
                 ))
             } else {
-                // leave room for n * devices addresses
-                IpAddr::V4(Ipv4Addr::from(base.min(u32::MAX - 1000)))
+                // .1 of any /24: room for 254 >= 11 * 16 addresses
+                IpAddr::V4(Ipv4Addr::from((base & !0xff) | 1))
             });
             GenerateSpec {
                 servers,
@@ -85,13 +85,72 @@ fn device_ips_count_up_from_base() {
     let t = RankTable::generate(
         &servers,
         8,
-        Some("198.51.100.250".parse().unwrap()),
+        Some("198.51.100.239".parse().unwrap()),
         Version::V1_0,
     )
     .unwrap();
     let last = t.servers()[1].devices()[7].device_ip().unwrap();
-    // 250 + 15 = 265 = 198.51.101.9
-    assert_eq!(last, "198.51.101.9".parse::<IpAddr>().unwrap());
+    // 239 + 15 = 254, the last host address of 198.51.100.0/24
+    assert_eq!(last, "198.51.100.254".parse::<IpAddr>().unwrap());
+}
+
+#[test]
+fn device_ips_stay_host_addresses_of_the_base_subnet() {
+    let one: Vec<IpAddr> = vec!["10.0.0.1".parse().unwrap()];
+    let two: Vec<IpAddr> = vec!["10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()];
+    let reason = |servers: &[IpAddr], base: &str| match RankTable::generate(
+        servers,
+        8,
+        Some(base.parse().unwrap()),
+        Version::V1_0,
+    ) {
+        Err(TopologyError::InvalidGenerateArgs { reason }) => reason,
+        other => panic!("expected InvalidGenerateArgs for {base}, got {other:?}"),
+    };
+    // .250 + 7 = .257: would give .255 (broadcast) and roll into 192.168.2.0.
+    let r = reason(&one, "192.168.1.250");
+    assert!(r.contains("--device-ip-base 192.168.1.250"), "{r}");
+    assert!(r.contains("past 192.168.1.254"), "{r}");
+    assert!(r.contains("start at most at 192.168.1.247"), "{r}");
+    // .247 is the highest base that fits 8.
+    assert!(RankTable::generate(
+        &one,
+        8,
+        Some("192.168.1.247".parse().unwrap()),
+        Version::V1_0
+    )
+    .is_ok());
+    let r = reason(&two, "192.168.1.0");
+    assert!(r.contains("network address of 192.168.1.0/24"), "{r}");
+    let r = reason(&two, "192.168.1.255");
+    assert!(r.contains("broadcast address"), "{r}");
+    // 32 servers of 8 are 256 addresses: no base of one /24 holds them.
+    let many: Vec<IpAddr> = (0..32u8)
+        .map(|i| IpAddr::V4(Ipv4Addr::new(10, 0, 1, i + 1)))
+        .collect();
+    let r = reason(&many, "192.168.1.1");
+    assert!(r.contains("256 addresses do not fit in one /24"), "{r}");
+    // IPv6 has no broadcast address: counting up is fine.
+    assert!(RankTable::generate(
+        &two,
+        8,
+        Some("2001:db8::ff".parse().unwrap()),
+        Version::V1_0
+    )
+    .is_ok());
+}
+
+#[test]
+fn generator_refuses_more_devices_than_a_server_holds() {
+    let one: Vec<IpAddr> = vec!["10.0.0.1".parse().unwrap()];
+    assert!(RankTable::generate(&one, 16, None, Version::V1_0).is_ok());
+    match RankTable::generate(&one, 17, None, Version::V1_0) {
+        Err(TopologyError::InvalidGenerateArgs { reason }) => {
+            assert!(reason.contains("--devices 17"), "{reason}");
+            assert!(reason.contains("more than 16 NPUs"), "{reason}");
+        }
+        other => panic!("expected InvalidGenerateArgs, got {other:?}"),
+    }
 }
 
 #[test]
@@ -126,6 +185,6 @@ fn generator_rejects_bad_arguments() {
             Some("255.255.255.250".parse().unwrap()),
             Version::V1_0,
         ),
-        "overflows",
+        "past 255.255.255.254",
     );
 }

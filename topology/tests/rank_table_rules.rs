@@ -328,6 +328,58 @@ fn optional_fields_are_checked_when_present() {
 }
 
 #[test]
+fn device_id_is_below_the_npus_of_a_server() {
+    // No Ascend server holds more than 16 NPUs: device_id 0..=15.
+    let mut v = base();
+    v["server_list"][0]["device"][1]["device_id"] = json!("15");
+    assert!(RankTable::parse(&v.to_string()).is_ok());
+    v["server_list"][0]["device"][1]["device_id"] = json!("17");
+    let p = one(
+        &v,
+        "server_list[0].device[1].device_id",
+        "no Ascend server holds more than 16 NPUs; use 0..=15",
+        Some(1),
+    );
+    assert_eq!(p.value.as_deref(), Some("17"));
+    // A server that says it is an Atlas 800T A2 holds 8: device_id 0..=7.
+    let mut v = base();
+    v["server_list"][1]["hardware_type"] = json!("800T-A2");
+    v["server_list"][1]["device"][0]["device_id"] = json!("7");
+    assert!(RankTable::parse(&v.to_string()).is_ok());
+    v["server_list"][1]["device"][0]["device_id"] = json!("8");
+    let p = one(
+        &v,
+        "server_list[1].device[0].device_id",
+        "hardware_type \"800T-A2\" is an Atlas 800T A2 server with 8 NPUs; use 0..=7",
+        Some(2),
+    );
+    assert_eq!(p.value.as_deref(), Some("8"));
+    // An unknown hardware type keeps the general bound.
+    v["server_list"][1]["hardware_type"] = json!("some-future-box");
+    assert!(RankTable::parse(&v.to_string()).is_ok());
+}
+
+#[test]
+fn a_server_lists_no_more_devices_than_it_holds() {
+    let mut v = base();
+    v["server_count"] = json!("1");
+    let devices: Vec<Value> = (0..9)
+        .map(|d| json!({"device_id": d.to_string(), "rank_id": d.to_string()}))
+        .collect();
+    v["server_list"] =
+        json!([{"server_id": "a", "hardware_type": "800I-A2-32G", "device": devices}]);
+    let p = problems(&v);
+    assert_eq!(p.len(), 2, "{p:#?}");
+    assert_eq!(p[0].path, "server_list[0].device");
+    assert!(
+        p[0].message.contains("lists 9 devices") && p[0].message.contains("at most 8"),
+        "{}",
+        p[0].message
+    );
+    assert_eq!(p[1].path, "server_list[0].device[8].device_id");
+}
+
+#[test]
 fn v1_0_rejects_super_pod_fields() {
     let mut v = base12();
     v["version"] = json!("1.0");

@@ -1,8 +1,9 @@
 //! The rank table generator: a valid table from a list of server addresses.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 
 use super::raw::{RawDevice, RawRankTable, RawServer, RawSuperPod, RawSuperPodServer};
+use super::validate::MAX_NPUS_PER_SERVER;
 use super::{validate, RankTable, Version};
 use crate::error::TopologyError;
 
@@ -12,12 +13,16 @@ pub struct GenerateSpec {
     /// Server addresses, one per server, in rank order; each becomes the
     /// server's `server_id` and `host_ip`. Must be unique and non-empty.
     pub servers: Vec<IpAddr>,
-    /// NPUs per server (`device_id` 0..devices_per_server), at least 1.
+    /// NPUs per server (`device_id` 0..devices_per_server), 1..=16 (no
+    /// Ascend server holds more than 16 NPUs; an Atlas 800T A2 holds 8).
     pub devices_per_server: u32,
     /// First device IP; device `d` of server `s` gets
     /// `base + s * devices_per_server + d`. Required when there is more than
     /// one server (HCCL needs `device_ip` then); when `None` on one server
-    /// the table has no `device_ip` fields.
+    /// the table has no `device_ip` fields. IPv4: every address must stay
+    /// inside the base's /24 and be a host address (last octet 1..=254, not
+    /// the network `.0` or broadcast `.255`), else generation fails rather
+    /// than roll into the next subnet.
     pub device_ip_base: Option<IpAddr>,
     /// Output format version.
     pub version: Version,
@@ -31,6 +36,32 @@ fn bad(reason: impl Into<String>) -> TopologyError {
     TopologyError::InvalidGenerateArgs {
         reason: reason.into(),
     }
+}
+
+/// Checks that `count` IPv4 addresses counted up from `base` are host
+/// addresses of `base`'s /24: last octet in 1..=254, no carry into the
+/// third octet.
+fn check_v4_range(base: Ipv4Addr, count: u64) -> Result<(), TopologyError> {
+    let [a, b, c, first] = base.octets();
+    let net = Ipv4Addr::new(a, b, c, 0);
+    if first == 0 || first == 255 {
+        return Err(bad(format!(
+            "--device-ip-base {base} is the {} address of {net}/24, not a device address; start at {a}.{b}.{c}.1",
+            if first == 0 { "network" } else { "broadcast" }
+        )));
+    }
+    let last = u64::from(first) + count - 1;
+    if last > 254 {
+        let fix = if count > 254 {
+            format!("{count} addresses do not fit in one /24 (254 host addresses): write the device IPs of each server's subnet yourself")
+        } else {
+            format!("start at most at {a}.{b}.{c}.{}", 255 - count)
+        };
+        return Err(bad(format!(
+            "--device-ip-base {base}: {count} device IPs counted up from it would run past {a}.{b}.{c}.254, the last host address of {net}/24 (.255 is its broadcast address), into the next subnet; {fix}"
+        )));
+    }
+    Ok(())
 }
 
 fn add_offset(base: IpAddr, offset: u64) -> Option<IpAddr> {
@@ -82,6 +113,13 @@ impl RankTable {
                 "devices per server is 0; pass at least 1 (8 on an Atlas 800T A2)",
             ));
         }
+        if spec.devices_per_server > MAX_NPUS_PER_SERVER {
+            return Err(bad(format!(
+                "--devices {}: no Ascend server holds more than {MAX_NPUS_PER_SERVER} NPUs (device_id is 0..={}; an Atlas 800T A2 holds 8, an Atlas 900 A3 SuperPoD server 16); pass the NPUs of one server",
+                spec.devices_per_server,
+                MAX_NPUS_PER_SERVER - 1
+            )));
+        }
         for (i, s) in spec.servers.iter().enumerate() {
             if let Some(j) = spec.servers[..i].iter().position(|t| t == s) {
                 return Err(bad(format!(
@@ -101,6 +139,9 @@ impl RankTable {
         let world = spec.servers.len() as u64 * dps;
         if world > u64::from(u32::MAX) {
             return Err(bad(format!("{world} ranks do not fit in a 32-bit rank id")));
+        }
+        if let Some(IpAddr::V4(base)) = spec.device_ip_base {
+            check_v4_range(base, world)?;
         }
         let v12 = spec.version == Version::V1_2;
         let per_pod = u64::from(spec.servers_per_super_pod.unwrap_or(u32::MAX));

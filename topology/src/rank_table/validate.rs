@@ -12,6 +12,28 @@ use crate::error::Problem;
 /// than 64 characters", we accept up to and including 64).
 pub(crate) const MAX_SERVER_ID_LEN: usize = 64;
 
+/// Most NPUs any Ascend server holds, so `device_id` is at most 15. HCCL's
+/// rank table docs (hcclug "rank table configuration"): `device_id` is the
+/// NPU's physical id on its server, range `[0, NPUs in the server - 1]`;
+/// the largest servers (Atlas 900 A3 SuperPoD compute node, Atlas 200T A2
+/// Box16) hold 16 NPUs.
+pub(crate) const MAX_NPUS_PER_SERVER: u32 = 16;
+
+/// NPUs of the server a MindCluster `hardware_type` names, when known
+/// (MindCluster "hccl.json file description": e.g. `"800I-A2-32G"`; the
+/// Atlas 800T A2 and 800I A2 servers hold 8 NPUs). `None`: unknown type,
+/// only [`MAX_NPUS_PER_SERVER`] applies.
+pub(crate) fn npus_of_hardware_type(t: &str) -> Option<(u32, &'static str)> {
+    let t = t.to_ascii_uppercase();
+    if t.starts_with("800T-A2") || t.starts_with("ATLAS 800T A2") {
+        Some((8, "Atlas 800T A2"))
+    } else if t.starts_with("800I-A2") || t.starts_with("ATLAS 800I A2") {
+        Some((8, "Atlas 800I A2"))
+    } else {
+        None
+    }
+}
+
 pub(crate) fn unsupported_version(v: &str) -> Problem {
     problem(
         "version",
@@ -187,6 +209,27 @@ pub(crate) fn validate(raw: RawRankTable) -> Result<RankTable, Vec<Problem>> {
             ));
         }
 
+        // How many NPUs this server holds, when the table says what it is.
+        let known = s.hardware_type.as_deref().and_then(npus_of_hardware_type);
+        let (npus, npus_why) = match (known, s.hardware_type.as_deref()) {
+            (Some((n, product)), Some(t)) => (
+                n,
+                format!("hardware_type {t:?} is an {product} server with {n} NPUs"),
+            ),
+            _ => (
+                MAX_NPUS_PER_SERVER,
+                format!("no Ascend server holds more than {MAX_NPUS_PER_SERVER} NPUs"),
+            ),
+        };
+        if s.device.len() > npus as usize {
+            p.push(problem(
+                format!("{sp}.device"),
+                format!(
+                    "lists {} devices, but {npus_why}; list at most {npus} (one entry per NPU)",
+                    s.device.len()
+                ),
+            ));
+        }
         let mut device_ids: BTreeMap<u32, usize> = BTreeMap::new();
         let mut devices = Vec::with_capacity(s.device.len());
         let mut ranks = Vec::with_capacity(s.device.len());
@@ -234,6 +277,17 @@ pub(crate) fn validate(raw: RawRankTable) -> Result<RankTable, Vec<Problem>> {
                     problem(format!("{dp}.device_id"), "is not a non-negative integer")
                         .value(&d.device_id)
                         .rank(rank),
+                ),
+                Some(id) if id >= npus => p.push(
+                    problem(
+                        format!("{dp}.device_id"),
+                        format!(
+                            "is out of range: device_id is the NPU's physical id on its server (0..=NPUs - 1, as in /dev/davinciN) and {npus_why}; use 0..={}",
+                            npus - 1
+                        ),
+                    )
+                    .value(&d.device_id)
+                    .rank(rank),
                 ),
                 Some(id) => {
                     if let Some(&k) = device_ids.get(&id) {
