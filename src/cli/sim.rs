@@ -53,7 +53,11 @@ pub struct SimArgs {
     /// Fabric preset (atlas800t-a2, leaf-spine, ring, ...).
     #[arg(long, conflicts_with_all = ["rank_table", "fabric"])]
     pub preset: Option<String>,
-    /// Servers of the preset (default 1, or the scenario file's).
+    /// Servers of the preset (default 1, or the scenario file's). Machine
+    /// presets (atlas800t-a2, ...) have their own NPUs per server; the
+    /// generic ones (ring, full-mesh, leaf-spine, torus2d) have one NPU per
+    /// server here, so `--servers 4` is 4 ranks (`hccl test` gives them 8,
+    /// its `-p`).
     #[arg(long)]
     pub servers: Option<u32>,
     /// An HCCL rank table file (the fabric of its machines).

@@ -352,9 +352,12 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             return Ok(usage_error(
                 bin,
                 format!(
-                    "-p/--npus {p} does not match the {} ({:?} NPUs per server); drop -p",
+                    "-p/--npus {p} does not match the {} ({}); drop -p",
                     built.origin,
-                    cluster::shape(fabric).1
+                    cluster::shape(fabric).1.map_or_else(
+                        || "servers of different sizes".to_string(),
+                        |k| format!("{k} NPUs per server")
+                    )
                 ),
             ));
         }
