@@ -534,7 +534,11 @@ fn hccl_algo_env_forces_the_algorithm() {
 
 #[test]
 fn tcp_spawn_two_processes_checks_every_row() {
+    let dir = scratch("tcp-json");
+    let json = dir.join("rows.json");
     let o = hccl(&[
+        "--json",
+        json.to_str().unwrap(),
         "all_reduce",
         "-b",
         "8K",
@@ -557,6 +561,18 @@ fn tcp_spawn_two_processes_checks_every_row() {
         out.contains("MEASURED over TCP with 2 processes"),
         "header: {out}"
     );
+    // --json: rank 0 writes the measured rows, the same as the table.
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(doc["simulated"], false);
+    assert_eq!(doc["ranks"], 2);
+    assert!(doc.get("cluster").is_none(), "{doc}");
+    let jrows = doc["rows"].as_array().unwrap();
+    assert_eq!(jrows.len(), 3);
+    for (r, size) in jrows.iter().zip([8192u64, 16384, 32768]) {
+        assert_eq!(r["size_bytes"], size);
+        assert!(r["time_us"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["check"]["result"], "success");
+    }
     let rows = rows(&out);
     // 8K, 16K, 32K: one row each, from rank 0 only, each checked.
     assert_eq!(rows.len(), 3, "{out}");
@@ -761,4 +777,33 @@ fn warmups_and_iterations_do_not_change_the_time_per_op() {
     let one = time("1", "0");
     assert_eq!(time("2", "1"), one);
     assert_eq!(time("20", "5"), one);
+}
+
+/// A fault plan that changes one rank's arguments (count 2048 where the
+/// others have 4096) fails the op with
+/// HCCL's EI0005 (both values named); it is not reported as a hang.
+#[test]
+fn wrong_args_fault_is_a_failure_not_a_hang() {
+    let plan = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/faults/wrong_count.json"
+    );
+    let o = hccl(&[
+        "all_reduce",
+        "-b",
+        "16K",
+        "-e",
+        "16K",
+        "-n",
+        "1",
+        "-w",
+        "0",
+        "--faults",
+        plan,
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("failed under the fault plan"), "{err}");
+    assert!(err.contains("EI0005"), "{err}");
+    assert!(!err.contains("hung"), "{err}");
 }

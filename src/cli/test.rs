@@ -648,7 +648,8 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             version: env!("CARGO_PKG_VERSION"),
             collective: coll.name(),
             simulated: true,
-            cluster: &info,
+            ranks: n,
+            cluster: Some(&info),
             settings: &settings,
             rows: &rows,
         };
@@ -695,7 +696,6 @@ fn tcp_conflict(a: &TestArgs) -> Option<&'static str> {
         (a.faults.is_some(), "--faults"),
         (a.mode == ModeArg::Timing, "--mode timing"),
         (a.trace.is_some(), "--trace"),
-        (a.json.is_some(), "--json"),
         (a.op_overhead_us.is_some(), "--op-overhead"),
         (a.algo.is_some(), "--algo (set HCCL_ALGO instead)"),
     ]
@@ -786,7 +786,21 @@ fn run_tcp(a: &TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         settings: &settings,
         check_note,
     };
-    let (rank, rows) = tcp::run_rank(&sweep)?;
+    let (rank, world, rows) = tcp::run_rank(&sweep)?;
+    if let (Some(path), 0) = (&a.json, rank) {
+        let doc = output::JsonReport {
+            tool: "hccl test",
+            version: env!("CARGO_PKG_VERSION"),
+            collective: coll.name(),
+            simulated: false,
+            ranks: world,
+            cluster: None,
+            settings: &settings,
+            rows: &rows,
+        };
+        std::fs::write(path, serde_json::to_vec_pretty(&doc)?)
+            .with_context(|| format!("cannot write --json {}", path.display()))?;
+    }
     if let Some(path) = &a.plot {
         if rank == 0 {
             let title = format!("{coll}, TCP, {}: busbw vs size (measured)", a.datatype);

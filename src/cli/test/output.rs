@@ -207,10 +207,14 @@ pub struct JsonReport<'a> {
     pub version: &'static str,
     /// The collective.
     pub collective: &'a str,
-    /// Always true here: times come from the simulator.
+    /// True when times come from the simulator; false for measured runs
+    /// (`--transport tcp`).
     pub simulated: bool,
-    /// The cluster.
-    pub cluster: &'a ClusterInfo,
+    /// Ranks of the run.
+    pub ranks: u32,
+    /// The simulated cluster (absent for measured runs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<&'a ClusterInfo>,
     /// The settings line.
     pub settings: &'a str,
     /// Every row, in the printed order.

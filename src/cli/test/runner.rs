@@ -156,6 +156,10 @@ pub enum RunError {
     /// Ranks hung under the fault plan: the simulator's hang report.
     #[error("the collective hung under the fault plan:\n{0}")]
     Hang(String),
+    /// An op failed its cross-rank argument check under the fault plan
+    /// (HCCL's EI0005), which fails the op rather than hanging it.
+    #[error("the collective failed under the fault plan: {0}")]
+    Failed(String),
     /// The reference could not be computed.
     #[error(transparent)]
     Reference(#[from] reference::RefError),
@@ -264,14 +268,14 @@ pub fn run_row(r: &RowRun<'_>, hooks: Option<&mut dyn Hooks>) -> Result<Measured
                 };
                 sc.run_with_hooks(&mut chain)?
             };
-            if let Some(h) = HangReport::build(&sc, &report, fh.log(), r.replay) {
-                return Err(RunError::Hang(h.to_text_limited(16)));
-            }
             if let Some(f) = fh.log().failures.first() {
-                return Err(RunError::Hang(format!(
+                return Err(RunError::Failed(format!(
                     "rank {} failed op #{} at {} ns: {} mismatch (local {}, remote {}); HCCL's EI0005",
                     f.rank, f.op, f.time_ns, f.field, f.local, f.remote
                 )));
+            }
+            if let Some(h) = HangReport::build(&sc, &report, fh.log(), r.replay) {
+                return Err(RunError::Hang(h.to_text_limited(16)));
             }
             report
         }

@@ -90,12 +90,12 @@ fn launcher() -> &'static str {
 }
 
 /// Runs this process's rank of the sweep; rank 0 prints the header and
-/// the table (the same columns as the simulator's). Returns this rank and
-/// the rows (every rank gets the same times and checks).
+/// the table (the same columns as the simulator's). Returns this rank, the
+/// world size and the rows (every rank gets the same times and checks).
 ///
 /// # Errors
 /// Bootstrap and transport errors, arguments that do not fit the world.
-pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, Vec<Row>)> {
+pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
     let comm = Comm::from_env().context(
         "--transport tcp: cannot join the communicator; run under mpirun, set RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, or add --spawn N",
     )?;
@@ -219,7 +219,7 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, Vec<Row>)> {
         rows.push(row);
     }
     comm.destroy();
-    Ok((rank, rows))
+    Ok((rank, n, rows))
 }
 
 /// A port on 127.0.0.1 that was free a moment ago (the OS's choice).
