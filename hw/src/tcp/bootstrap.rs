@@ -323,6 +323,14 @@ pub async fn bootstrap(
             "rank {rank} is out of range for {nranks} ranks"
         )));
     }
+    // A root that serves has its real port in its RootInfo; port 0 here
+    // means a launcher passed MASTER_PORT=0 on, which nobody can connect to.
+    if root.addr.port() == 0 {
+        return Err(TcpError::RootPortZero {
+            root: root.addr,
+            rank,
+        });
+    }
     let ip = super::iface::select_ip(cfg, &super::iface::host_interfaces()?, fallback_ip(root))?;
     let std_listener = bind_data_listener(cfg, ip)?;
     let data_addr = std_listener
@@ -361,6 +369,39 @@ pub async fn bootstrap(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rank_told_the_root_is_on_port_0_fails_at_once() {
+        // Were the port tried, this would retry for HCCL_CONNECT_TIMEOUT
+        // and end in RootUnreachable, not RootPortZero.
+        let cfg = TcpConfig {
+            if_ip: Some("127.0.0.1".parse().unwrap()),
+            connect_timeout: std::time::Duration::from_secs(2),
+            ..TcpConfig::default()
+        };
+        let root = RootInfo {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            session: 7,
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let e = match rt.block_on(bootstrap(&cfg, &root, 2, 1)) {
+            Err(e) => e,
+            Ok(_) => panic!("a root on port 0 cannot be joined"),
+        };
+        assert!(matches!(e, TcpError::RootPortZero { rank: 1, .. }), "{e}");
+        let text = e.to_string();
+        assert!(
+            text.contains("the root's port is 0 (127.0.0.1:0)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("set MASTER_PORT to the port rank 0 listens on"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn timeout_verdict_is_parsed_back() {

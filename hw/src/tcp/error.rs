@@ -6,6 +6,17 @@ use hccl_algos::exec::ExecError;
 
 use super::wire::WireError;
 
+/// What to do about a port in use. Under a launcher (`MASTER_PORT`) every
+/// rank must know the root's port before it starts, so port 0 (the OS
+/// picks) cannot work there; for `HCCL_IF_BASE_PORT` on the root it can.
+fn bind_advice(var: &str) -> String {
+    if var == "MASTER_PORT" {
+        "set MASTER_PORT to another free port, the same for every rank (not 0: the other ranks must know the root's port)".into()
+    } else {
+        format!("set {var} to another free port (or to 0 to let the OS choose)")
+    }
+}
+
 /// Everything that can go wrong in the TCP transport. Messages name the
 /// rank, op, sequence number, peer and byte counts involved, and what to do.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -28,9 +39,7 @@ pub enum TcpError {
         detail: String,
     },
     /// A listening socket could not be opened (typically: port in use).
-    #[error(
-        "cannot listen on {addr}: {reason}; change {var} (or set it to 0 to let the OS choose)"
-    )]
+    #[error("cannot listen on {addr}: {reason}; {}", bind_advice(var))]
     Bind {
         /// The address tried.
         addr: SocketAddr,
@@ -38,6 +47,17 @@ pub enum TcpError {
         var: &'static str,
         /// The OS error.
         reason: String,
+    },
+    /// A rank other than the root was told the root listens on port 0.
+    /// Port 0 asks the root's OS for any free port, which only the root
+    /// learns, so this rank could never reach it; fails at once instead of
+    /// retrying until `HCCL_CONNECT_TIMEOUT`.
+    #[error("rank {rank}: the root's port is 0 ({root}): port 0 lets rank 0's OS pick a port no other rank knows, so rank {rank} cannot reach it; set MASTER_PORT to the port rank 0 listens on (a free port, the same on every rank)")]
+    RootPortZero {
+        /// The root address given.
+        root: SocketAddr,
+        /// This rank.
+        rank: u32,
     },
     /// The root's deadline passed before every rank joined.
     #[error("bootstrap timed out after {secs} s: {joined} of {nranks} ranks connected, missing {missing:?}; start the missing ranks or raise HCCL_CONNECT_TIMEOUT")]

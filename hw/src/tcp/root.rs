@@ -348,6 +348,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn port_in_use_advice_depends_on_the_variable() {
+        let cfg = TcpConfig {
+            if_ip: Some("127.0.0.1".parse().unwrap()),
+            ..TcpConfig::default()
+        };
+        let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = taken.local_addr().unwrap();
+        // Under a launcher every rank must know the port: never advise 0.
+        let e = RootInfo::create_at(&cfg, addr, "MASTER_PORT").unwrap_err();
+        let text = e.to_string();
+        assert!(matches!(e, TcpError::Bind { .. }), "{e}");
+        assert!(
+            text.contains("set MASTER_PORT to another free port, the same for every rank"),
+            "{text}"
+        );
+        assert!(!text.contains("to let the OS choose"), "{text}");
+        // The root's own HCCL_IF_BASE_PORT may be 0.
+        let e = RootInfo::create_at(&cfg, addr, "HCCL_IF_BASE_PORT").unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "set HCCL_IF_BASE_PORT to another free port (or to 0 to let the OS choose)"
+            ),
+            "{e}"
+        );
+        // ... and port 0 works for the root itself.
+        let info =
+            RootInfo::create_at(&cfg, "127.0.0.1:0".parse().unwrap(), "MASTER_PORT").unwrap();
+        assert_ne!(info.addr.port(), 0);
+    }
+
+    #[test]
     fn root_info_round_trips_as_bytes_and_hex() {
         let r = RootInfo {
             addr: "127.0.0.1:4242".parse().unwrap(),
