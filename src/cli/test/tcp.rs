@@ -229,6 +229,178 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
+/// How long the other ranks get, once one rank has failed, to fail on
+/// their own (a lost peer is noticed at once) and print why, before they are
+/// stopped.
+const GRACE: Duration = Duration::from_secs(3);
+
+/// How one rank of `--spawn` ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct RankExit {
+    rank: u32,
+    /// The poll round in which its exit was seen (earlier = died first).
+    round: u64,
+    /// Exit code, when it exited.
+    code: Option<i32>,
+    /// Signal that ended it, when one did.
+    signal: Option<i32>,
+    /// `--spawn` stopped it after another rank had failed.
+    stopped: bool,
+}
+
+impl RankExit {
+    fn from_status(rank: u32, round: u64, st: std::process::ExitStatus, stopped: bool) -> Self {
+        #[cfg(unix)]
+        let signal = std::os::unix::process::ExitStatusExt::signal(&st);
+        #[cfg(not(unix))]
+        let signal = None;
+        RankExit {
+            rank,
+            round,
+            code: st.code(),
+            signal,
+            stopped,
+        }
+    }
+
+    fn failed(&self) -> bool {
+        self.code != Some(0)
+    }
+
+    /// `was killed by signal 9 (SIGKILL)` / `failed (exit status 1)`.
+    fn how(&self) -> String {
+        match (self.signal, self.code) {
+            (Some(s), _) => {
+                let name = match s {
+                    2 => " (SIGINT)",
+                    6 => " (SIGABRT)",
+                    7 => " (SIGBUS)",
+                    9 => " (SIGKILL)",
+                    11 => " (SIGSEGV)",
+                    15 => " (SIGTERM)",
+                    _ => "",
+                };
+                format!("was killed by signal {s}{name}")
+            }
+            (None, Some(c)) => format!("failed (exit status {c})"),
+            (None, None) => "failed".into(),
+        }
+    }
+}
+
+fn ranks_list(v: &[u32]) -> String {
+    let s: Vec<String> = v.iter().map(u32::to_string).collect();
+    format!(
+        "{} {}",
+        if v.len() == 1 { "rank" } else { "ranks" },
+        s.join(", ")
+    )
+}
+
+/// The line that says which rank brought a `--spawn` run down: the first
+/// to die (earliest poll round; within a round one killed by a signal it
+/// was not sent by `--spawn`, then the lowest rank), then the ranks that
+/// failed after it and those `--spawn` stopped. `None` if none failed.
+fn blame(n: u32, exits: &[RankExit]) -> Option<String> {
+    let mut failed: Vec<&RankExit> = exits.iter().filter(|e| e.failed() && !e.stopped).collect();
+    failed.sort_by_key(|e| (e.round, e.signal.is_none(), e.rank));
+    let first = failed.first()?;
+    let mut line = format!("rank {} of {n} {}", first.rank, first.how());
+    let after: Vec<u32> = {
+        let mut v: Vec<u32> = failed[1..].iter().map(|e| e.rank).collect();
+        v.sort_unstable();
+        v
+    };
+    if !after.is_empty() {
+        line.push_str(&format!("; {} failed after it", ranks_list(&after)));
+    }
+    let mut stopped: Vec<u32> = exits.iter().filter(|e| e.stopped).map(|e| e.rank).collect();
+    stopped.sort_unstable();
+    if !stopped.is_empty() {
+        let verb = if stopped.len() == 1 { "was" } else { "were" };
+        line.push_str(&format!("; {} {verb} stopped", ranks_list(&stopped)));
+    }
+    Some(line)
+}
+
+/// Copies a rank's stderr to `sink` line by line, each line prefixed with
+/// `[rank r] ` and written whole under the sink's lock, so the ranks' lines
+/// never interleave mid-line.
+fn relay_stderr<W: Write + Send + 'static>(
+    rank: u32,
+    from: impl std::io::Read + Send + 'static,
+    sink: std::sync::Arc<std::sync::Mutex<W>>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        let reader = std::io::BufReader::new(from);
+        for line in reader.split(b'\n') {
+            let Ok(line) = line else { break };
+            let mut text = format!("[rank {rank}] ").into_bytes();
+            text.extend_from_slice(&line);
+            text.push(b'\n');
+            if let Ok(mut w) = sink.lock() {
+                let _ = w.write_all(&text);
+                let _ = w.flush();
+            }
+        }
+    })
+}
+
+/// What [`supervise`] saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Verdict {
+    /// Every rank exited with 0.
+    Ok,
+    /// A rank failed: the [`blame`] line.
+    Failed(String),
+    /// Ranks still ran at the deadline: how many.
+    TimedOut(usize),
+}
+
+/// Waits for `kids` (rank, process). When one fails, the others get
+/// [`GRACE`] to end on their own, then are stopped; at `deadline` all are
+/// stopped.
+fn supervise(n: u32, kids: &mut [(u32, Child)], deadline: Instant) -> std::io::Result<Verdict> {
+    let mut exits: Vec<Option<RankExit>> = vec![None; kids.len()];
+    let mut stop_at: Option<Instant> = None;
+    let mut round = 0u64;
+    loop {
+        round += 1;
+        for (i, (r, k)) in kids.iter_mut().enumerate() {
+            if exits[i].is_none() {
+                if let Some(st) = k.try_wait()? {
+                    exits[i] = Some(RankExit::from_status(*r, round, st, false));
+                }
+            }
+        }
+        let running = exits.iter().filter(|e| e.is_none()).count();
+        if stop_at.is_none() && exits.iter().flatten().any(RankExit::failed) {
+            stop_at = Some(Instant::now() + GRACE);
+        }
+        let now = Instant::now();
+        let timed_out = running > 0 && now >= deadline && stop_at.is_none();
+        if running == 0 || timed_out || stop_at.is_some_and(|t| now >= t) {
+            for (i, (r, k)) in kids.iter_mut().enumerate() {
+                if exits[i].is_none() {
+                    let _ = k.kill();
+                    let st = k.wait()?;
+                    exits[i] = Some(RankExit::from_status(*r, round, st, true));
+                }
+            }
+            if timed_out {
+                return Ok(Verdict::TimedOut(running));
+            }
+            let all: Vec<RankExit> = exits.into_iter().flatten().collect();
+            return Ok(match blame(n, &all) {
+                Some(line) => Verdict::Failed(line),
+                None => Verdict::Ok,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Kills (and reaps) every child still running.
 fn kill_all(kids: &mut [(u32, Child)]) {
     for (_, k) in kids.iter_mut() {
@@ -241,16 +413,22 @@ fn kill_all(kids: &mut [(u32, Child)]) {
 
 /// `--spawn N`: runs this program again as `n` ranks on 127.0.0.1
 /// (torchrun-style `RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`,
-/// same arguments) and waits for them. Rank 0 prints the table.
+/// same arguments) and waits for them. Rank 0 prints the table; every
+/// rank's stderr is relayed whole line by whole line, prefixed `[rank r] `.
 ///
 /// Exit status: 0 when every rank exits with 0; 1 when a rank fails (the
-/// others are then killed) or they are not all done within `timeout`.
+/// others get a few seconds to fail on their own and print why, then are
+/// stopped; the report names the rank that died first, and how, e.g.
+/// `rank 2 of 4 was killed by signal 9 (SIGKILL); ranks 0, 1, 3 failed
+/// after it`) or they are not all done within `timeout`.
 ///
 /// # Errors
 /// The program cannot be found or started.
 pub fn spawn(n: u32, timeout: Duration) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("--spawn: cannot find this program")?;
     let port = free_port()?;
+    let sink = std::sync::Arc::new(std::sync::Mutex::new(std::io::stderr()));
+    let mut relays = Vec::with_capacity(n as usize);
     let mut kids: Vec<(u32, Child)> = Vec::with_capacity(n as usize);
     for r in 0..n {
         let mut cmd = Command::new(&exe);
@@ -260,47 +438,137 @@ pub fn spawn(n: u32, timeout: Duration) -> anyhow::Result<ExitCode> {
             .env("LOCAL_RANK", r.to_string())
             .env("WORLD_SIZE", n.to_string())
             .env("MASTER_ADDR", "127.0.0.1")
-            .env("MASTER_PORT", port.to_string());
+            .env("MASTER_PORT", port.to_string())
+            .stderr(std::process::Stdio::piped());
         if std::env::var_os("HCCL_IF_IP").is_none() {
             cmd.env("HCCL_IF_IP", "127.0.0.1");
         }
         match cmd.spawn() {
-            Ok(c) => kids.push((r, c)),
+            Ok(mut c) => {
+                if let Some(err) = c.stderr.take() {
+                    relays.push(relay_stderr(r, err, sink.clone()));
+                }
+                kids.push((r, c));
+            }
             Err(e) => {
                 kill_all(&mut kids);
                 return Err(e).with_context(|| format!("--spawn: cannot start rank {r}"));
             }
         }
     }
-    let deadline = Instant::now() + timeout;
-    let mut running = n as usize;
-    while running > 0 {
-        running = 0;
-        for i in 0..kids.len() {
-            let r = kids[i].0;
-            match kids[i].1.try_wait() {
-                Ok(Some(st)) if st.success() => {}
-                Ok(Some(st)) => {
-                    kill_all(&mut kids);
-                    eprintln!("error: --spawn: rank {r} of {n} failed ({st}); the other ranks were stopped");
-                    return Ok(ExitCode::from(1));
-                }
-                Ok(None) => running += 1,
-                Err(e) => {
-                    kill_all(&mut kids);
-                    return Err(e).with_context(|| format!("--spawn: cannot wait for rank {r}"));
-                }
-            }
+    let verdict = supervise(n, &mut kids, Instant::now() + timeout);
+    if verdict.is_err() {
+        kill_all(&mut kids);
+    }
+    // Every child has ended: its pipe is closed; print its last lines first.
+    for h in relays {
+        let _ = h.join();
+    }
+    match verdict.context("--spawn: cannot wait for the ranks")? {
+        Verdict::Ok => Ok(ExitCode::SUCCESS),
+        Verdict::Failed(line) => {
+            eprintln!("error: --spawn: {line}");
+            Ok(ExitCode::from(1))
         }
-        if running > 0 && Instant::now() >= deadline {
-            kill_all(&mut kids);
+        Verdict::TimedOut(running) => {
             eprintln!(
                 "error: --spawn: {running} of {n} ranks still running after {} s (--spawn-timeout); stopped them",
                 timeout.as_secs()
             );
-            return Ok(ExitCode::from(1));
+            Ok(ExitCode::from(1))
         }
-        std::thread::sleep(Duration::from_millis(20));
     }
-    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exit(rank: u32, round: u64, code: Option<i32>, signal: Option<i32>) -> RankExit {
+        RankExit {
+            rank,
+            round,
+            code,
+            signal,
+            stopped: false,
+        }
+    }
+
+    #[test]
+    fn blame_names_the_rank_killed_first_not_rank_0() {
+        // Rank 2 SIGKILLed; 0, 1 and 3 lose it and exit 1, seen in the same
+        // poll round (0, 1) or later (3).
+        let exits = [
+            exit(0, 5, Some(1), None),
+            exit(1, 5, Some(1), None),
+            exit(2, 5, None, Some(9)),
+            exit(3, 6, Some(1), None),
+        ];
+        assert_eq!(
+            blame(4, &exits).unwrap(),
+            "rank 2 of 4 was killed by signal 9 (SIGKILL); ranks 0, 1, 3 failed after it"
+        );
+        // An earlier round wins over a signal seen later; stopped ranks are
+        // listed apart.
+        let mut exits = [
+            exit(0, 7, None, Some(15)),
+            exit(1, 3, Some(2), None),
+            exit(2, 9, Some(1), None),
+            exit(3, 9, None, Some(9)),
+        ];
+        exits[3].stopped = true;
+        assert_eq!(
+            blame(4, &exits).unwrap(),
+            "rank 1 of 4 failed (exit status 2); ranks 0, 2 failed after it; rank 3 was stopped"
+        );
+        assert_eq!(
+            blame(2, &[exit(0, 1, Some(0), None), exit(1, 1, Some(0), None)]),
+            None
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn supervise_blames_the_killed_rank_and_relays_whole_lines() {
+        let sink = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+        let scripts = [
+            "sleep 0.5; printf 'lost rank 2\\n' >&2; exit 1",
+            "sleep 0.5; printf 'part one, ' >&2; sleep 0.1; printf 'part two\\n' >&2; exit 1",
+            "kill -9 $$",
+            "sleep 0.5; exit 1",
+        ];
+        let mut kids = Vec::new();
+        let mut relays = Vec::new();
+        for (r, script) in scripts.iter().enumerate() {
+            let mut c = Command::new("sh")
+                .args(["-c", script])
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            relays.push(relay_stderr(
+                r as u32,
+                c.stderr.take().unwrap(),
+                sink.clone(),
+            ));
+            kids.push((r as u32, c));
+        }
+        let v = supervise(4, &mut kids, Instant::now() + Duration::from_secs(60)).unwrap();
+        for h in relays {
+            h.join().unwrap();
+        }
+        assert_eq!(
+            v,
+            Verdict::Failed(
+                "rank 2 of 4 was killed by signal 9 (SIGKILL); ranks 0, 1, 3 failed after it"
+                    .into()
+            )
+        );
+        let text = String::from_utf8(sink.lock().unwrap().clone()).unwrap();
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.sort_unstable();
+        assert_eq!(
+            lines,
+            vec!["[rank 0] lost rank 2", "[rank 1] part one, part two"]
+        );
+    }
 }
