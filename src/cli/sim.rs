@@ -297,6 +297,9 @@ fn text(
             l.link_changes.len(),
             l.jittered.0
         );
+        for u in l.unfired_lines() {
+            let _ = writeln!(t, "note: {u}");
+        }
     }
     for f in &l.failures {
         let _ = writeln!(

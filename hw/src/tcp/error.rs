@@ -127,8 +127,8 @@ pub enum TcpError {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     /// A peer closed its connection or died while this rank needed it.
-    #[error("{op} #{seq}: rank {rank} lost rank {peer} ({reason}) {}; check that process and its log",
-        if *sending { format!("while sending {expected} bytes to it") } else { format!("while waiting for {expected} bytes from it (received {received})") })]
+    #[error("{op} {}: rank {rank} lost rank {peer} ({reason}) {}; check that process and its log",
+        OpSeq(*seq), if *sending { format!("while sending {expected} bytes to it") } else { format!("while waiting for {expected} bytes from it (received {received})") })]
     PeerLost {
         /// Op name.
         op: String,
@@ -148,7 +148,7 @@ pub enum TcpError {
         reason: String,
     },
     /// A message's length differs from the receiving step's.
-    #[error("{op} #{seq}: rank {rank} expected {expected} bytes from rank {peer} (tag {tag}) but the message has {received} bytes")]
+    #[error("{op} {}: rank {rank} expected {expected} bytes from rank {peer} (tag {tag}) but the message has {received} bytes", OpSeq(*seq))]
     LengthMismatch {
         /// Op name.
         op: String,
@@ -166,7 +166,7 @@ pub enum TcpError {
         received: u64,
     },
     /// Ranks called the op with different arguments.
-    #[error("{op} #{seq}: {detail}")]
+    #[error("{op} {}: {detail}", OpSeq(*seq))]
     Mismatch {
         /// Op name.
         op: String,
@@ -176,7 +176,7 @@ pub enum TcpError {
         detail: String,
     },
     /// The op did not finish within `HCCL_EXEC_TIMEOUT`.
-    #[error("{op} #{seq}: rank {rank} timed out after {secs} s waiting for {waiting}; the peer is slow, hung or skipped the op (raise HCCL_EXEC_TIMEOUT if it is only slow)")]
+    #[error("{op} {}: rank {rank} timed out after {secs} s waiting for {waiting}; the peer is slow, hung or skipped the op (raise HCCL_EXEC_TIMEOUT if it is only slow)", OpSeq(*seq))]
     Timeout {
         /// Op name.
         op: String,
@@ -190,7 +190,7 @@ pub enum TcpError {
         waiting: String,
     },
     /// Another rank failed the op and told this one.
-    #[error("{op} #{seq}: aborted by rank {by}: {reason}")]
+    #[error("{op} {}: aborted by rank {by}: {reason}", OpSeq(*seq))]
     Aborted {
         /// Op name.
         op: String,
@@ -202,7 +202,7 @@ pub enum TcpError {
         reason: String,
     },
     /// The unexpected-message buffer of a peer is full and nothing posted matches.
-    #[error("{op} #{seq}: rank {rank} holds {held} bytes of early messages from rank {peer} (bound {bound}, HCCL_BUFFSIZE) and none matches a posted step; raise HCCL_BUFFSIZE or check that all ranks run the same ops")]
+    #[error("{op} {}: rank {rank} holds {held} bytes of early messages from rank {peer} (bound {bound}, HCCL_BUFFSIZE) and none matches a posted step; raise HCCL_BUFFSIZE or check that all ranks run the same ops", OpSeq(*seq))]
     BufferFull {
         /// Op name.
         op: String,
@@ -243,5 +243,33 @@ impl TcpError {
             what: what.into(),
             reason: e.to_string(),
         }
+    }
+}
+
+/// An op's sequence number as errors print it: `#n` for a collective,
+/// `p2p #n` for the `n`-th point-to-point message of a pair
+/// ([`super::rank::P2P_SEQ_BIT`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpSeq(pub u64);
+
+impl std::fmt::Display for OpSeq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if super::rank::is_p2p_seq(self.0) {
+            write!(f, "p2p #{}", self.0 & !super::rank::P2P_SEQ_BIT)
+        } else {
+            write!(f, "#{}", self.0)
+        }
+    }
+}
+
+#[cfg(test)]
+mod op_seq_tests {
+    use super::OpSeq;
+    use crate::tcp::rank::P2P_SEQ_BIT;
+
+    #[test]
+    fn p2p_sequence_numbers_print_without_the_namespace_bit() {
+        assert_eq!(OpSeq(7).to_string(), "#7");
+        assert_eq!(OpSeq(P2P_SEQ_BIT | 3).to_string(), "p2p #3");
     }
 }

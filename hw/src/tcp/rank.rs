@@ -1285,7 +1285,7 @@ impl TcpOp<'_, '_> {
         match self.rank.posted.keys().next() {
             Some(k) => self.rank.lost(self.info.name, self.ctx.seq, k.peer),
             None => TcpError::io(
-                format!("{} #{}", self.info.name, self.ctx.seq),
+                format!("{} {}", self.info.name, super::error::OpSeq(self.ctx.seq)),
                 "every peer connection is closed",
             ),
         }

@@ -1,7 +1,7 @@
 //! The simulated cluster a run uses: a preset (with `--servers` and `-p`),
 //! a rank table, or a fabric file; its group layout and selector costs.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
 use hccl_algos::layout::GroupLayout;
@@ -144,7 +144,9 @@ fn partial_server(preset: Preset, servers: u32, p: u32) -> Result<Fabric, Cluste
     let hosts: Vec<IpAddr> = (0..servers)
         .map(|s| IpAddr::V4(Ipv4Addr::from(0x0A00_0001u32 + s)))
         .collect();
-    let base = (servers > 1).then_some(IpAddr::V4(Ipv4Addr::new(192, 168, 0, 1)));
+    // Device IPs only name the NPUs here; IPv6 has room for any count (an
+    // IPv4 /24 holds 253 hosts).
+    let base = (servers > 1).then_some(IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 1)));
     let table = RankTable::generate(&hosts, p, base, version)?;
     Ok(Fabric::for_rank_table(&table)?)
 }
@@ -312,6 +314,19 @@ mod tests {
         let f = preset("atlas800-910a");
         let pick = select(&args, &layout(&f), &c, None).spec;
         assert_ne!(pick, AlgoSpec::Flat(Algorithm::Mesh));
+    }
+
+    #[test]
+    fn partial_servers_have_room_for_any_number_of_npus() {
+        // 32 x 8 = 256 NPUs: more device IPs than an IPv4 /24 holds.
+        let c = build(&Source::Preset {
+            name: "atlas900-a3-superpod",
+            servers: 32,
+            npus: Some(8),
+        })
+        .unwrap();
+        assert_eq!(c.fabric.world_size(), 256);
+        assert_eq!(shape(&c.fabric), (32, Some(8)));
     }
 
     #[test]
