@@ -540,10 +540,12 @@ impl TcpRank {
         let rt = self.runtime.as_ref()?;
         let events = &mut self.events;
         match wait {
-            // A few scheduler passes: the first polls the I/O driver, the
-            // next ones run the tasks it woke.
+            // Two scheduler passes: a yielded task is woken after the I/O
+            // driver is polled, so the first pass runs the readers it woke
+            // and the second catches one that needed another step. (Four
+            // passes cost an epoll_wait each whenever nothing had arrived.)
             Some(w) if w.is_zero() => rt.block_on(async {
-                for _ in 0..4 {
+                for _ in 0..2 {
                     tokio::task::yield_now().await;
                     if let Ok(ev) = events.try_recv() {
                         return Some(ev);
