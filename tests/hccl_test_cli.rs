@@ -511,6 +511,10 @@ fn hccl_algo_env_forces_the_algorithm() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(rows(&out)[0].contains("pairwise"), "{out}");
+    assert!(
+        out.contains("runs as pairwise for alltoall (hccl-rs composes levels only"),
+        "{out}"
+    );
     assert!(rows(&out)[0].contains("success"), "{out}");
 
     // A global HCCL_ALGO=ring does not fit alltoall: the selector runs it
@@ -601,6 +605,18 @@ fn tcp_rejects_simulator_flags_and_unsupported_collectives() {
         (
             &["all_reduce", "--transport", "tcp", "--op-overhead", "100"][..],
             "--op-overhead is for the simulator",
+        ),
+        (
+            &[
+                "all_reduce",
+                "--transport",
+                "tcp",
+                "--spawn",
+                "2",
+                "--json",
+                "/nonexistent-dir/x.json",
+            ][..],
+            "--json /nonexistent-dir/x.json: cannot create the file",
         ),
     ] {
         let o = hccl(args);

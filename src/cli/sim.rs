@@ -179,28 +179,14 @@ pub fn replay_command(a: &SimArgs) -> String {
 /// # Errors
 /// Bad arguments or files, or a simulator error.
 pub fn execute(a: &SimArgs) -> anyhow::Result<Outcome> {
-    // HCCL_ALGO: a bare algorithm name (`ring`) acts as --algo, as in
-    // `hccl test`; HCCL's syntax goes to the scenario as the default.
+    // HCCL_ALGO (a bare name or HCCL's syntax) is the scenario's default,
+    // applied where it fits; --algo wins.
     let env_raw = std::env::var("HCCL_ALGO")
         .ok()
         .filter(|v| !v.trim().is_empty() && a.algo.is_none());
-    let bare = env_raw
-        .as_deref()
-        .filter(|v| !v.contains([':', '=']))
-        .map(|v| v.trim().to_string());
-    let with_env_algo;
-    let a = if bare.is_some() {
-        with_env_algo = SimArgs {
-            algo: bare.clone(),
-            ..a.clone()
-        };
-        &with_env_algo
-    } else {
-        a
-    };
     let file = scenario_file(a)?;
     let fabric = fabric(a, &file)?;
-    let env = if bare.is_some() {
+    let env = if a.algo.is_some() {
         None
     } else {
         HcclAlgo::from_env()?
@@ -215,9 +201,9 @@ pub fn execute(a: &SimArgs) -> anyhow::Result<Outcome> {
     };
     let run = run_with_faults(&sc, &plan)?;
     // The replay must pick the same algorithms.
-    let replay = match (&env_raw, &bare) {
-        (Some(v), None) => format!("HCCL_ALGO='{v}' {}", replay_command(a)),
-        _ => replay_command(a),
+    let replay = match &env_raw {
+        Some(v) => format!("HCCL_ALGO='{v}' {}", replay_command(a)),
+        None => replay_command(a),
     };
     let hang = run.hang(&sc, &replay);
     let code = if !run.log.failures.is_empty() {

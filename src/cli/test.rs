@@ -229,7 +229,10 @@ fn parse_algo(
             .map(|s| AlgoChoice::Forced(s, source))
             .map_err(|e| format!("{source} {v:?}: {e}"));
     }
-    let h = HcclAlgo::parse(v).map_err(|e| format!("{source}: {e}"))?;
+    let h = HcclAlgo::parse(v).map_err(|e| {
+        let e = e.to_string();
+        format!("{source}: {}", e.trim_start_matches("HCCL_ALGO: "))
+    })?;
     Ok(match h.spec_for(kind) {
         Some(s) => AlgoChoice::Forced(s, source),
         None => AlgoChoice::Selector,
@@ -299,31 +302,9 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         Ok(s) => s,
         Err(e) => return Ok(usage_error(bin, e)),
     };
-    // A sweep can run for minutes: find an unwritable output path first
-    // (opened for append, so an existing file is not truncated yet).
-    for (flag, path) in [
-        ("--json", &a.json),
-        ("--plot", &a.plot),
-        ("--trace", &a.trace),
-    ] {
-        let Some(path) = path else { continue };
-        let existed = path.exists();
-        let open = std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(path);
-        match open {
-            Err(e) => {
-                return Ok(usage_error(
-                    bin,
-                    format!("{flag} {}: cannot create the file: {e}", path.display()),
-                ))
-            }
-            Ok(_) if !existed => {
-                let _ = std::fs::remove_file(path);
-            }
-            Ok(_) => {}
-        }
+    // A sweep can run for minutes: find an unwritable output path first.
+    if let Err(m) = check_output_paths(&a) {
+        return Ok(usage_error(bin, m));
     }
     let source = match (&a.rank_table, &a.fabric) {
         (Some(p), _) => cluster::Source::RankTable(p),
@@ -405,7 +386,9 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
                 .and_then(|v| HcclAlgo::parse(v).ok())
                 .and_then(|h| h.spec_fitting(&first_args, &layout));
             algo_note = Some(match fitted {
-                Some(f) => format!("# note: HCCL_ALGO {spec} runs as {f} for {coll} ({e})"),
+                Some(f) => format!(
+                    "# note: HCCL_ALGO {spec} runs as {f} for {coll} (hccl-rs composes levels only for all_reduce, all_gather, reduce_scatter, broadcast and reduce)"
+                ),
                 None => format!(
                     "# note: HCCL_ALGO {spec} ignored for {coll} ({e}); the selector chooses"
                 ),
@@ -703,6 +686,29 @@ fn tcp_conflict(a: &TestArgs) -> Option<&'static str> {
     .find_map(|(set, name)| set.then_some(name))
 }
 
+/// Opens each output path for append (an existing file is not truncated;
+/// a new one is removed again), so a sweep does not run for minutes and
+/// then fail to write its result.
+fn check_output_paths(a: &TestArgs) -> Result<(), String> {
+    for (flag, path) in [
+        ("--json", &a.json),
+        ("--plot", &a.plot),
+        ("--trace", &a.trace),
+    ] {
+        let Some(path) = path else { continue };
+        let existed = path.exists();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(|e| format!("{flag} {}: cannot create the file: {e}", path.display()))?;
+        if !existed {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    Ok(())
+}
+
 /// `--transport tcp`: validates the flags, then spawns the ranks
 /// (`--spawn N`) or runs this process's rank.
 fn run_tcp(a: &TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
@@ -719,6 +725,11 @@ fn run_tcp(a: &TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     // Before any rank starts: every rank would report the same bad value.
     if let Err(e) = HcclAlgo::from_env() {
         return Ok(usage_error(bin, e));
+    }
+    if std::env::var_os(tcp::SPAWNED_VAR).is_none() {
+        if let Err(m) = check_output_paths(a) {
+            return Ok(usage_error(bin, m));
+        }
     }
     let sweep = if coll.kind() == CollectiveKind::Barrier {
         Ok(vec![0])

@@ -49,6 +49,15 @@ impl CommProfile {
         let Some(cfg) = config().clone()? else {
             return Ok(None);
         };
+        // Find an unusable directory now, not when the file is written at
+        // destroy (where an error can only be logged).
+        std::fs::create_dir_all(&cfg.dir).map_err(|e| {
+            format!(
+                "{}={}: cannot create the directory: {e}; set it to a writable directory",
+                crate::profiling::ENV_OUTPUT_PATH,
+                cfg.dir.display()
+            )
+        })?;
         Ok(Some(CommProfile {
             writer: Mutex::new(Some(ProfileWriter::new(cfg, format!("{comm}_rank{rank}")))),
             created: Instant::now(),

@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use hccl::Comm;
+use hccl_algos::layout::GroupLayout;
 use hccl_algos::reference;
+use hccl_algos::select::HcclAlgo;
 use hccl_algos::{DataType, ReduceOp};
 use hccl_sim::busbw_factor;
 
@@ -204,7 +206,13 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
             algbw_gbps: algbw,
             busbw_gbps: algbw * busbw_factor(kind, n),
             algorithm: super::display_algo(kind, &spec),
-            chosen_by: if std::env::var("HCCL_ALGO").is_ok_and(|v| !v.trim().is_empty()) {
+            // HCCL_ALGO chose it only if its setting fits this op.
+            chosen_by: if HcclAlgo::from_env()
+                .ok()
+                .flatten()
+                .and_then(|h| h.spec_fitting(&args, &GroupLayout::flat(n)))
+                == Some(spec)
+            {
                 "HCCL_ALGO".into()
             } else {
                 "selector (TCP costs)".into()
