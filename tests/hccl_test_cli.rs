@@ -682,6 +682,22 @@ fn sizes_round_down_and_never_repeat() {
     assert!(o.status.success(), "{}", stderr(&o));
     let want: Vec<u64> = std::iter::once(0).chain((2..=10).map(|k| 1 << k)).collect();
     assert_eq!(first_col(&stdout(&o)), want);
+    // Asked for 1 and 2 B (not 0): those round to nothing and are skipped.
+    let o = hccl(&[
+        "all_reduce",
+        "-b",
+        "1",
+        "-e",
+        "16",
+        "-f",
+        "2",
+        "-n",
+        "1",
+        "-w",
+        "0",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(first_col(&stdout(&o)), vec![4, 8, 16]);
     // 1001 B = 250 floats = 1000 B (nccl-tests: count = size / wordSize).
     let o = hccl(&[
         "all_reduce",

@@ -50,7 +50,7 @@ pub struct SimArgs {
     /// default HCCL_ALGO, else the selector.
     #[arg(long)]
     pub algo: Option<String>,
-    /// Fabric preset (atlas800t-a2, leaf-spine, ring, ...).
+    /// Fabric preset (atlas800t-a2, the default; leaf-spine, ring, ...).
     #[arg(long, conflicts_with_all = ["rank_table", "fabric"])]
     pub preset: Option<String>,
     /// Servers of the preset (default 1, or the scenario file's). Machine
@@ -130,9 +130,12 @@ fn fabric(a: &SimArgs, file: &ScenarioFile) -> anyhow::Result<Fabric> {
         return Fabric::from_fabric_file(path)
             .with_context(|| format!("reading {}", path.display()));
     }
-    let name = a.preset.as_ref().or(file.preset.as_ref()).context(
-        "no fabric: give --preset NAME [--servers N], --rank-table F or --fabric F (or \"preset\" in the scenario file)",
-    )?;
+    // As `hccl test`: one simulated Atlas 800T A2 server unless told otherwise.
+    let name = a
+        .preset
+        .as_deref()
+        .or(file.preset.as_deref())
+        .unwrap_or("atlas800t-a2");
     let servers = a.servers.or(file.servers).unwrap_or(1);
     Ok(build_preset_with(
         Preset::parse(name)?,
@@ -420,8 +423,19 @@ mod tests {
 
     #[test]
     fn bad_input_is_an_error_not_a_panic() {
-        let e = execute(&parse("hccl sim --collective all_reduce --count 8")).unwrap_err();
-        assert!(format!("{e:#}").contains("--preset"), "{e:#}");
+        // No fabric flags: one Atlas 800T A2 server, as in `hccl test`.
+        let out = execute(&parse("hccl sim --collective all_reduce --count 8")).unwrap();
+        assert!(
+            out.output
+                .starts_with("fabric: atlas800t-a2 x 1 server (8 ranks)"),
+            "{}",
+            out.output
+        );
+        let e = execute(&parse(
+            "hccl sim --collective all_reduce --count 8 --preset dgx",
+        ))
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("dgx"), "{e:#}");
         let e = execute(&parse(
             "hccl sim --collective all_reduc --count 8 --preset ring --servers 2",
         ))

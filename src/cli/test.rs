@@ -512,7 +512,9 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         // Counts round down to whole elements (per rank), so near-equal
         // sizes can move the same bytes: one row each, as a table of
         // distinct sizes.
-        if last_size.replace(args.message_bytes()) == Some(args.message_bytes()) {
+        if last_size.replace(args.message_bytes()) == Some(args.message_bytes())
+            || (args.message_bytes() == 0 && bytes > 0 && kind != CollectiveKind::Barrier)
+        {
             continue;
         }
         match &choice {

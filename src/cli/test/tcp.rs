@@ -127,8 +127,10 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
         writeln!(out, "# settings: {}", s.settings)?;
         writeln!(
             out,
-            "# times are MEASURED over TCP with {n} processes (wall clock): per rank the average of {} back-to-back ops after {} warmups and a barrier; time = max over ranks",
-            s.iters, s.warmup
+            "# times are MEASURED over TCP with {n} processes (wall clock): per rank the average of {} back-to-back ops after {} warmup{} and a barrier; time = max over ranks",
+            s.iters,
+            s.warmup,
+            if s.warmup == 1 { "" } else { "s" }
         )?;
         writeln!(out, "# check: {}", s.check_note)?;
         writeln!(out, "#")?;
@@ -136,8 +138,16 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
         out.flush()?;
     }
     let mut rows = Vec::with_capacity(s.sizes.len());
+    let mut last_size = None;
     for &bytes in s.sizes {
         let args = workload::args_for(s.coll, bytes, s.dtype, s.op, s.root, n)?;
+        // As on the simulator: sizes round down to whole elements, one row
+        // per distinct size, and a requested size that rounds to nothing
+        // is skipped (an explicit -b 0 keeps its 0-byte row).
+        let moved = args.message_bytes();
+        if last_size.replace(moved) == Some(moved) || (moved == 0 && bytes > 0) {
+            continue;
+        }
         let spec = hccl_hw::tcp::choose_algo(&args)?;
         let (in_bytes, out_bytes) = args.io_bytes(rank);
         // Every rank derives all inputs from the seed: its own to send,
