@@ -6,7 +6,7 @@
 //! binary, see `tests/tcp.rs`) and on the simulator (ranks as threads of
 //! `Comm::init_all` with `HCCL_BACKEND=sim`, see `tests/sim.rs`).
 
-use hccl::comm::{DataType, ReduceOp};
+use hccl::comm::{BackendKind, DataType, ReduceOp};
 use hccl::{Comm, CommError, P2pItem};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
 use hccl_algos::reference::{reference, verifiable_inputs};
@@ -219,4 +219,26 @@ pub fn run_case(comm: &Comm, case: &Case, seed: u64) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Runs `f(comm)` on every rank of a fresh `world`-rank communicator of
+/// `backend` (`Comm::init_all_on`), one thread each, and returns the
+/// results in rank order.
+///
+/// # Panics
+/// If the communicator cannot be created or a rank's thread panics.
+pub fn on_threads<R: Send + 'static>(
+    backend: BackendKind,
+    world: u32,
+    f: impl Fn(Comm) -> R + Send + Sync + Clone + 'static,
+) -> Vec<R> {
+    let comms = Comm::init_all_on(backend, world).expect("init_all");
+    let hs: Vec<_> = comms
+        .into_iter()
+        .map(|c| {
+            let f = f.clone();
+            std::thread::spawn(move || f(c))
+        })
+        .collect();
+    hs.into_iter().map(|h| h.join().unwrap()).collect()
 }

@@ -9,23 +9,15 @@ use hccl::Comm;
 
 /// Runs every case on `world` ranks of `backend`, one thread per rank.
 fn conformance(backend: BackendKind, world: u32) {
-    let comms = Comm::init_all_on(backend, world).expect("init_all");
-    let hs: Vec<_> = comms
-        .into_iter()
-        .map(|c| {
-            std::thread::spawn(move || {
-                for (i, case) in hccl_conformance::cases(c.size()).iter().enumerate() {
-                    hccl_conformance::run_case(&c, case, i as u64)
-                        .map_err(|e| format!("{}: {e}", case.name()))?;
-                }
-                Ok::<_, String>(())
-            })
-        })
-        .collect();
-    for (r, h) in hs.into_iter().enumerate() {
-        h.join()
-            .unwrap()
-            .unwrap_or_else(|e| panic!("{backend:?} rank {r} of {world}: {e}"));
+    let results = hccl_conformance::on_threads(backend, world, |c| {
+        for (i, case) in hccl_conformance::cases(c.size()).iter().enumerate() {
+            hccl_conformance::run_case(&c, case, i as u64)
+                .map_err(|e| format!("{}: {e}", case.name()))?;
+        }
+        Ok::<_, String>(())
+    });
+    for (r, res) in results.into_iter().enumerate() {
+        res.unwrap_or_else(|e| panic!("{backend:?} rank {r} of {world}: {e}"));
     }
 }
 

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use hccl::comm::{BackendKind, CommError, ReduceOp};
 use hccl::{Comm, P2pItem, P2pKind};
+use hccl_conformance::on_threads;
 
 /// `name_on_tcp` and `name_on_sim` tests running `name(backend)`.
 macro_rules! on_both {
@@ -37,24 +38,6 @@ on_both!(
     bad_batch_items_are_immediate_errors,
     async_sends_and_receives,
 );
-
-/// Runs `f(comm)` on every rank of a fresh `world`-rank communicator, one
-/// thread each, and returns the results in rank order.
-fn on_threads<R: Send + 'static>(
-    backend: BackendKind,
-    world: u32,
-    f: impl Fn(Comm) -> R + Send + Sync + Clone + 'static,
-) -> Vec<R> {
-    let comms = Comm::init_all_on(backend, world).expect("init_all");
-    let hs: Vec<_> = comms
-        .into_iter()
-        .map(|c| {
-            let f = f.clone();
-            std::thread::spawn(move || f(c))
-        })
-        .collect();
-    hs.into_iter().map(|h| h.join().unwrap()).collect()
-}
 
 /// Element `i` of the message from `s` to `d`: exact in f32 (< 2^24).
 fn value(s: u32, d: u32, i: usize) -> u32 {

@@ -5,28 +5,18 @@
 use std::path::PathBuf;
 
 use hccl::comm::{BackendKind, ReduceOp};
-use hccl::Comm;
 
 fn run_ops(backend: BackendKind, n: u32, counts: &[usize]) {
-    let comms = Comm::init_all_on(backend, n).expect("init_all");
-    let hs: Vec<_> = comms
-        .into_iter()
-        .map(|c| {
-            let counts = counts.to_vec();
-            std::thread::spawn(move || {
-                for &count in &counts {
-                    let send = vec![1.0f32; count];
-                    let mut recv = vec![0.0f32; count];
-                    c.all_reduce(&send, &mut recv, ReduceOp::Sum).unwrap();
-                    assert!(recv.iter().all(|&x| x == c.size() as f32));
-                }
-                c.destroy();
-            })
-        })
-        .collect();
-    for h in hs {
-        h.join().unwrap();
-    }
+    let counts = counts.to_vec();
+    hccl_conformance::on_threads(backend, n, move |c| {
+        for &count in &counts {
+            let send = vec![1.0f32; count];
+            let mut recv = vec![0.0f32; count];
+            c.all_reduce(&send, &mut recv, ReduceOp::Sum).unwrap();
+            assert!(recv.iter().all(|&x| x == c.size() as f32));
+        }
+        c.destroy();
+    });
 }
 
 fn records(dir: &PathBuf) -> Vec<serde_json::Value> {

@@ -9,22 +9,7 @@ use hccl::Comm;
 use hccl_algos::collective::CollectiveArgs;
 use hccl_algos::reference::reference;
 use hccl_algos::DataType;
-
-fn on_threads<R: Send + 'static>(
-    backend: BackendKind,
-    world: u32,
-    f: impl Fn(Comm) -> R + Send + Sync + Clone + 'static,
-) -> Vec<R> {
-    let comms = Comm::init_all_on(backend, world).expect("init_all");
-    let hs: Vec<_> = comms
-        .into_iter()
-        .map(|c| {
-            let f = f.clone();
-            std::thread::spawn(move || f(c))
-        })
-        .collect();
-    hs.into_iter().map(|h| h.join().unwrap()).collect()
-}
+use hccl_conformance::on_threads;
 
 fn le_bytes(v: &[i32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
