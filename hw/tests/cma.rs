@@ -14,112 +14,20 @@ use std::time::Duration;
 use hccl_algos::algo::{plan, AlgoSpec, Algorithm};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
 use hccl_algos::layout::GroupLayout;
-use hccl_algos::schedule::{BufKind, Deps, Op, Rank, RankPlan, Region, Step};
-use hccl_algos::transport::OpContext;
+use hccl_algos::schedule::{BufKind, Deps, Op, RankPlan, Region};
 use hccl_algos::{DataType, ReduceOp};
 use hccl_hw::tcp::cma::{self, Token};
 use hccl_hw::tcp::wire::{
     self, CmaProbe, CtrlKind, FrameHeader, FrameKind, Join, PieceDesc, SessionId, Signature,
     CMA_PROBE_LEN, CTRL_HEADER_LEN, FRAME_HEADER_LEN, PIECE_DESC_LEN,
 };
-use hccl_hw::tcp::{OpBuffers, OpInfo, RootInfo, TcpConfig, TcpError, TcpRank};
+use hccl_hw::tcp::{OpBuffers, RootInfo, TcpConfig, TcpError, TcpRank};
 
-const COMM: u64 = 0xC3A;
+mod common;
+use common::{cfg, ctx, f32s, op_info, root, run_allreduce, step, COMM};
 
-fn cfg() -> TcpConfig {
-    TcpConfig {
-        if_ip: Some("127.0.0.1".parse().unwrap()),
-        connect_timeout: Duration::from_secs(30),
-        exec_timeout: Some(Duration::from_secs(20)),
-        ..TcpConfig::default()
-    }
-}
-
-fn root(cfg: &TcpConfig) -> RootInfo {
-    RootInfo::create_at(cfg, "127.0.0.1:0".parse().unwrap(), "HCCL_IF_BASE_PORT").unwrap()
-}
-
-fn describe(remote: &Signature, peer: Rank) -> String {
-    format!("signature mismatch with rank {peer} ({})", remote[0])
-}
-
-fn ctx(rank: u32, seq: u64) -> OpContext {
-    OpContext {
-        comm: COMM,
-        seq,
-        rank,
-        dtype: DataType::Fp32,
-    }
-}
-
-fn step(op: Op, deps: Deps) -> Step {
-    Step { op, deps }
-}
-
-/// Direct all-reduce: copy input to output, send input to every peer,
-/// receive-and-reduce from each peer in turn.
-fn naive_allreduce(rank: u32, n: u32, bytes: u64) -> RankPlan {
-    let all_in = Region::new(BufKind::Input, 0, bytes);
-    let all_out = Region::new(BufKind::Output, 0, bytes);
-    let mut steps = vec![step(
-        Op::Copy {
-            src: all_in,
-            dst: all_out,
-        },
-        Deps::NONE,
-    )];
-    for p in (0..n).filter(|&p| p != rank) {
-        steps.push(step(
-            Op::Send {
-                peer: p,
-                tag: 7,
-                src: all_in,
-            },
-            Deps::NONE,
-        ));
-    }
-    let mut last = 0;
-    for p in (0..n).filter(|&p| p != rank) {
-        let id = steps.len() as u32;
-        steps.push(step(
-            Op::RecvReduce {
-                peer: p,
-                tag: 7,
-                local: all_out,
-                dst: all_out,
-                op: ReduceOp::Sum,
-            },
-            Deps::on(&[last]),
-        ));
-        last = id;
-    }
-    Box::new(steps.into_iter())
-}
-
-fn f32s(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-fn op_info() -> OpInfo<'static> {
-    OpInfo {
-        name: "AllReduce",
-        sig: [3; 32],
-        describe: &describe,
-    }
-}
-
-fn run_allreduce(t: &mut TcpRank, seq: u64, input: &[u8]) -> Result<Vec<u8>, TcpError> {
-    let (rank, n) = (t.rank(), t.nranks());
-    let mut out = vec![0u8; input.len()];
-    let bufs = OpBuffers::separate(input, &mut out, &mut []);
-    t.run(
-        &ctx(rank, seq),
-        &op_info(),
-        bufs,
-        naive_allreduce(rank, n, input.len() as u64),
-    )?;
-    Ok(out)
-}
+/// The signature of every op here.
+const SIG: Signature = [3; 32];
 
 /// Rank `r`'s input: values whose sums are exact in f32.
 fn input_of(r: u32, count: usize) -> Vec<f32> {
@@ -152,8 +60,9 @@ fn threads(n: u32, cfgs: Vec<TcpConfig>) -> Vec<RankOut> {
             let cfgs = Arc::clone(&cfgs);
             std::thread::spawn(move || {
                 let mut t = TcpRank::connect(cfgs[r as usize].clone(), &info, n, r, COMM).unwrap();
-                let small = run_allreduce(&mut t, 0, &f32s(&input_of(r, 5))).unwrap();
-                let big = run_allreduce(&mut t, 1, &f32s(&input_of(r, (3 << 19) + 3))).unwrap();
+                let small = run_allreduce(&mut t, 0, &f32s(&input_of(r, 5)), SIG).unwrap();
+                let big =
+                    run_allreduce(&mut t, 1, &f32s(&input_of(r, (3 << 19) + 3)), SIG).unwrap();
                 let s = t.cma_stats();
                 (small, big, t.cma_peers(), s.pieces_lent, s.bytes_lent)
             })
@@ -227,7 +136,7 @@ fn cma_child_process() {
     let on = c.intra_cma;
     let mut t = TcpRank::connect(c, &info, n, rank, COMM).unwrap();
     let count = (3 << 19) + 3;
-    let out = run_allreduce(&mut t, 0, &f32s(&input_of(rank, count))).unwrap();
+    let out = run_allreduce(&mut t, 0, &f32s(&input_of(rank, count)), SIG).unwrap();
     assert!(out == expected(n, count), "rank {rank}: result differs");
     let others: Vec<u32> = (0..n).filter(|&p| p != rank).collect();
     let want: Vec<u32> = if on { others } else { vec![] };
@@ -392,7 +301,7 @@ fn rank0_receives(len: u64, bytes: impl FnOnce(SessionId) -> Vec<u8>) -> (TcpErr
         let e = t
             .run(
                 &ctx(0, 0),
-                &op_info(),
+                &op_info(SIG),
                 OpBuffers::separate(&[], &mut out, &mut []),
                 plan,
             )
@@ -485,7 +394,7 @@ fn send_pieces_stay_unchanged_and_unreused_until_their_ack() {
         );
         t.run(
             &ctx(0, 0),
-            &op_info(),
+            &op_info(SIG),
             OpBuffers::separate(&data, &mut [], &mut []),
             plan,
         )
@@ -595,7 +504,7 @@ fn a_failing_sender_cuts_its_cross_memory_message_and_the_abort_gets_through() {
         let e = t
             .run(
                 &ctx(0, 0),
-                &op_info(),
+                &op_info(SIG),
                 OpBuffers::separate(&data, &mut [], &mut []),
                 plan,
             )
@@ -678,7 +587,7 @@ fn ring_allreduce_with_plain_and_reducing_receives_is_exact() {
                 let mut out = vec![0u8; input.len()];
                 let mut scratch = vec![0u8; sizes.scratch as usize];
                 let bufs = OpBuffers::separate(&input, &mut out, &mut scratch);
-                t.run(&ctx(r, 0), &op_info(), bufs, p).unwrap();
+                t.run(&ctx(r, 0), &op_info(SIG), bufs, p).unwrap();
                 (out, t.cma_stats())
             })
         })
@@ -715,7 +624,7 @@ fn pieces_for_a_posted_plain_receive_land_in_place_without_a_chunk() {
         );
         t.run(
             &ctx(0, 0),
-            &op_info(),
+            &op_info(SIG),
             OpBuffers::separate(&[], &mut out, &mut []),
             plan,
         )

@@ -9,27 +9,11 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hccl_algos::schedule::{BufKind, Deps, Op, Rank, RankPlan, Region, Step};
-use hccl_algos::transport::OpContext;
-use hccl_algos::{DataType, ReduceOp};
-use hccl_hw::tcp::wire::Signature;
+use hccl_algos::schedule::{BufKind, Deps, Op, RankPlan, Region};
 use hccl_hw::tcp::{OpBuffers, OpInfo, RootInfo, TcpConfig, TcpError, TcpRank};
 
-const COMM: u64 = 0xC0FFEE;
-
-fn cfg() -> TcpConfig {
-    TcpConfig {
-        if_ip: Some("127.0.0.1".parse().unwrap()),
-        // Generous for busy CI machines; timeout tests set their own.
-        connect_timeout: Duration::from_secs(30),
-        exec_timeout: Some(Duration::from_secs(20)),
-        ..TcpConfig::default()
-    }
-}
-
-fn root(cfg: &TcpConfig) -> RootInfo {
-    RootInfo::create_at(cfg, "127.0.0.1:0".parse().unwrap(), "HCCL_IF_BASE_PORT").unwrap()
-}
+mod common;
+use common::{cfg, ctx, describe, f32s, root, run_allreduce, step, COMM};
 
 /// Runs `f(rank)` on `n` threads after connecting each.
 fn with_ranks<R: Send + 'static>(
@@ -46,93 +30,6 @@ fn with_ranks<R: Send + 'static>(
         })
         .collect();
     hs.into_iter().map(|h| h.join().unwrap()).collect()
-}
-
-fn describe(remote: &Signature, peer: Rank) -> String {
-    format!(
-        "signature mismatch with rank {peer} (remote first byte {})",
-        remote[0]
-    )
-}
-
-fn ctx(rank: u32, seq: u64) -> OpContext {
-    OpContext {
-        comm: COMM,
-        seq,
-        rank,
-        dtype: DataType::Fp32,
-    }
-}
-
-fn step(op: Op, deps: Deps) -> Step {
-    Step { op, deps }
-}
-
-/// Direct all-reduce by hand: copy input to output, send input to every
-/// peer, receive-and-reduce from every peer in turn.
-fn naive_allreduce(rank: u32, n: u32, bytes: u64) -> RankPlan {
-    let all_in = Region::new(BufKind::Input, 0, bytes);
-    let all_out = Region::new(BufKind::Output, 0, bytes);
-    let mut steps = vec![step(
-        Op::Copy {
-            src: all_in,
-            dst: all_out,
-        },
-        Deps::NONE,
-    )];
-    for p in (0..n).filter(|&p| p != rank) {
-        steps.push(step(
-            Op::Send {
-                peer: p,
-                tag: 7,
-                src: all_in,
-            },
-            Deps::NONE,
-        ));
-    }
-    let mut last = 0;
-    for p in (0..n).filter(|&p| p != rank) {
-        let id = steps.len() as u32;
-        steps.push(step(
-            Op::RecvReduce {
-                peer: p,
-                tag: 7,
-                local: all_out,
-                dst: all_out,
-                op: ReduceOp::Sum,
-            },
-            Deps::on(&[last]),
-        ));
-        last = id;
-    }
-    Box::new(steps.into_iter())
-}
-
-fn f32s(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-fn run_allreduce(
-    t: &mut TcpRank,
-    seq: u64,
-    input: &[u8],
-    sig: Signature,
-) -> Result<Vec<u8>, TcpError> {
-    let (rank, n) = (t.rank(), t.nranks());
-    let mut out = vec![0u8; input.len()];
-    let info = OpInfo {
-        name: "AllReduce",
-        sig,
-        describe: &describe,
-    };
-    let bufs = OpBuffers::separate(input, &mut out, &mut []);
-    t.run(
-        &ctx(rank, seq),
-        &info,
-        bufs,
-        naive_allreduce(rank, n, input.len() as u64),
-    )?;
-    Ok(out)
 }
 
 #[test]
