@@ -628,18 +628,7 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
 
     if let Some(path) = &a.json {
-        let doc = output::JsonReport {
-            tool: "hccl test",
-            version: env!("CARGO_PKG_VERSION"),
-            collective: coll.name(),
-            simulated: true,
-            ranks: n,
-            cluster: Some(&info),
-            settings: &settings,
-            rows: &rows,
-        };
-        std::fs::write(path, serde_json::to_vec_pretty(&doc)?)
-            .with_context(|| format!("cannot write --json {}", path.display()))?;
+        output::JsonReport::new(coll.name(), n, Some(&info), &settings, &rows).write(path)?;
         writeln!(out, "# json: {}", path.display())?;
     }
     if let Some(path) = &a.plot {
@@ -801,18 +790,7 @@ fn run_tcp(a: &TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     };
     let (rank, world, rows) = tcp::run_rank(&sweep)?;
     if let (Some(path), 0) = (&a.json, rank) {
-        let doc = output::JsonReport {
-            tool: "hccl test",
-            version: env!("CARGO_PKG_VERSION"),
-            collective: coll.name(),
-            simulated: false,
-            ranks: world,
-            cluster: None,
-            settings: &settings,
-            rows: &rows,
-        };
-        std::fs::write(path, serde_json::to_vec_pretty(&doc)?)
-            .with_context(|| format!("cannot write --json {}", path.display()))?;
+        output::JsonReport::new(coll.name(), world, None, &settings, &rows).write(path)?;
     }
     if let Some(path) = &a.plot {
         if rank == 0 {

@@ -221,6 +221,39 @@ pub struct JsonReport<'a> {
     pub rows: &'a [Row],
 }
 
+impl<'a> JsonReport<'a> {
+    /// The report of one run of `hccl test`: simulated when `cluster` (the
+    /// simulated cluster) is given, measured (`--transport tcp`) when not.
+    pub fn new(
+        collective: &'a str,
+        ranks: u32,
+        cluster: Option<&'a ClusterInfo>,
+        settings: &'a str,
+        rows: &'a [Row],
+    ) -> JsonReport<'a> {
+        JsonReport {
+            tool: "hccl test",
+            version: env!("CARGO_PKG_VERSION"),
+            collective,
+            simulated: cluster.is_some(),
+            ranks,
+            cluster,
+            settings,
+            rows,
+        }
+    }
+
+    /// Writes the report to `path` as pretty-printed JSON.
+    ///
+    /// # Errors
+    /// The file cannot be written (the message names `--json` and the path).
+    pub fn write(&self, path: &std::path::Path) -> anyhow::Result<()> {
+        use anyhow::Context as _;
+        std::fs::write(path, serde_json::to_vec_pretty(self)?)
+            .with_context(|| format!("cannot write --json {}", path.display()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
