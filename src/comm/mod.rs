@@ -164,28 +164,13 @@ fn comm_id(name: &str) -> u64 {
     launch::hash128(&[name.as_bytes()]) as u64
 }
 
-/// The algorithm for `args` (`HCCL_ALGO`, else the selector with host-TCP
-/// costs; see [`hccl_hw::tcp::choose_algo`]).
-///
-/// A communicator's layout is flat (one group of all ranks), where a
-/// hierarchical spec's level 0 spans every rank. `hccl_algos` composes
-/// levels only for the five classic collectives, so for the others (V
-/// variants, AllToAll) a hierarchical spec such as HCCL_ALGO's
-/// `level0:ring;level1:NA` runs its level-0 algorithm flat.
+/// The algorithm for `args` (`HCCL_ALGO` where it fits, else the selector
+/// with host-TCP costs; see [`hccl_hw::tcp::choose_algo`]). A
+/// communicator's layout is flat, so a hierarchical `HCCL_ALGO` setting
+/// that cannot compose for the collective runs its first level that plans
+/// flat (`hccl_algos::select::HcclAlgo::spec_fitting`).
 fn pick_algo(args: &CollectiveArgs) -> Result<AlgoSpec, CommError> {
-    use CollectiveKind as K;
-    let spec = hccl_hw::tcp::choose_algo(args)?;
-    let composed = matches!(
-        args.kind,
-        K::AllReduce | K::AllGather | K::ReduceScatter | K::Broadcast | K::Reduce
-    );
-    Ok(match spec {
-        AlgoSpec::Hierarchical(l) if !composed => match l.level0 {
-            Some(a) if a.supports(args.kind) => AlgoSpec::Flat(a),
-            _ => spec,
-        },
-        _ => spec,
-    })
+    Ok(hccl_hw::tcp::choose_algo(args)?)
 }
 
 impl Comm {
