@@ -15,6 +15,7 @@
 //! | H-D_R, p = 2^k | `2 log2 p·α + 2(p-1)/p·nβ + (p-1)/p·nγ` | `log2 p·α + (p-1)/p·nβ` |
 //! | H-D_R, other p | the power-of-two part for `p' = 2^⌊log2 p⌋`, plus `2(α + nβ) + nγ` to fold | plus `2α + nβ`-ish folding |
 //! | mesh (HCCL `Mesh.md`) | `2α + 2/p·nβ + (p-1)/p·nγ` | `α + 1/p·nβ (+ (p-1)/p·nγ)` |
+//! | oneshot (AllReduce only) | `α + nβ + (p-1)·nγ` | — |
 //! | NB, any p | `2⌈log2 p⌉α + 2(p-1)/p·nβ + (p-1)/p·nγ` | `⌈log2 p⌉α + (p-1)/p·nβ (+ (p-1)/p·nγ)` |
 //! | NHR, any p | as NB, plus `x/p·n(β+γ)` per phase | as NB, plus `x/p·nβ (+γ)` |
 //!
@@ -34,8 +35,12 @@
 //! `(p-1)(α + nβ/p)`, mesh `α + (p-1)/p·nβ`. Hierarchical plans add their
 //! phases, each with its level's [`LinkCost`] (HCCL's hierarchical scheme,
 //! e.g. AllReduce = level0 ReduceScatter + level1 AllReduce on `n/k0` +
-//! level0 AllGather). Mesh is a candidate only inside a server (HCCL uses it
-//! for the intra-server full mesh) or for flat groups of at most 8.
+//! level0 AllGather). Mesh and oneshot are candidates only inside a server
+//! (HCCL uses them for the intra-server full mesh) or for flat groups of at
+//! most 8. Oneshot sends whole vectors where mesh sends blocks and folds
+//! `p` of them, so it beats mesh only while
+//! `α > (1 − 2/p)·nβ + (p−1)²/p·nγ`, i.e. for small AllReduces (HCCL's 910B operator takes its one-shot executors up to
+//! 128 KiB, `HCCL_SMALL_COUNT_128_KB` in `all_reduce_operator.cc`).
 //!
 //! **Pipeline** (HCCL's guide, `coll_algo_intro/Pipeline.md`, table 1), on
 //! `S` servers of `k` ranks (`p = S·k`), `B = n/p` bytes per block, inter
@@ -118,7 +123,7 @@ impl CostModel {
         };
         let g = match a {
             Algorithm::Ring => p.ring,
-            Algorithm::Mesh | Algorithm::Pairwise => p.mesh,
+            Algorithm::Mesh | Algorithm::Pairwise | Algorithm::Oneshot => p.mesh,
             _ => p.doubling,
         };
         LinkCost {
@@ -234,6 +239,9 @@ fn flat_cost(kind: CollectiveKind, a: Algorithm, p: u32, n: f64, l: &LinkCost) -
         // (hicann/hccl), table 1: every peer's block moves at once on its own
         // link, so one step costs `α + nβ/p`; reductions `(p-1)/p·nγ`.
         (K::AllReduce, Algorithm::Mesh) => 2.0 * al + 2.0 * n / pf * be + frac * n * ga,
+        // One-shot: each member's whole vector crosses every link once, at
+        // once; every member folds p vectors.
+        (K::AllReduce, Algorithm::Oneshot) => al + n * be + (pf - 1.0) * n * ga,
         (K::AllReduce, Algorithm::Nb) => {
             2.0 * log2_ceil(p) * al + 2.0 * frac * n * be + frac * n * ga
         }
@@ -348,7 +356,7 @@ fn pipeline_cost(
 /// and won at every size. Other algorithms send one message at a time:
 /// unchanged.
 fn port_shared(a: Algorithm, p: u32, l: &LinkCost) -> LinkCost {
-    if a == Algorithm::Mesh && p > 2 {
+    if matches!(a, Algorithm::Mesh | Algorithm::Oneshot) && p > 2 {
         let peers = (p - 1) as f64;
         LinkCost {
             alpha_ns: l.alpha_ns * peers,
@@ -399,7 +407,7 @@ pub fn predict(
             } else {
                 &l0
             };
-            if *a == Algorithm::Mesh
+            if matches!(*a, Algorithm::Mesh | Algorithm::Oneshot)
                 && (servers > 1 || p > 8)
                 && !matches!(kind, K::AllToAll | K::AllToAllV)
             {

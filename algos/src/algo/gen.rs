@@ -280,6 +280,9 @@ pub(crate) enum Blocks {
     Even { total: u64, parts: u32 },
     /// Blocks of the given counts, packed.
     Table(Arc<VCounts>),
+    /// Every one of the `parts` blocks is the whole vector of `total`
+    /// elements (one-shot algorithms: each member's share is everything).
+    Whole { total: u64, parts: u32 },
 }
 
 impl Blocks {
@@ -295,6 +298,7 @@ impl Blocks {
         match self {
             Blocks::Even { parts, .. } => *parts,
             Blocks::Table(v) => v.len() as u32,
+            Blocks::Whole { parts, .. } => *parts,
         }
     }
 
@@ -306,6 +310,13 @@ impl Blocks {
                 b as u64 * q + (b as u64).min(r)
             }
             Blocks::Table(v) => v.displ(b as usize),
+            Blocks::Whole { total, parts } => {
+                if b < *parts {
+                    0
+                } else {
+                    *total
+                }
+            }
         }
     }
 
@@ -318,6 +329,7 @@ impl Blocks {
                 q + u64::from((b as u64) < r)
             }
             Blocks::Table(_) => self.off(b + 1) - self.off(b),
+            Blocks::Whole { total, .. } => *total,
         }
     }
 
@@ -330,6 +342,7 @@ impl Blocks {
         match self {
             Blocks::Even { total, parts } => total.div_ceil(*parts as u64),
             Blocks::Table(v) => v.counts().iter().copied().max().unwrap_or(0),
+            Blocks::Whole { total, .. } => *total,
         }
     }
 }

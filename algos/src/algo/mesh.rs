@@ -187,7 +187,11 @@ impl Rs {
             } else {
                 (run, x)
             };
-            let deps: Vec<StepId> = [run_w, x_w].into_iter().flatten().collect();
+            let mut deps: Vec<StepId> = [run_w, x_w].into_iter().flatten().collect();
+            if dst == own && self.same && matches!(self.blocks, Blocks::Whole { .. }) {
+                // One-shot in place: every send reads the own vector.
+                deps.extend((1..k).map(|j| self.send_id(c.idx(j as i64))));
+            }
             let id = e.push(Op::LocalReduce { src, dst, op: c.op }, &deps);
             self.run = Some((dst, Some(id)));
             self.fin = Some(id);
@@ -265,6 +269,29 @@ pub(crate) fn reduce_scatter(
         );
     });
     (bytes, gen)
+}
+
+/// One-shot AllReduce (HCCL's `AllReduceMeshOneshot` executor, which HCCL
+/// runs for small AllReduces inside a 910B server): every member sends its
+/// whole vector to every other member in one concurrent exchange and folds
+/// the `p` vectors locally in rank order, so all members compute the same
+/// bits. One step instead of mesh's two, for `p − 1` times the bytes:
+/// `α + nβ + (p−1)·nγ` on a full mesh. Scratch: `p − 1` vectors. It is the
+/// mesh ReduceScatter core with every member's block being the whole vector.
+pub(crate) fn allreduce_oneshot(
+    c: Ctx,
+    count: u64,
+    src: Loc,
+    dst: Loc,
+    scratch: Loc,
+    same: bool,
+    divide: Option<u32>,
+) -> (u64, Box<dyn Gen>) {
+    let blocks = Blocks::Whole {
+        total: count,
+        parts: c.g.size,
+    };
+    reduce_scatter(c, blocks, src, dst, dst, scratch, same, divide, false)
 }
 
 /// Mesh AllGather: send the own block to every member, receive every other

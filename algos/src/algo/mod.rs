@@ -54,11 +54,15 @@ pub enum Algorithm {
     /// (AllGather, ReduceScatter, AllReduce; see the `pipeline` module).
     /// Uses the [`GroupLayout`]'s servers; on one server it is the mesh.
     Pipeline,
+    /// One-shot AllReduce (`oneshot`, HCCL's `AllReduceMeshOneshot`
+    /// executor for small AllReduces in a server): one concurrent exchange
+    /// of whole vectors, then a local rank-order fold (see `mesh`).
+    Oneshot,
 }
 
 impl Algorithm {
     /// Every algorithm.
-    pub const ALL: [Algorithm; 8] = [
+    pub const ALL: [Algorithm; 9] = [
         Algorithm::Ring,
         Algorithm::Mesh,
         Algorithm::HalvingDoubling,
@@ -67,6 +71,7 @@ impl Algorithm {
         Algorithm::Pairwise,
         Algorithm::Tree,
         Algorithm::Pipeline,
+        Algorithm::Oneshot,
     ];
 
     /// HCCL's name.
@@ -80,6 +85,7 @@ impl Algorithm {
             Algorithm::Pairwise => "pairwise",
             Algorithm::Tree => "tree",
             Algorithm::Pipeline => "pipeline",
+            Algorithm::Oneshot => "oneshot",
         }
     }
 
@@ -112,6 +118,7 @@ impl Algorithm {
             Algorithm::Pipeline => {
                 matches!(kind, K::AllReduce | K::AllGather | K::ReduceScatter)
             }
+            Algorithm::Oneshot => kind == K::AllReduce,
         }
     }
 
@@ -157,6 +164,7 @@ impl FromStr for Algorithm {
             "pairwise" => Algorithm::Pairwise,
             "tree" => Algorithm::Tree,
             "pipeline" => Algorithm::Pipeline,
+            "oneshot" | "meshoneshot" => Algorithm::Oneshot,
             _ => {
                 return Err(ParseAlgoError {
                     what: "algorithm",
@@ -403,6 +411,15 @@ fn phase_ar(
             ))
         }
         Algorithm::HalvingDoubling => Ok((0, hd::allreduce(c, count, src, dst, same, divide))),
+        Algorithm::Oneshot => Ok(mesh::allreduce_oneshot(
+            c,
+            count,
+            src,
+            dst,
+            env.scratch(),
+            same,
+            divide,
+        )),
         Algorithm::Nhr => Ok(nhr::allreduce(c, count, src, dst, same, divide)),
         Algorithm::Nb => Ok(nb::allreduce(
             c,

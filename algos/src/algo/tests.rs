@@ -311,6 +311,31 @@ fn log2_ceil(p: u32) -> u64 {
 }
 
 #[test]
+fn oneshot_allreduce_is_one_exchange_of_whole_vectors() {
+    // HCCL's AllReduceMeshOneshot: one message on the critical path, every
+    // rank sends its whole vector to each of the p - 1 others.
+    for p in 2..=8u32 {
+        for in_place in [false, true] {
+            let count = 3 * p as u64 + 1;
+            let args = CollectiveArgs::new(CollectiveKind::AllReduce, count, DataType::Fp32, p)
+                .with_in_place(in_place);
+            let rep = check(
+                &args,
+                &AlgoSpec::Flat(Algorithm::Oneshot),
+                &GroupLayout::flat(p),
+            );
+            assert_eq!(rep.critical_path_messages, 1, "p={p} in_place={in_place}");
+            let per_rank = (p as u64 - 1) * count * 4;
+            assert_eq!(
+                rep.bytes_sent,
+                p as u64 * per_rank,
+                "p={p} in_place={in_place}"
+            );
+        }
+    }
+}
+
+#[test]
 fn nhr_and_nb_take_ceil_log2_steps_for_any_p() {
     // HCCL's guide (NHR.md, NB.md): ReduceScatter and AllGather take
     // ⌈log2 p⌉ steps, AllReduce and Broadcast twice that, for every p;
