@@ -75,6 +75,14 @@ fn check_tcp_frame(data: &[u8]) {
                             assert_eq!(&d.encode(), b, "descriptor does not re-encode");
                             assert!(d.len > 0 && d.len <= left && d.len <= wire::MAX_CMA_PIECE);
                             assert!(d.addr.checked_add(d.len).is_some());
+                            assert!(
+                                d.word != 0 && d.word % 8 == 0 && d.word.checked_add(8).is_some()
+                            );
+                            assert_ne!(
+                                d.expected,
+                                wire::LEND_POISON,
+                                "a descriptor expects the poison"
+                            );
                         }
                     }
                 }

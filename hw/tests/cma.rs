@@ -1,8 +1,10 @@
 //! The same-host fast path (cross-memory attach, `hccl_hw::tcp::cma`):
 //! byte-exact results with it on, as threads and as processes; the probe's
 //! fallback when `HCCL_INTRA_CMA_ENABLE=0`; a hand-written peer that sends
-//! bad descriptors; and a hand-written receiver that checks that no send
-//! piece is reused (or changed) before its ack.
+//! bad descriptors or withdraws a loan (its lend word poisoned); and a
+//! hand-written receiver that checks that the pieces are the sender's own
+//! buffer, unchanged until acked, that a send completes only with its last
+//! ack, and that a failing sender poisons its lend word before it returns.
 #![cfg(target_os = "linux")]
 
 use std::io::{Read, Write};
@@ -16,10 +18,10 @@ use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
 use hccl_algos::layout::GroupLayout;
 use hccl_algos::schedule::{BufKind, Deps, Op, RankPlan, Region};
 use hccl_algos::{DataType, ReduceOp};
-use hccl_hw::tcp::cma::{self, Token};
+use hccl_hw::tcp::cma::{self, LendWord, Token};
 use hccl_hw::tcp::wire::{
     self, CmaProbe, CtrlKind, FrameHeader, FrameKind, Join, PieceDesc, SessionId, Signature,
-    CMA_PROBE_LEN, CTRL_HEADER_LEN, FRAME_HEADER_LEN, PIECE_DESC_LEN,
+    CMA_PROBE_LEN, CTRL_HEADER_LEN, FRAME_HEADER_LEN, LEND_POISON, PIECE_DESC_LEN,
 };
 use hccl_hw::tcp::{OpBuffers, RootInfo, TcpConfig, TcpError, TcpRank};
 
@@ -261,6 +263,40 @@ fn read_frame(s: &mut TcpStream, session: SessionId) -> FrameHeader {
     FrameHeader::decode(&b, session).unwrap()
 }
 
+/// A lend word of the hand-written peer, open under `id`.
+fn open_word(id: u64) -> LendWord {
+    let w = LendWord::new();
+    w.open(id);
+    w
+}
+
+/// A descriptor of `bytes` (in this process) lent under `w`'s value.
+fn desc_of(bytes: &[u8], w: &LendWord) -> PieceDesc {
+    PieceDesc {
+        addr: bytes.as_ptr() as u64,
+        len: bytes.len() as u64,
+        word: w.addr(),
+        expected: w.get(),
+    }
+}
+
+/// Writes an ack of `d` (op 0, tag 0).
+fn ack(s: &mut TcpStream, session: SessionId, d: PieceDesc) {
+    let mut b = frame(session, FrameKind::CmaAck, 0, 0, PIECE_DESC_LEN as u64);
+    b.extend_from_slice(&d.encode());
+    s.write_all(&b).unwrap();
+}
+
+/// The next frame from rank 0 that is not an op start.
+fn read_data_frame(s: &mut TcpStream, session: SessionId) -> FrameHeader {
+    loop {
+        let h = read_frame(s, session);
+        if h.kind != FrameKind::OpStart {
+            return h;
+        }
+    }
+}
+
 fn read_desc(s: &mut TcpStream) -> PieceDesc {
     let mut b = [0u8; PIECE_DESC_LEN];
     s.read_exact(&mut b).unwrap();
@@ -318,11 +354,14 @@ fn rank0_receives(len: u64, bytes: impl FnOnce(SessionId) -> Vec<u8>) -> (TcpErr
 
 #[test]
 fn a_descriptor_naming_unmapped_memory_fails_the_op_naming_peer_and_bytes() {
+    let w = open_word(1);
     let (e, out) = rank0_receives_a_bad_piece(
         1 << 20,
         PieceDesc {
             addr: 4096,
             len: 256 << 10,
+            word: w.addr(),
+            expected: 1,
         },
     );
     assert!(
@@ -357,6 +396,8 @@ fn a_descriptor_longer_than_its_message_is_a_protocol_error() {
         PieceDesc {
             addr: 0x10_0000,
             len: 8192,
+            word: 0x20_0000,
+            expected: 1,
         },
     );
     assert!(matches!(e, TcpError::Protocol { .. }), "{e}");
@@ -370,17 +411,16 @@ fn a_descriptor_longer_than_its_message_is_a_protocol_error() {
     );
 }
 
-#[test]
-fn send_pieces_stay_unchanged_and_unreused_until_their_ack() {
-    const PIECE: u64 = 256 << 10;
-    const AHEAD: usize = 16; // hccl_hw's PIECES_AHEAD
-    let len: u64 = 6 * (1 << 20) + 100; // 25 pieces
-    let payload: Vec<u8> = (0..len).map(|i| (i * 7 % 253) as u8).collect();
-    let c = cfg();
-    let info = root(&c);
-    let data = payload.clone();
-    let rank0 = std::thread::spawn(move || {
+/// Rank 0 of 2 (real) sends `len` bytes of `data` to rank 1 (op 0, tag 0)
+/// with `cfg`; returns the op's result, the counters and the data.
+fn rank0_sends(
+    c: TcpConfig,
+    info: RootInfo,
+    data: Vec<u8>,
+) -> std::thread::JoinHandle<(Result<(), TcpError>, hccl_hw::tcp::CmaStats, Vec<u8>)> {
+    std::thread::spawn(move || {
         let mut t = TcpRank::connect(c, &info, 2, 0, COMM).unwrap();
+        let len = data.len() as u64;
         let plan: RankPlan = Box::new(
             vec![step(
                 Op::Send {
@@ -392,68 +432,91 @@ fn send_pieces_stay_unchanged_and_unreused_until_their_ack() {
             )]
             .into_iter(),
         );
-        t.run(
+        let r = t.run(
             &ctx(0, 0),
             &op_info(SIG),
             OpBuffers::separate(&data, &mut [], &mut []),
             plan,
-        )
-        .unwrap();
-        t.cma_stats()
-    });
+        );
+        let stats = t.cma_stats();
+        if r.is_err() {
+            t.abort(); // no linger for a goodbye the fake never sends
+        }
+        drop(t);
+        (r, stats, data)
+    })
+}
+
+#[test]
+fn lent_pieces_are_the_senders_own_buffer_unchanged_and_the_send_ends_with_the_last_ack() {
+    const PIECE: u64 = 256 << 10;
+    const AHEAD: usize = 16; // hccl_hw's PIECES_AHEAD
+    let len: u64 = 6 * (1 << 20) + 100; // 25 pieces
+    let payload: Vec<u8> = (0..len).map(|i| (i * 7 % 253) as u8).collect();
+    let data = payload.clone();
+    let base = data.as_ptr() as u64; // the heap block moves with the Vec
+    let c = cfg();
+    let info = root(&c);
+    let rank0 = rank0_sends(c, info, data);
     let (mut s, pid, _token) = fake_rank1(&info);
+    assert_eq!(pid, std::process::id());
     let session = info.session;
     // Rank 0 waits for its predecessor's op start before it may finish.
     s.write_all(&frame(session, FrameKind::OpStart, 0, 0, 0))
         .unwrap();
-    // Frames from rank 0: its op start, then the pieces.
     let mut unacked: Vec<(PieceDesc, u64)> = Vec::new(); // (piece, offset in message)
     let mut at = 0u64;
     let mut acked = 0;
-    let ack = |s: &mut TcpStream, d: PieceDesc| {
-        let mut b = frame(session, FrameKind::CmaAck, 0, 0, PIECE_DESC_LEN as u64);
-        b.extend_from_slice(&d.encode());
-        s.write_all(&b).unwrap();
-    };
-    while at < len {
-        if unacked.len() == AHEAD {
-            // Rank 0 must stop here: nothing more may come before an ack.
-            s.set_read_timeout(Some(Duration::from_millis(300)))
-                .unwrap();
-            let mut b = [0u8; 1];
-            let r = s.read(&mut b);
-            assert!(
-                matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut),
-                "a frame came with {AHEAD} pieces unacked: {r:?}"
-            );
-            s.set_read_timeout(None).unwrap();
-            // Read the oldest piece only now, long after it was lent: it
-            // still holds its bytes. Then ack it.
+    let mut last = None;
+    while at < len || !unacked.is_empty() {
+        if unacked.len() == AHEAD || at == len {
+            if unacked.len() == AHEAD {
+                // Rank 0 must stop here: nothing more may come before an ack.
+                s.set_read_timeout(Some(Duration::from_millis(300)))
+                    .unwrap();
+                let mut b = [0u8; 1];
+                let r = s.read(&mut b);
+                assert!(
+                    matches!(&r, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut),
+                    "a frame came with {AHEAD} pieces unacked: {r:?}"
+                );
+                s.set_read_timeout(None).unwrap();
+            }
+            // Read the oldest piece only now, long after it was lent,
+            // through the lend word check: it still holds its bytes.
             let (d, off) = unacked.remove(0);
             let mut got = vec![0u8; d.len as usize];
-            cma::read_remote(pid, d.addr, &mut got).unwrap();
+            cma::read_lent(pid, &d, &mut got).unwrap();
             assert!(
                 got[..] == payload[off as usize..(off + d.len) as usize],
                 "piece at offset {off} changed before its ack"
             );
-            ack(&mut s, d);
+            if unacked.is_empty() && at == len {
+                // Everything read but the last ack withheld: the send step,
+                // and so the op, must still be running.
+                std::thread::sleep(Duration::from_millis(300));
+                assert!(
+                    !rank0.is_finished(),
+                    "rank 0's op ended before the last piece was acked"
+                );
+                last = Some(d);
+            }
+            ack(&mut s, session, d);
             acked += 1;
             continue;
         }
-        let h = read_frame(&mut s, session);
+        let h = read_data_frame(&mut s, session);
         match h.kind {
-            FrameKind::OpStart => continue,
             FrameKind::DataCma => assert_eq!((at, h.len), (0, len)),
             FrameKind::CmaMore => assert!(at > 0),
             k => panic!("unexpected {k:?}"),
         }
         let d = read_desc(&mut s);
         assert_eq!(d.len, PIECE.min(len - at));
-        assert!(
-            unacked
-                .iter()
-                .all(|(u, _)| { d.addr + d.len <= u.addr || u.addr + u.len <= d.addr }),
-            "a new piece overlaps one still lent"
+        assert_eq!(
+            d.addr,
+            base + at,
+            "the piece is the sender's own input, not a copy"
         );
         unacked.push((d, at));
         at += d.len;
@@ -461,22 +524,56 @@ fn send_pieces_stay_unchanged_and_unreused_until_their_ack() {
     // Goodbye, so that rank 0's destroy need not wait for it.
     s.write_all(&frame(session, FrameKind::Bye, 0, 0, 0))
         .unwrap();
-    let stats = rank0.join().unwrap();
+    let (r, stats, data) = rank0.join().unwrap();
+    r.unwrap();
     assert_eq!(stats.pieces_lent, 25);
     assert_eq!(stats.bytes_lent, len);
-    assert_eq!(acked, 25 - AHEAD);
+    assert_eq!(acked, 25);
+    assert_eq!(stats.outstanding, 0, "nothing lent after the op");
+    // After the op the loan is withdrawn: a stale descriptor of it no
+    // longer validates, though the bytes are still there.
+    let d = last.unwrap();
+    let mut got = vec![0u8; d.len as usize];
     assert_eq!(
-        stats.outstanding as usize,
-        unacked.len(),
-        "exactly the unacked pieces are still lent"
+        cma::read_lent(pid, &d, &mut got),
+        Err(cma::LentReadError::Withdrawn { found: LEND_POISON })
     );
-    // Rank 0 is destroyed: its unacked pieces were leaked, not freed, so
-    // they still hold their bytes.
-    for (d, off) in unacked {
+    drop(data);
+}
+
+#[test]
+fn a_send_whose_last_piece_is_never_acked_does_not_complete() {
+    // Two pieces; the fake reads both, acks the first and sends its op
+    // start: everything but the last ack. Were the send complete once its
+    // descriptors were written, the op would succeed.
+    let len: u64 = (256 << 10) + 4096;
+    let c = TcpConfig {
+        exec_timeout: Some(Duration::from_secs(1)),
+        ..cfg()
+    };
+    let info = root(&c);
+    let rank0 = rank0_sends(c, info, vec![9u8; len as usize]);
+    let (mut s, pid, _token) = fake_rank1(&info);
+    let session = info.session;
+    s.write_all(&frame(session, FrameKind::OpStart, 0, 0, 0))
+        .unwrap();
+    let mut descs = Vec::new();
+    for kind in [FrameKind::DataCma, FrameKind::CmaMore] {
+        assert_eq!(read_data_frame(&mut s, session).kind, kind);
+        let d = read_desc(&mut s);
         let mut got = vec![0u8; d.len as usize];
-        cma::read_remote(pid, d.addr, &mut got).unwrap();
-        assert!(got[..] == payload[off as usize..(off + d.len) as usize]);
+        cma::read_lent(pid, &d, &mut got).unwrap();
+        assert!(got.iter().all(|&b| b == 9));
+        descs.push(d);
     }
+    ack(&mut s, session, descs[0]);
+    let (r, stats, _) = rank0.join().unwrap();
+    let e = r.unwrap_err();
+    assert!(
+        matches!(&e, TcpError::Timeout { waiting, .. } if waiting == "rank 1 to take 1 sent message(s)"),
+        "{e}"
+    );
+    assert_eq!((stats.pieces_lent, stats.outstanding), (2, 1));
 }
 
 #[test]
@@ -487,6 +584,8 @@ fn a_failing_sender_cuts_its_cross_memory_message_and_the_abort_gets_through() {
         ..cfg()
     };
     let info = root(&c);
+    // The fake hands rank 0's thread the first descriptor it got.
+    let (first_tx, first_rx) = std::sync::mpsc::channel::<PieceDesc>();
     let rank0 = std::thread::spawn(move || {
         let mut t = TcpRank::connect(c, &info, 2, 0, COMM).unwrap();
         let data = vec![5u8; len as usize];
@@ -509,9 +608,17 @@ fn a_failing_sender_cuts_its_cross_memory_message_and_the_abort_gets_through() {
                 plan,
             )
             .unwrap_err();
+        // The error is back, the communicator not yet aborted: the lend
+        // word already holds the poison, and the lent piece (still
+        // readable: `data` lives) no longer validates.
+        let d = first_rx.recv().unwrap();
+        let mut word = [0u8; 8];
+        cma::read_remote(std::process::id(), d.word, &mut word).unwrap();
+        let mut got = vec![0u8; d.len as usize];
+        let stale = cma::read_lent(std::process::id(), &d, &mut got);
         let stats = t.cma_stats();
         t.abort();
-        (e, stats)
+        (e, stats, u64::from_ne_bytes(word), d.expected, stale)
     });
     let (mut s, _, _token) = fake_rank1(&info);
     let session = info.session;
@@ -521,7 +628,10 @@ fn a_failing_sender_cuts_its_cross_memory_message_and_the_abort_gets_through() {
         match h.kind {
             FrameKind::OpStart => {}
             FrameKind::DataCma | FrameKind::CmaMore => {
-                read_desc(&mut s);
+                let d = read_desc(&mut s);
+                if pieces == 0 {
+                    first_tx.send(d).unwrap();
+                }
                 pieces += 1;
             }
             FrameKind::Abort => {
@@ -532,20 +642,26 @@ fn a_failing_sender_cuts_its_cross_memory_message_and_the_abort_gets_through() {
             k => panic!("unexpected {k:?} after {pieces} pieces"),
         }
     };
-    let (e, stats) = rank0.join().unwrap();
+    let (e, stats, word, expected, stale) = rank0.join().unwrap();
     assert!(matches!(e, TcpError::Timeout { .. }), "{e}");
     assert_eq!(pieces, 16, "no piece was lent after the failure");
     assert_eq!((stats.pieces_lent, stats.outstanding), (16, 16));
     assert!(reason.contains("timed out"), "{reason}");
+    assert_ne!(expected, LEND_POISON);
+    assert_eq!(
+        word, LEND_POISON,
+        "the failed op returned with its loan open"
+    );
+    assert_eq!(
+        stale,
+        Err(cma::LentReadError::Withdrawn { found: LEND_POISON })
+    );
 }
 
 #[test]
 fn an_abort_between_the_pieces_of_a_message_fails_the_receiver_with_its_reason() {
     let piece = vec![0x42u8; 256 << 10];
-    let desc = PieceDesc {
-        addr: piece.as_ptr() as u64,
-        len: piece.len() as u64,
-    };
+    let desc = desc_of(&piece, &open_word(1));
     let (e, out) = rank0_receives(1 << 20, |session| {
         let mut b = frame(session, FrameKind::DataCma, 0, 0, 1 << 20);
         b.extend_from_slice(&desc.encode());
@@ -563,6 +679,137 @@ fn an_abort_between_the_pieces_of_a_message_fails_the_receiver_with_its_reason()
     assert!(out[..256 << 10].iter().all(|&b| b == 0x42 || b == 0xAA));
     assert!(out[256 << 10..].iter().all(|&b| b == 0xAA));
     drop(piece);
+}
+
+/// Real rank 0 receives 2 pieces from the fake rank 1 (op 0, tag 0)
+/// through a plain receive, or a reduce into 0xAA-filled output: the fake
+/// lends the first piece under an open lend word, waits for its ack, then
+/// poisons the word (its op "failed") and lends the second, followed by
+/// an abort frame with `abort` as its reason if given. Returns rank 0's
+/// error and output.
+fn rank0_reads_a_withdrawn_piece(
+    reduce: bool,
+    abort: Option<&str>,
+) -> (TcpError, Vec<u8>, PieceDesc) {
+    const PIECE: usize = 256 << 10;
+    let len = 2 * PIECE as u64;
+    let c = cfg();
+    let info = root(&c);
+    let rank0 = std::thread::spawn(move || {
+        let mut t = TcpRank::connect(c, &info, 2, 0, COMM).unwrap();
+        let zeros = vec![0u8; len as usize];
+        let mut out = vec![0xAAu8; len as usize];
+        let all_out = Region::new(BufKind::Output, 0, len);
+        let op = if reduce {
+            Op::RecvReduce {
+                peer: 1,
+                tag: 0,
+                local: Region::new(BufKind::Input, 0, len),
+                dst: all_out,
+                op: ReduceOp::Sum,
+            }
+        } else {
+            Op::Recv {
+                peer: 1,
+                tag: 0,
+                dst: all_out,
+            }
+        };
+        let plan: RankPlan = Box::new(vec![step(op, Deps::NONE)].into_iter());
+        let r = t.run(
+            &ctx(0, 0),
+            &op_info(SIG),
+            OpBuffers::separate(&zeros, &mut out, &mut []),
+            plan,
+        );
+        t.abort();
+        (r, out)
+    });
+    let (mut s, _, _token) = fake_rank1(&info);
+    let session = info.session;
+    let payload = f32s(&vec![1.5f32; 2 * PIECE / 4]);
+    let w = open_word(77);
+    let first = desc_of(&payload[..PIECE], &w);
+    let mut b = frame(session, FrameKind::DataCma, 0, 0, len);
+    b.extend_from_slice(&first.encode());
+    s.write_all(&b).unwrap();
+    let h = read_data_frame(&mut s, session);
+    assert_eq!(h.kind, FrameKind::CmaAck, "the valid piece is taken");
+    assert_eq!(read_desc(&mut s), first);
+    // The lender's op fails now; a descriptor it sent before the failure
+    // (same lend value) is read after it.
+    let second = desc_of(&payload[PIECE..], &w);
+    w.poison();
+    let mut b = frame(session, FrameKind::CmaMore, 0, 0, PIECE_DESC_LEN as u64);
+    b.extend_from_slice(&second.encode());
+    if let Some(why) = abort {
+        b.extend_from_slice(&frame(session, FrameKind::Abort, 0, 0, why.len() as u64));
+        b.extend_from_slice(why.as_bytes());
+    }
+    s.write_all(&b).unwrap();
+    let (r, out) = rank0.join().unwrap();
+    drop(s);
+    (r.unwrap_err(), out, second)
+}
+
+fn assert_lender_failed(e: &TcpError, second: PieceDesc) {
+    assert!(
+        matches!(
+            e,
+            TcpError::LenderFailed {
+                peer: 1,
+                rank: 0,
+                seq: 0,
+                len: 262144,
+                expected: 77,
+                found: LEND_POISON,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "AllReduce #0: rank 1's op failed while lending its buffer: rank 0 discarded 262144 bytes it had read out of it (its lend word at {:#x} holds 0, the piece was lent under 77); see rank 1's error",
+            second.word
+        )
+    );
+}
+
+#[test]
+fn a_piece_whose_lend_word_was_poisoned_fails_a_plain_receive() {
+    // No abort follows: after WITHDRAWN_GRACE, the lend word's verdict.
+    let (e, out, second) = rank0_reads_a_withdrawn_piece(false, None);
+    assert_lender_failed(&e, second);
+    // The first piece landed in place; what the second left is not
+    // reported as received (the op failed).
+    assert!(out[..256 << 10]
+        .chunks(4)
+        .all(|c| c == 1.5f32.to_le_bytes()));
+}
+
+#[test]
+fn a_piece_whose_lend_word_was_poisoned_is_never_reduced() {
+    let (e, out, second) = rank0_reads_a_withdrawn_piece(true, None);
+    assert_lender_failed(&e, second);
+    // 0 + 1.5 for the first piece; the second was read into a chunk,
+    // refused, and never reduced into the output.
+    assert!(out[..256 << 10]
+        .chunks(4)
+        .all(|c| c == 1.5f32.to_le_bytes()));
+    assert!(out[256 << 10..].iter().all(|&b| b == 0xAA));
+}
+
+#[test]
+fn a_withdrawn_piece_followed_by_the_lenders_abort_fails_with_the_lenders_reason() {
+    let why = "rank 1: AllReduce #0: rank 1 lost rank 2 (connection closed by the peer)";
+    let (e, out, _) = rank0_reads_a_withdrawn_piece(true, Some(why));
+    assert!(
+        matches!(&e, TcpError::Aborted { by: 1, reason, .. } if reason == why),
+        "{e}"
+    );
+    assert!(out[256 << 10..].iter().all(|&b| b == 0xAA));
 }
 
 #[test]
@@ -638,11 +885,9 @@ fn pieces_for_a_posted_plain_receive_land_in_place_without_a_chunk() {
         .unwrap();
     // One piece at a time, each after the previous one's ack: rank 0 has
     // posted its receive long before the last ones come.
+    let w = open_word(1);
     for (i, chunk) in payload.chunks(PIECE as usize).enumerate() {
-        let d = PieceDesc {
-            addr: chunk.as_ptr() as u64,
-            len: chunk.len() as u64,
-        };
+        let d = desc_of(chunk, &w);
         let kind = if i == 0 {
             FrameKind::DataCma
         } else {

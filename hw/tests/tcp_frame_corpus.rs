@@ -43,6 +43,8 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
     let desc = PieceDesc {
         addr: 0x7f00_0000_1000,
         len: 4096,
+        word: 0x5555_0000_0040,
+        expected: 3,
     }
     .encode();
     let probe = CmaProbe {
@@ -151,6 +153,18 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
             patch("frame_data_cma", 96, &(1u64 << 30).to_le_bytes()),
         ),
         (
+            "bad_desc_word_null".into(),
+            patch("frame_cma_more", 104, &0u64.to_le_bytes()),
+        ),
+        (
+            "bad_desc_word_unaligned".into(),
+            patch("frame_data_cma", 104, &0x5555_0000_0041u64.to_le_bytes()),
+        ),
+        (
+            "bad_desc_expects_poison".into(),
+            patch("frame_cma_ack", 112, &wire::LEND_POISON.to_le_bytes()),
+        ),
+        (
             "bad_ctrl_body_too_long".into(),
             patch("ctrl_join", 24, &u32::MAX.to_le_bytes()),
         ),
@@ -241,10 +255,10 @@ fn seed_corpus() {
         }
     }
     // Every frame kind once, plus the empty data frame, the header whose
-    // reserved bytes are not zero (decode ignores them) and the four whose
+    // reserved bytes are not zero (decode ignores them) and the seven whose
     // header is valid but whose probe or descriptor is not.
     frames.sort_by_key(|k| *k as u8);
-    assert_eq!(frames.len(), 15, "{frames:?}");
+    assert_eq!(frames.len(), 18, "{frames:?}");
     for k in 1..=9u8 {
         assert!(
             frames.iter().any(|f| *f as u8 == k),

@@ -115,7 +115,9 @@ impl CommError {
             CommError::Tcp(e) => match e {
                 TcpError::Config { .. } | TcpError::InvalidArgument(_) => 1,
                 TcpError::Timeout { .. } | TcpError::BootstrapTimeout { .. } => 9,
-                TcpError::Mismatch { .. } | TcpError::Aborted { .. } => 21,
+                TcpError::Mismatch { .. }
+                | TcpError::Aborted { .. }
+                | TcpError::LenderFailed { .. } => 21,
                 TcpError::Bind { .. }
                 | TcpError::Interface { .. }
                 | TcpError::SessionExpired { .. }

@@ -10,7 +10,7 @@
 //! socket), the acks behind it would wait too, this rank's own sends would
 //! stall at `PIECES_AHEAD` unacked pieces, and a schedule whose receive
 //! waits on such a send would deadlock. Here a piece waiting for budget
-//! is queued (its bytes stay in the peer's staging memory), acks are
+//! is queued (its bytes stay in the peer's op buffer), acks are
 //! handled at once, and other frames queue behind the piece so that the
 //! executor sees every event in wire order. The queue is bounded by
 //! [`MAX_QUEUED`]; a peer that sends more without acks simply is not read

@@ -8,7 +8,7 @@
 //! | `HCCL_SOCKET_IFNAME` | interface filter when `HCCL_IF_IP` is unset | same syntax: `eth,enp` prefixes, `^eth` excluded prefixes, `=eth0` exact names, `^=eth0` excluded names |
 //! | `HCCL_IF_BASE_PORT` | first of 16 host ports: the root listens on it, ranks take the next free of the other 15; `0` or unset = the OS chooses | host NIC base port, 16 ports used, default 60000 |
 //! | `HCCL_BUFFSIZE` | MB of early-arriving (unmatched) message bytes buffered per peer | size of the CCL staging buffer, default 200 MB |
-//! | `HCCL_INTRA_CMA_ENABLE` | `1` (default): peers in processes on this host read send pieces straight out of this process (`process_vm_readv`, see [`super::cma`]); `0`: every byte goes through the socket | ours, named by analogy with HCCL's `HCCL_INTRA_PCIE_ENABLE` / `HCCL_INTRA_ROCE_ENABLE` (which pick the intra-server link) |
+//! | `HCCL_INTRA_CMA_ENABLE` | `1` (default): peers in processes on this host read sent regions straight out of this process's op buffers (`process_vm_readv`, see [`super::cma`]); `0`: every byte goes through the socket | ours, named by analogy with HCCL's `HCCL_INTRA_PCIE_ENABLE` / `HCCL_INTRA_ROCE_ENABLE` (which pick the intra-server link) |
 //!
 //! Deviations from HCCL, on purpose: timeouts accept decimal seconds and any
 //! positive value (HCCL clamps `HCCL_CONNECT_TIMEOUT` to [120, 7200]) so

@@ -147,6 +147,29 @@ pub enum TcpError {
         /// The socket's words.
         reason: String,
     },
+    /// A same-host peer's op failed while it lent this rank a piece of its
+    /// buffer: after copying the piece, this rank found the peer's lend
+    /// word withdrawn (see [`super::cma`]), so the bytes may have been
+    /// rewritten and were discarded. The peer reports the original error.
+    #[error("{op} {}: rank {peer}'s op failed while lending its buffer: rank {rank} discarded {len} bytes it had read out of it (its lend word at {word:#x} holds {found}, the piece was lent under {expected}); see rank {peer}'s error", OpSeq(*seq))]
+    LenderFailed {
+        /// Op name (of this rank's op).
+        op: String,
+        /// Op sequence number.
+        seq: u64,
+        /// This rank.
+        rank: u32,
+        /// The lender.
+        peer: u32,
+        /// Bytes of the discarded piece.
+        len: u64,
+        /// Address of the lender's lend word in its process.
+        word: u64,
+        /// The value the descriptor named.
+        expected: u64,
+        /// The value found.
+        found: u64,
+    },
     /// A message's length differs from the receiving step's.
     #[error("{op} {}: rank {rank} expected {expected} bytes from rank {peer} (tag {tag}) but the message has {received} bytes", OpSeq(*seq))]
     LengthMismatch {

@@ -9,9 +9,10 @@
 //!   yet consumed never exceed `HCCL_BUFFSIZE` per peer.
 //!
 //! With the same-host fast path ([`super::cma`]) on, a writer sends
-//! [`Outgoing::Lent`] pieces as descriptors, and the connection's reader
-//! ([`super::cma_reader`]) reports each as an [`Event::Piece`], which the
-//! caller copies out of the peer's memory and acks.
+//! [`Outgoing::Lent`] pieces as descriptors of the sender's own op
+//! buffer, and the connection's reader ([`super::cma_reader`]) reports
+//! each as an [`Event::Piece`], which the caller copies out of the peer's
+//! memory, checks against the peer's lend word, and acks.
 
 use hccl_algos::schedule::StepId;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -42,15 +43,12 @@ pub enum Outgoing {
     },
     /// A piece lent to a same-host peer: one whole frame (a `DataCma`
     /// header on the message's first piece, `CmaMore` after) and the
-    /// piece's descriptor; [`Event::SendDone`] without a buffer follows
-    /// (the piece comes back with the peer's ack).
+    /// piece's descriptor. No [`Event::SendDone`] follows: the piece, and
+    /// with the last one the send step, completes with the peer's
+    /// [`Event::CmaAck`].
     Lent {
         /// Header and descriptor.
         frame: [u8; FRAME_HEADER_LEN + PIECE_DESC_LEN],
-        /// Op sequence number, for the completion.
-        seq: u64,
-        /// The step, on a message's last piece.
-        step: Option<StepId>,
     },
     /// A control frame (op start, abort, bye): no completion.
     Control(Vec<u8>),
@@ -127,9 +125,8 @@ pub enum Event {
         seq: u64,
         /// The send step, if this was the message's last piece.
         step: Option<StepId>,
-        /// The piece's buffer, for reuse; `None` for a lent piece (it
-        /// comes back with [`Event::CmaAck`]).
-        buf: Option<Vec<u8>>,
+        /// The piece's buffer, for reuse.
+        buf: Vec<u8>,
     },
     /// `peer` has copied the lent piece `desc` out of this process.
     CmaAck {
@@ -189,11 +186,9 @@ pub async fn writer(
                         }
                     }
                 }
-                (r, Some((seq, step, Some(bytes))))
+                (r, Some((seq, step, bytes)))
             }
-            Outgoing::Lent { frame, seq, step } => {
-                (w.write_all(&frame).await, Some((seq, step, None)))
-            }
+            Outgoing::Lent { frame } => (w.write_all(&frame).await, None),
             Outgoing::Ack(bytes) if mid_message => {
                 held_acks.push(bytes);
                 continue;

@@ -24,6 +24,15 @@
 //! the ring, and the receiver checks the data frame's signature (count,
 //! dtype) before any byte lands.
 //!
+//! **Same-host sends** ([`super::cma`]) lend the op's own buffer: a send
+//! step whose pieces a peer reads out of this process completes only when
+//! the peer has acked all of them, so an op that succeeds leaves nothing
+//! lent. Every op opens this rank's lend word with a fresh number when it
+//! starts and poisons it (store, then a sequentially consistent fence)
+//! before a failure is returned and whenever the op ends ([`TcpOp`]'s
+//! `Drop`), so a peer that reads a piece after the op gave the buffers
+//! back discards it.
+//!
 //! **Failure.** Any error fails the op, is sent to every live peer as an
 //! abort, and leaves the communicator broken (every later op returns
 //! [`TcpError::Broken`]), as with HCCL and NCCL after an error.
@@ -40,7 +49,7 @@ use tokio::task::JoinHandle;
 
 use super::bootstrap::bootstrap;
 use super::buffers::OpBuffers;
-use super::cma::{self, LentPieces, Token};
+use super::cma::{self, LendWord, LentPieces, LentReadError, Token};
 use super::cma_reader::{self, ChunkPool};
 use super::config::TcpConfig;
 use super::error::TcpError;
@@ -56,7 +65,8 @@ use crate::sync::{ByteBudget, Permit};
 pub const LINGER: Duration = Duration::from_secs(10);
 
 /// Bytes of payload per piece handed to a writer: the writer starts on the
-/// first piece while the caller copies the next.
+/// first piece while the caller copies the next. Also the size of a piece
+/// lent to a same-host peer (one `process_vm_readv` and one ack each).
 pub const SEND_PIECE: usize = 256 << 10;
 /// Bound on messages (of any size, zero included) and op starts held
 /// before this rank posts their receives: bytes are bounded by
@@ -66,16 +76,17 @@ pub const MAX_EARLY_MESSAGES: usize = 1 << 16;
 // be one piece: one write, never split around an ack.
 const _: () = assert!(SEND_PIECE as u64 >= MAX_INLINE_ON_CMA);
 /// Pieces a send may run ahead of the writer (4 MiB at 256 KiB pieces): the
-/// memory a send holds per peer, whatever the message size.
+/// memory a send holds per peer, whatever the message size; for a
+/// same-host peer, the pieces lent and not yet acked.
 pub const PIECES_AHEAD: u32 = 16;
-/// Send piece buffers kept for reuse (16 MiB at 256 KiB): lent pieces come
-/// back only with their acks, so several peers' worth cycle through it.
+/// Send piece buffers kept for reuse (16 MiB at 256 KiB).
 const SEND_POOL: usize = 64;
 /// Counters of the same-host fast path (see [`super::cma`]), for tests
 /// and diagnostics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CmaStats {
-    /// Pieces lent to peers as descriptors since connect.
+    /// Pieces of op buffers lent to peers as descriptors since connect
+    /// (no copy on this side).
     pub pieces_lent: u64,
     /// Payload bytes in those pieces.
     pub bytes_lent: u64,
@@ -100,6 +111,13 @@ pub const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(20);
 
 /// Longest a failing op waits for its abort frames to be written.
 pub const ABORT_FLUSH: Duration = Duration::from_secs(1);
+
+/// How long a rank that found a peer's loan withdrawn (the peer's op
+/// failed while lending; see [`super::cma`]) waits for that peer's abort
+/// frame, which names the original error, before it fails its op with
+/// [`TcpError::LenderFailed`]. The failing peer writes its aborts before
+/// it withdraws, so the frame is normally there already.
+pub const WITHDRAWN_GRACE: Duration = ABORT_FLUSH;
 
 /// The seq bit that marks a point-to-point op (send/recv between two ranks).
 /// Collectives number their ops `0, 1, 2, ...` across the communicator; a
@@ -197,16 +215,22 @@ struct Peer {
     pieces_in_flight: u32,
     /// The peer reads this rank's pieces (its probe answer was "ok").
     cma_send: bool,
-    /// Pieces lent to the peer and not yet acked.
+    /// Pieces of op buffers lent to the peer and not yet acked.
     lent: LentPieces,
     /// The peer's process, verified by the probe: this rank reads its pieces.
     cma_pid: Option<u32>,
+    /// The peer withdrew a loan this rank was reading (its op failed): the
+    /// error to fail with if its abort frame has not come by the instant.
+    /// Its later pieces are dropped unread.
+    withdrawn: Option<(TcpError, Instant)>,
 }
 
-/// A posted send whose payload is copied into pieces lazily, at most
-/// [`PIECES_AHEAD`] pieces ahead of the writer, so copying overlaps sending.
-/// Reading the region late is sound: a step that writes it depends on the
-/// send, which completes only after its last piece is written.
+/// A posted send whose payload is copied into pieces (or, for a same-host
+/// peer, lent) lazily, at most [`PIECES_AHEAD`] pieces ahead of the writer
+/// (or of the peer's acks), so copying overlaps sending. Reading the region
+/// late is sound: a step that writes it depends on the send, which
+/// completes only after its last piece is written (or, lent, all its
+/// pieces are acked).
 #[derive(Debug)]
 struct OutMsg {
     seq: u64,
@@ -216,7 +240,7 @@ struct OutMsg {
     /// Payload bytes already queued.
     next: u64,
     started: bool,
-    /// Sent as descriptors (decided when its first piece goes).
+    /// Lent as descriptors (decided when its first piece goes).
     cma: bool,
 }
 
@@ -251,6 +275,11 @@ pub struct TcpRank {
     cma_stats: CmaStats,
     /// Receive chunks of fast-path peers, shared with their readers.
     chunk_pool: ChunkPool,
+    /// Validity word of the pieces this rank lends (see [`super::cma`]).
+    lend_word: LendWord,
+    /// The lend number of the running (or last) op; never
+    /// [`LEND_POISON`](super::wire::LEND_POISON).
+    lend_id: u64,
 }
 
 /// Interrupts a [`TcpRank`]'s running op from another thread: the op fails
@@ -356,6 +385,8 @@ impl TcpRank {
             spin,
             cma_stats: CmaStats::default(),
             chunk_pool,
+            lend_word: LendWord::new(),
+            lend_id: 0,
         })
     }
 
@@ -468,6 +499,11 @@ impl TcpRank {
             )));
         }
         let timeout = self.cfg.exec_timeout;
+        // A fresh lend number: no descriptor of an earlier op validates
+        // against it. (An earlier op left nothing lent: it succeeded, so
+        // every piece was acked, or it failed and broke the communicator.)
+        self.lend_id += 1;
+        self.lend_word.open(self.lend_id);
         let mut op = TcpOp {
             rank: self,
             ctx: *ctx,
@@ -586,14 +622,16 @@ impl TcpRank {
         }
     }
 
-    /// Queues pieces of `peer`'s pending sends, up to [`PIECES_AHEAD`] in flight.
+    /// Queues pieces of `peer`'s pending sends, up to [`PIECES_AHEAD`] in
+    /// flight: copies into send pieces, or, for a same-host peer and a
+    /// message over [`MAX_INLINE_ON_CMA`] bytes, descriptors of the
+    /// region's own bytes in `bufs` (no copy: the peer reads them while
+    /// the send step waits for its acks).
     fn fill_sends(&mut self, peer: u32, bufs: &OpBuffers<'_>) -> Result<(), TcpError> {
         let p = &mut self.peers[peer as usize];
         while p.pieces_in_flight < PIECES_AHEAD {
             let Some(m) = p.outq.front_mut() else { break };
             let n = (m.src.len - m.next).min(SEND_PIECE as u64);
-            let mut bytes = self.send_pool.pop().unwrap_or_default();
-            bytes.clear();
             let head = if m.started {
                 None
             } else {
@@ -606,9 +644,15 @@ impl TcpRank {
             let last = m.next == m.src.len;
             let (seq, step) = (m.seq, last.then_some(m.step));
             let out = if m.cma {
-                // Staging, not user memory: the peer reads this piece,
-                // which stays lent (never reused) until its ack.
-                bytes.extend_from_slice(payload);
+                // The op's own memory, lent: the send step completes only
+                // when every piece is acked, and a failure withdraws it
+                // through the lend word before the buffers go back.
+                let desc = PieceDesc {
+                    addr: payload.as_ptr() as u64,
+                    len: n,
+                    word: self.lend_word.addr(),
+                    expected: self.lend_id,
+                };
                 self.cma_stats.pieces_lent += 1;
                 self.cma_stats.bytes_lent += n;
                 let mut h = head.unwrap_or(FrameHeader {
@@ -621,9 +665,12 @@ impl TcpRank {
                 }
                 let mut frame = [0u8; FRAME_HEADER_LEN + PIECE_DESC_LEN];
                 frame[..FRAME_HEADER_LEN].copy_from_slice(&h.encode());
-                frame[FRAME_HEADER_LEN..].copy_from_slice(&p.lent.lend(bytes).encode());
-                Outgoing::Lent { frame, seq, step }
+                frame[FRAME_HEADER_LEN..].copy_from_slice(&desc.encode());
+                p.lent.lend(desc, m.seq, m.step, last);
+                Outgoing::Lent { frame }
             } else {
+                let mut bytes = self.send_pool.pop().unwrap_or_default();
+                bytes.clear();
                 if let Some(h) = head {
                     bytes.extend_from_slice(&h.encode());
                 }
@@ -698,7 +745,7 @@ impl TcpRank {
                 match self.next_event(Some(end.saturating_duration_since(Instant::now()))) {
                     Some(Event::Closed { .. }) | Some(Event::Protocol { .. }) => open -= 1,
                     Some(Event::CmaAck { peer, desc }) => {
-                        // Acked: the peer is done with it; free it.
+                        // Acked: the peer is done with it.
                         let _ = self.peers[peer as usize].lent.ack(desc);
                     }
                     Some(_) => {}
@@ -706,12 +753,15 @@ impl TcpRank {
                 }
             }
         }
+        // Only a failed op leaves pieces lent, and its lend word was
+        // poisoned before it returned; poison once more in case.
+        self.lend_word.poison();
         for (p, peer) in self.peers.iter_mut().enumerate() {
             let n = peer.lent.len();
             if n > 0 {
-                let bytes = peer.lent.leak_all();
+                let bytes = peer.lent.forget_all();
                 tracing::debug!(
-                    "hccl rank {}: leaking {n} send piece(s) ({bytes} bytes) lent to rank {p} and never acked: it may still read them",
+                    "hccl rank {}: {n} piece(s) ({bytes} bytes) lent to rank {p} were never acked; withdrawn by the lend word",
                     self.rank
                 );
             }
@@ -877,6 +927,9 @@ impl TcpRank {
                 msg_len,
                 before,
             } => {
+                if self.peers[peer as usize].withdrawn.is_some() {
+                    return Ok(()); // its op failed: wait for its abort
+                }
                 let Some(pid) = self.peers[peer as usize].cma_pid else {
                     return Err(self.protocol(peer, "cross-memory piece without a probe".into()));
                 };
@@ -901,9 +954,11 @@ impl TcpRank {
                         }
                         let region = Region::new(dst.buf, dst.offset + p.got, desc.len);
                         let into = bufs.get_mut(region)?;
-                        if let Err(e) = cma::read_remote(pid, desc.addr, into) {
-                            let why = cma_failure(desc, pid, &e, before, msg_len);
-                            return Err(self.read_failed(&name, cur_seq, peer, why));
+                        // On an error the bytes that landed are not counted:
+                        // the op fails.
+                        if let Err(e) = cma::read_lent(pid, &desc, into) {
+                            let at = (before, msg_len);
+                            return self.piece_failed(&name, cur_seq, peer, desc, e, at);
                         }
                         drop(permit);
                         p.got += desc.len;
@@ -923,9 +978,10 @@ impl TcpRank {
                 let mut data = self.chunk_pool.take();
                 // Shrinking a reused chunk zeroes nothing.
                 data.resize(desc.len as usize, 0);
-                if let Err(e) = cma::read_remote(pid, desc.addr, &mut data) {
-                    let why = cma_failure(desc, pid, &e, before, msg_len);
-                    return Err(self.read_failed(&name, cur_seq, peer, why));
+                if let Err(e) = cma::read_lent(pid, &desc, &mut data) {
+                    self.chunk_pool.give(data);
+                    let at = (before, msg_len);
+                    return self.piece_failed(&name, cur_seq, peer, desc, e, at);
                 }
                 self.cma_stats.bytes_read += desc.len;
                 self.send_ack(peer, desc, seq, tag);
@@ -969,17 +1025,20 @@ impl TcpRank {
             }
             Event::CmaAck { peer, desc } => {
                 let p = &mut self.peers[peer as usize];
-                match p.lent.ack(desc) {
-                    Ok(buf) => {
+                let done = match p.lent.ack(desc) {
+                    Ok(done) => {
                         p.pieces_in_flight = p.pieces_in_flight.saturating_sub(1);
-                        if self.send_pool.len() < SEND_POOL && buf.capacity() >= 64 << 10 {
-                            self.send_pool.push(buf);
-                        }
+                        done
                     }
                     Err(what) => return Err(self.protocol(peer, what)),
-                }
+                };
                 if let Some((_, _, bufs)) = op.as_ref() {
                     self.fill_sends(peer, bufs)?;
+                }
+                // The message's last ack: the peer has read all of it, so
+                // the send step completes (the region may be written now).
+                if let Some((seq, step)) = done {
+                    self.send_complete(peer, seq, step, cur_seq);
                 }
                 Ok(())
             }
@@ -989,23 +1048,16 @@ impl TcpRank {
                 step,
                 buf,
             } => {
-                // A lent piece (no buffer) stays in flight until its ack.
-                if let Some(buf) = buf {
-                    if self.send_pool.len() < SEND_POOL && buf.capacity() >= 64 << 10 {
-                        self.send_pool.push(buf);
-                    }
-                    let p = &mut self.peers[peer as usize];
-                    p.pieces_in_flight = p.pieces_in_flight.saturating_sub(1);
+                if self.send_pool.len() < SEND_POOL && buf.capacity() >= 64 << 10 {
+                    self.send_pool.push(buf);
                 }
+                let p = &mut self.peers[peer as usize];
+                p.pieces_in_flight = p.pieces_in_flight.saturating_sub(1);
                 if let Some((_, _, bufs)) = op.as_ref() {
                     self.fill_sends(peer, bufs)?;
                 }
-                let Some(step) = step else { return Ok(()) };
-                let p = &mut self.peers[peer as usize];
-                p.sends_in_flight = p.sends_in_flight.saturating_sub(1);
-                p.unsent.pop_front();
-                if cur_seq == Some(seq) {
-                    self.completions.push_back(Completion { seq, step });
+                if let Some(step) = step {
+                    self.send_complete(peer, seq, step, cur_seq);
                 }
                 Ok(())
             }
@@ -1055,6 +1107,17 @@ impl TcpRank {
         }
     }
 
+    /// A message to `peer` is done (written, or lent and fully acked):
+    /// completes its send step if it belongs to the running op `cur_seq`.
+    fn send_complete(&mut self, peer: u32, seq: u64, step: StepId, cur_seq: Option<u64>) {
+        let p = &mut self.peers[peer as usize];
+        p.sends_in_flight = p.sends_in_flight.saturating_sub(1);
+        p.unsent.pop_front();
+        if cur_seq == Some(seq) {
+            self.completions.push_back(Completion { seq, step });
+        }
+    }
+
     /// Gives a consumed chunk back: to the pool shared with the fast-path
     /// readers for a same-host peer, else to the peer's reader.
     fn recycle(&mut self, peer: u32, data: Vec<u8>) {
@@ -1081,6 +1144,50 @@ impl TcpRank {
         if let Some(tx) = &self.peers[peer as usize].tx {
             let _ = tx.send(Outgoing::Ack(bytes));
         }
+    }
+
+    /// A piece `desc` of `peer`'s could not be used (`at`: the message's
+    /// bytes before it and its length): a failed read loses the peer
+    /// ([`TcpRank::read_failed`]); a withdrawn loan means the peer's op
+    /// failed: this rank discards the bytes, stops reading from it, and
+    /// waits up to [`WITHDRAWN_GRACE`] for the abort frame that names the
+    /// peer's error, else fails with [`TcpError::LenderFailed`] (see
+    /// [`TcpOp`]'s waits).
+    ///
+    /// # Errors
+    /// The lost peer.
+    fn piece_failed(
+        &mut self,
+        name: &str,
+        seq: Option<u64>,
+        peer: u32,
+        desc: PieceDesc,
+        e: LentReadError,
+        (before, msg_len): (u64, u64),
+    ) -> Result<(), TcpError> {
+        let pid = self.peers[peer as usize].cma_pid.unwrap_or(0);
+        let found = match e {
+            LentReadError::Read(e) => {
+                let why = cma_failure(desc, pid, &e, before, msg_len);
+                return Err(self.read_failed(name, seq, peer, why));
+            }
+            LentReadError::Withdrawn { found } => found,
+        };
+        let e = TcpError::LenderFailed {
+            op: name.to_string(),
+            seq: seq.unwrap_or(0),
+            rank: self.rank,
+            peer,
+            len: desc.len,
+            word: desc.word,
+            expected: desc.expected,
+            found,
+        };
+        tracing::debug!("hccl rank {}: {e}", self.rank);
+        let p = &mut self.peers[peer as usize];
+        p.withdrawn
+            .get_or_insert((e, Instant::now() + WITHDRAWN_GRACE));
+        Ok(())
     }
 
     /// A piece of `peer`'s could not be copied out: the peer is lost to
@@ -1297,13 +1404,25 @@ impl TcpOp<'_, '_> {
 
     /// Runs the I/O until one event arrives or the op's deadline passes.
     fn pump_one(&mut self) -> Result<(), TcpError> {
-        let wait = self
-            .deadline
-            .map(|d| d.saturating_duration_since(Instant::now()));
+        // A peer whose loan was withdrawn and whose abort has not come.
+        let grace = self
+            .rank
+            .peers
+            .iter()
+            .filter_map(|p| p.withdrawn.as_ref())
+            .min_by_key(|w| w.1);
+        if let Some((e, _)) = grace.filter(|w| Instant::now() >= w.1) {
+            return Err(e.clone());
+        }
+        let until = match (self.deadline, grace.map(|w| w.1)) {
+            (Some(d), Some(g)) => Some(d.min(g)),
+            (d, g) => d.or(g),
+        };
+        let wait = until.map(|d| d.saturating_duration_since(Instant::now()));
         match self.rank.next_event(wait) {
             Some(ev) => self.handle(ev),
             None if self.deadline.is_some_and(|d| Instant::now() >= d) => Err(self.timeout_error()),
-            None if self.deadline.is_some() => Ok(()),
+            None if until.is_some() => Ok(()),
             None => Err(self.all_gone()),
         }
     }
@@ -1470,7 +1589,8 @@ impl TcpOp<'_, '_> {
         if is_p2p_seq(seq) {
             // Only two ranks take part: no op-start ring, and the
             // communicator-wide seq is not consumed.
-            return self.pump_nonblocking();
+            self.pump_nonblocking()?;
+            return self.wait_lent();
         }
         if self.rank.nranks > 1 {
             let pred = (self.rank.rank + self.rank.nranks - 1) % self.rank.nranks;
@@ -1483,19 +1603,36 @@ impl TcpOp<'_, '_> {
         }
         // A mismatched frame may still be queued: look once more.
         self.pump_nonblocking()?;
+        self.wait_lent()?;
         self.rank.op_starts.retain(|(_, s), _| *s > seq);
         self.rank.last_done = Some(seq);
         Ok(())
     }
 
-    /// Fails the op: records the error, tells every live peer (unless the
-    /// error came from a peer's abort), and returns it.
+    /// Waits until no piece of this op's buffers is lent: an op may not
+    /// succeed while a peer could still read them. Every send step of a
+    /// finished plan completed with its acks, so this only waits for a
+    /// caller that finishes early.
+    ///
+    /// # Errors
+    /// Timeouts and peer failures, as any wait.
+    fn wait_lent(&mut self) -> Result<(), TcpError> {
+        while self.rank.peers.iter().any(|p| !p.lent.is_empty()) {
+            self.pump_one()?;
+        }
+        Ok(())
+    }
+
+    /// Fails the op: tells every live peer (unless the error came from a
+    /// peer's abort), withdraws every piece of its buffers lent to a peer
+    /// (poisons the lend word, then a fence: see [`super::cma`]), records
+    /// the error, and returns it.
     pub fn fail(&mut self, e: TcpError) -> TcpError {
         // A byte-stream message already started on a connection must be
         // finished, or the abort frame would land inside its payload; the
         // rest are dropped. A cross-memory message is simply cut (its
         // pieces are whole frames; the peer's reader takes an abort
-        // between them), so no more staging is lent for it.
+        // between them), so no more of its buffer is lent.
         for p in 0..self.rank.nranks {
             let peer = &mut self.rank.peers[p as usize];
             if peer.outq.front().is_some_and(|m| m.started && !m.cma) {
@@ -1514,11 +1651,35 @@ impl TcpOp<'_, '_> {
             let reason = format!("rank {}: {e}", self.rank.rank);
             self.rank.broadcast_abort(self.ctx.seq, &reason);
         }
+        // The caller may rewrite its buffers as soon as this returns, and
+        // a peer may still hold descriptors of them: withdraw them now.
+        // After the aborts, so that a peer that finds the word poisoned
+        // has this rank's reason on its way (see WITHDRAWN_GRACE).
+        self.rank.lend_word.poison();
         if self.rank.broken.is_none() {
             self.rank.broken = Some(e.clone());
         }
         self.rank.posted.clear();
         e
+    }
+}
+
+impl Drop for TcpOp<'_, '_> {
+    /// The op's buffers go back to the caller: withdraw anything still
+    /// lent (a no-op after [`TcpOp::fail`], and after a successful
+    /// [`TcpOp::finish`] nothing is lent). An op dropped with pieces lent
+    /// (never finished nor failed) breaks the communicator: their acks and
+    /// completions would land in a later op.
+    fn drop(&mut self) {
+        self.rank.lend_word.poison();
+        let lent: usize = self.rank.peers.iter().map(|p| p.lent.len()).sum();
+        if lent > 0 && self.rank.broken.is_none() {
+            self.rank.broken = Some(TcpError::Broken(format!(
+                "{} {} was dropped with {lent} piece(s) of its buffers lent to peers",
+                self.info.name,
+                super::error::OpSeq(self.ctx.seq)
+            )));
+        }
     }
 }
 

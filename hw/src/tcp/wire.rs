@@ -35,13 +35,16 @@
 //! of kinds [`FrameKind::DataCma`], [`FrameKind::CmaProbe`],
 //! [`FrameKind::CmaReply`] and [`FrameKind::CmaAck`] use the same header.
 //! A `DataCma` message's `len` payload bytes are not in the stream: its
-//! header is followed by one [`PieceDesc`] (16 bytes: address u64, length
-//! u64 of a piece of the sender's staging memory), and each further piece
-//! comes as a [`FrameKind::CmaMore`] frame (same seq and tag, `len` 16)
-//! with its descriptor, until the pieces add up to `len`. The receiver
-//! copies each piece out of the sender's address space and answers with a
-//! `CmaAck` frame carrying the same descriptor. Because every piece is a
-//! whole frame, acks may travel between the pieces of a message.
+//! header is followed by one [`PieceDesc`] (32 bytes: address u64 and
+//! length u64 of a piece of the sender's own op buffer, then address u64
+//! and expected value u64 of the sender's lend word), and each further
+//! piece comes as a [`FrameKind::CmaMore`] frame (same seq and tag, `len`
+//! 32) with its descriptor, until the pieces add up to `len`. The receiver
+//! copies each piece out of the sender's address space, then reads the
+//! lend word and keeps the bytes only if it still holds the expected value
+//! (see [`super::cma`]), and answers with a `CmaAck` frame carrying the
+//! same descriptor. Because every piece is a whole frame, acks may travel
+//! between the pieces of a message.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
@@ -50,8 +53,10 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 /// `"HCCL"` as the first four bytes of every message.
 pub const MAGIC: [u8; 4] = *b"HCCL";
 /// Protocol version; a peer with another version is refused. Version 2
-/// added the cross-memory probe after the hello (see [`CmaProbe`]).
-pub const VERSION: u16 = 2;
+/// added the cross-memory probe after the hello (see [`CmaProbe`]);
+/// version 3 lends the sender's own buffer: a [`PieceDesc`] grew from 16
+/// to 32 bytes (the lend word's address and expected value).
+pub const VERSION: u16 = 3;
 /// A random 128-bit id shared by all ranks of one bootstrap.
 pub type SessionId = u128;
 /// Bytes of the op signature carried by every data frame.
@@ -69,7 +74,12 @@ pub const MAX_ABORT_REASON: u64 = 4096;
 /// Bytes of an encoded socket address.
 const ADDR_LEN: usize = 19;
 /// Bytes of an encoded [`PieceDesc`].
-pub const PIECE_DESC_LEN: usize = 16;
+pub const PIECE_DESC_LEN: usize = 32;
+/// The value a sender's lend word holds whenever no op of it is lending
+/// (before its first op, between ops, and for good once an op failed): a
+/// [`PieceDesc`] never expects it, so a reader that finds it discards the
+/// piece (see [`super::cma::LendWord`]).
+pub const LEND_POISON: u64 = 0;
 /// Largest piece a [`PieceDesc`] may name (1 MiB; senders use 256 KiB).
 pub const MAX_CMA_PIECE: u64 = 1 << 20;
 /// Largest byte-stream ([`FrameKind::Data`]) payload on a connection with
@@ -537,24 +547,35 @@ impl FrameHeader {
     }
 }
 
-/// A piece of the sender's staging memory that holds the next bytes of a
+/// A piece of the sender's memory that holds the next bytes of a
 /// [`FrameKind::DataCma`] message: `len` bytes at virtual address `addr` in
 /// the sender's process (whose pid the receiver verified with a
-/// [`CmaProbe`]; a descriptor never names a process).
+/// [`CmaProbe`]; a descriptor never names a process), valid only while the
+/// sender's lend word (8 bytes at `word`, an aligned `u64` in native byte
+/// order) holds `expected`. The piece lies in the sender's op buffer (its
+/// user's input or output, or the op's scratch), not in a copy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct PieceDesc {
     /// Virtual address in the sender's process.
     pub addr: u64,
     /// Bytes.
     pub len: u64,
+    /// Address of the sender's lend word (8-byte aligned, not 0).
+    pub word: u64,
+    /// The value the lend word holds while the piece is valid (never
+    /// [`LEND_POISON`]).
+    pub expected: u64,
 }
 
 impl PieceDesc {
-    /// The 16 bytes: address, length (u64 little-endian each).
+    /// The 32 bytes: address, length, word address, expected value (u64
+    /// little-endian each).
     pub fn encode(&self) -> [u8; PIECE_DESC_LEN] {
         let mut b = [0u8; PIECE_DESC_LEN];
         b[0..8].copy_from_slice(&self.addr.to_le_bytes());
         b[8..16].copy_from_slice(&self.len.to_le_bytes());
+        b[16..24].copy_from_slice(&self.word.to_le_bytes());
+        b[24..32].copy_from_slice(&self.expected.to_le_bytes());
         b
     }
 
@@ -562,12 +583,16 @@ impl PieceDesc {
     /// carry, at most `max` bytes per piece.
     ///
     /// # Errors
-    /// [`WireError::Malformed`] for an empty piece or an address range that
-    /// wraps; [`WireError::TooLong`] for a piece longer than `left` or `max`.
+    /// [`WireError::Malformed`] for an empty piece, an address range that
+    /// wraps, a lend word at 0, unaligned or wrapping, or an expected value
+    /// of [`LEND_POISON`]; [`WireError::TooLong`] for a piece longer than
+    /// `left` or `max`.
     pub fn decode(b: &[u8; PIECE_DESC_LEN], left: u64, max: u64) -> Result<PieceDesc, WireError> {
         let d = PieceDesc {
             addr: u64_at(b, 0),
             len: u64_at(b, 8),
+            word: u64_at(b, 16),
+            expected: u64_at(b, 24),
         };
         if d.len == 0 {
             return Err(WireError::Malformed("empty piece descriptor"));
@@ -575,6 +600,16 @@ impl PieceDesc {
         if d.addr.checked_add(d.len).is_none() {
             return Err(WireError::Malformed(
                 "piece descriptor wraps the address space",
+            ));
+        }
+        if d.word == 0 || d.word % 8 != 0 || d.word.checked_add(8).is_none() {
+            return Err(WireError::Malformed(
+                "piece descriptor's lend word is null, unaligned or wraps",
+            ));
+        }
+        if d.expected == LEND_POISON {
+            return Err(WireError::Malformed(
+                "piece descriptor expects the lend word's poison value",
             ));
         }
         if d.len > left {
@@ -740,16 +775,41 @@ mod tests {
         for bad in [0, probe_len - 1, probe_len + 1, u64::MAX] {
             assert!(FrameHeader::decode(&h(FrameKind::CmaProbe, bad).encode(), 1).is_err());
         }
-        assert!(FrameHeader::decode(&h(FrameKind::CmaAck, 16).encode(), 1).is_ok());
-        assert!(FrameHeader::decode(&h(FrameKind::CmaAck, 17).encode(), 1).is_err());
+        assert!(FrameHeader::decode(&h(FrameKind::CmaAck, 32).encode(), 1).is_ok());
+        for bad in [16, 31, 33] {
+            assert!(FrameHeader::decode(&h(FrameKind::CmaAck, bad).encode(), 1).is_err());
+            assert!(FrameHeader::decode(&h(FrameKind::CmaMore, bad).encode(), 1).is_err());
+        }
         assert!(FrameHeader::decode(&h(FrameKind::CmaReply, 1).encode(), 1).is_err());
         assert!(FrameHeader::decode(&h(FrameKind::DataCma, 1 << 40).encode(), 1).is_ok());
 
         let d = PieceDesc {
             addr: 0x7f00_0000_1000,
             len: 4096,
+            word: 0x5555_0000_0008,
+            expected: 7,
         };
         assert_eq!(PieceDesc::decode(&d.encode(), 4096, 4096), Ok(d));
+        assert_eq!(&d.encode()[16..24], &0x5555_0000_0008u64.to_le_bytes());
+        for (word, expected) in [
+            (0, 7),
+            (0x5555_0000_0004, 7),
+            (!7, 7),
+            (d.word, LEND_POISON),
+        ] {
+            let bad = PieceDesc {
+                word,
+                expected,
+                ..d
+            };
+            assert!(
+                matches!(
+                    PieceDesc::decode(&bad.encode(), 4096, 4096),
+                    Err(WireError::Malformed(_))
+                ),
+                "{bad:?}"
+            );
+        }
         assert!(matches!(
             PieceDesc::decode(&d.encode(), 4095, 1 << 20),
             Err(WireError::TooLong {
@@ -766,11 +826,12 @@ mod tests {
                 ..
             })
         ));
-        let empty = PieceDesc { addr: 8, len: 0 };
+        let empty = PieceDesc { len: 0, ..d };
         assert!(PieceDesc::decode(&empty.encode(), 10, 10).is_err());
         let wraps = PieceDesc {
             addr: u64::MAX - 1,
             len: 4,
+            ..d
         };
         assert!(PieceDesc::decode(&wraps.encode(), 10, 10).is_err());
 
@@ -807,6 +868,7 @@ mod tests {
             d[..n].copy_from_slice(&bytes[..n]);
             if let Ok(p) = PieceDesc::decode(&d, 1 << 30, MAX_CMA_PIECE) {
                 prop_assert!(p.len > 0 && p.len <= MAX_CMA_PIECE);
+                prop_assert!(p.word != 0 && p.word % 8 == 0 && p.expected != LEND_POISON);
             }
             let mut c = [0u8; CMA_PROBE_LEN];
             let n = bytes.len().min(CMA_PROBE_LEN);
