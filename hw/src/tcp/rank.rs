@@ -223,6 +223,10 @@ struct Peer {
     /// error to fail with if its abort frame has not come by the instant.
     /// Its later pieces are dropped unread.
     withdrawn: Option<(TcpError, Instant)>,
+    /// This op's signature frame for the peer (the next rank), held back so
+    /// that it leaves in one write with the op's first message to the peer
+    /// (or when the op first waits, see [`TcpRank::flush_op_start`]).
+    op_start: Option<Vec<u8>>,
 }
 
 /// A posted send whose payload is copied into pieces (or, for a same-host
@@ -272,6 +276,9 @@ pub struct TcpRank {
     send_pool: Vec<Vec<u8>>,
     /// [`SPIN_BEFORE_SLEEP`] when this host's ranks fit its CPUs.
     spin: Option<Duration>,
+    /// Frames for the writers, handed over by [`TcpRank::flush_outbox`]
+    /// whenever this rank looks for events.
+    outbox: Vec<(u32, Outgoing)>,
     cma_stats: CmaStats,
     /// Receive chunks of fast-path peers, shared with their readers.
     chunk_pool: ChunkPool,
@@ -383,6 +390,7 @@ impl TcpRank {
             local_ip: mesh.local_addr.ip(),
             send_pool: Vec::new(),
             spin,
+            outbox: Vec::new(),
             cma_stats: CmaStats::default(),
             chunk_pool,
             lend_word: LendWord::new(),
@@ -514,16 +522,47 @@ impl TcpRank {
         if op.rank.nranks > 1 && !is_p2p_seq(ctx.seq) {
             let next = (op.rank.rank + 1) % op.rank.nranks;
             let h = op.header(FrameKind::OpStart, 0, 0);
-            op.rank.send_control(next, h.encode().to_vec());
+            op.rank.peers[next as usize].op_start = Some(h.encode().to_vec());
         }
         // Check what arrived early for this op (signatures, aborts).
         op.pump_nonblocking().map_err(|e| op.fail(e))?;
         Ok(op)
     }
 
+    /// Sends the held op-start frame (see [`Peer::op_start`]) to whichever
+    /// peer still has one: before this rank waits, fails or finishes.
+    fn flush_op_start(&mut self) {
+        for p in 0..self.nranks {
+            if let Some(bytes) = self.peers[p as usize].op_start.take() {
+                self.send_control(p, bytes);
+            }
+        }
+    }
+
     fn send_control(&mut self, peer: u32, bytes: Vec<u8>) {
-        if let Some(tx) = &self.peers[peer as usize].tx {
-            let _ = tx.send(Outgoing::Control(bytes));
+        self.outbox.push((peer, Outgoing::Control(bytes)));
+    }
+
+    /// Hands the frames queued in [`TcpRank::outbox`] to the writers, from
+    /// inside the runtime: a writer woken there is only put on the
+    /// runtime's run queue, where a wake from outside costs an `eventfd`
+    /// write and an extra `epoll` event per frame.
+    fn flush_outbox(&mut self) {
+        if self.outbox.is_empty() {
+            return;
+        }
+        let items = std::mem::take(&mut self.outbox);
+        let peers = &self.peers;
+        let send = move || {
+            for (p, out) in items {
+                if let Some(tx) = &peers[p as usize].tx {
+                    let _ = tx.send(out);
+                }
+            }
+        };
+        match &self.runtime {
+            Some(rt) => rt.block_on(async move { send() }),
+            None => send(),
         }
     }
 
@@ -562,6 +601,11 @@ impl TcpRank {
         for p in 0..self.nranks {
             if p != self.rank && self.peers[p as usize].dead.is_none() {
                 self.send_control(p, bytes.clone());
+            }
+        }
+        self.flush_outbox();
+        for p in 0..self.nranks {
+            if p != self.rank && self.peers[p as usize].dead.is_none() {
                 if let Some(tx) = &self.peers[p as usize].tx {
                     waiting += u32::from(tx.send(Outgoing::Flush(ack_tx.clone())).is_ok());
                 }
@@ -586,8 +630,13 @@ impl TcpRank {
     /// Runs the I/O tasks until an event arrives or `wait` passes (`None`:
     /// forever; zero: one scheduler pass).
     fn next_event(&mut self, wait: Option<Duration>) -> Option<Event> {
+        self.flush_outbox();
         if let Ok(ev) = self.events.try_recv() {
             return Some(ev);
+        }
+        if wait != Some(Duration::ZERO) {
+            self.flush_op_start();
+            self.flush_outbox();
         }
         // Look (without sleeping) for a short while first: see
         // SPIN_BEFORE_SLEEP.
@@ -639,6 +688,8 @@ impl TcpRank {
                 m.cma = p.cma_send && m.src.len > MAX_INLINE_ON_CMA;
                 Some(m.header)
             };
+            // The held op start leaves with the first piece of a message.
+            let op_start = if head.is_some() { p.op_start.take() } else { None };
             let payload = bufs.get(Region::new(m.src.buf, m.src.offset + m.next, n))?;
             m.next += n;
             let last = m.next == m.src.len;
@@ -663,6 +714,9 @@ impl TcpRank {
                 if head.is_some() {
                     h.kind = FrameKind::DataCma;
                 }
+                if let Some(start) = op_start {
+                    self.outbox.push((peer, Outgoing::Control(start)));
+                }
                 let mut frame = [0u8; FRAME_HEADER_LEN + PIECE_DESC_LEN];
                 frame[..FRAME_HEADER_LEN].copy_from_slice(&h.encode());
                 frame[FRAME_HEADER_LEN..].copy_from_slice(&desc.encode());
@@ -671,6 +725,9 @@ impl TcpRank {
             } else {
                 let mut bytes = self.send_pool.pop().unwrap_or_default();
                 bytes.clear();
+                if let Some(start) = op_start {
+                    bytes.extend_from_slice(&start);
+                }
                 if let Some(h) = head {
                     bytes.extend_from_slice(&h.encode());
                 }
@@ -680,10 +737,11 @@ impl TcpRank {
             if last {
                 p.outq.pop_front();
             }
-            let sent = p.dead.is_none() && p.tx.as_ref().is_some_and(|tx| tx.send(out).is_ok());
-            if !sent {
+            let open = p.dead.is_none() && p.tx.as_ref().is_some_and(|tx| !tx.is_closed());
+            if !open {
                 return Ok(()); // The reader reports the peer's end.
             }
+            self.outbox.push((peer, out));
             p.pieces_in_flight += 1;
         }
         Ok(())
@@ -713,6 +771,11 @@ impl TcpRank {
         for p in 0..self.nranks {
             if p != self.rank {
                 self.send_control(p, bye.clone());
+            }
+        }
+        self.flush_outbox();
+        for p in 0..self.nranks {
+            if p != self.rank {
                 if let Some(tx) = &self.peers[p as usize].tx {
                     let _ = tx.send(Outgoing::End);
                 }
@@ -1141,9 +1204,7 @@ impl TcpRank {
         };
         let mut bytes = h.encode().to_vec();
         bytes.extend_from_slice(&desc.encode());
-        if let Some(tx) = &self.peers[peer as usize].tx {
-            let _ = tx.send(Outgoing::Ack(bytes));
-        }
+        self.outbox.push((peer, Outgoing::Ack(bytes)));
     }
 
     /// A piece `desc` of `peer`'s could not be used (`at`: the message's
@@ -1592,6 +1653,7 @@ impl TcpOp<'_, '_> {
             self.pump_nonblocking()?;
             return self.wait_lent();
         }
+        self.rank.flush_op_start();
         if self.rank.nranks > 1 {
             let pred = (self.rank.rank + self.rank.nranks - 1) % self.rank.nranks;
             while !self.rank.op_starts.contains_key(&(pred, seq)) {
@@ -1628,6 +1690,7 @@ impl TcpOp<'_, '_> {
     /// (poisons the lend word, then a fence: see [`super::cma`]), records
     /// the error, and returns it.
     pub fn fail(&mut self, e: TcpError) -> TcpError {
+        self.rank.flush_op_start();
         // A byte-stream message already started on a connection must be
         // finished, or the abort frame would land inside its payload; the
         // rest are dropped. A cross-memory message is simply cut (its
