@@ -177,7 +177,7 @@ pub struct Selection {
     pub spec: AlgoSpec,
     /// Its predicted time, ns (None when forced by `HCCL_ALGO` and not costable).
     pub predicted_ns: Option<f64>,
-    /// Why: "cheapest of N candidates" or "HCCL_ALGO".
+    /// Why: "cheapest of N candidates", "the only candidate" or "HCCL_ALGO".
     pub reason: String,
 }
 
@@ -476,6 +476,14 @@ pub fn explain(args: &CollectiveArgs, layout: &GroupLayout, cost: &CostModel) ->
             }
         }
     }
+    if matches!(
+        args.kind,
+        CollectiveKind::SendRecv | CollectiveKind::BatchSendRecv | CollectiveKind::Barrier
+    ) {
+        // One schedule each, whatever the name: listing every name would
+        // repeat it.
+        specs.truncate(1);
+    }
     let mut out: Vec<Candidate> = specs
         .into_iter()
         .filter_map(|spec| {
@@ -513,7 +521,11 @@ pub fn select(
         Some(best) => Selection {
             spec: best.spec,
             predicted_ns: Some(best.predicted_ns),
-            reason: format!("{ignored}cheapest of {} candidates", c.len()),
+            reason: if c.len() == 1 {
+                format!("{ignored}the only candidate")
+            } else {
+                format!("{ignored}cheapest of {} candidates", c.len())
+            },
         },
         None => Selection {
             spec: AlgoSpec::Flat(Algorithm::Ring),

@@ -93,6 +93,11 @@ fn collective_args(a: &PlanArgs) -> anyhow::Result<CollectiveArgs> {
     Ok(args)
 }
 
+/// `1 rank`, `4 ranks`.
+fn plural(n: usize, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
+}
+
 fn layout(a: &PlanArgs) -> anyhow::Result<GroupLayout> {
     if a.servers == 0 || a.ranks % a.servers != 0 {
         anyhow::bail!(
@@ -163,12 +168,20 @@ pub fn render(a: &PlanArgs) -> anyhow::Result<(String, bool)> {
     let verdict = verify(&args, &scheds);
     let mine: &RankSchedule = &scheds[a.rank as usize];
     let predicted = predict(&args, &spec, &layout, &cost);
+    // Point-to-point and V kinds keep their counts per pair or per rank.
+    let (count, per) = match args.kind {
+        CollectiveKind::SendRecv | CollectiveKind::BatchSendRecv => (a.count, " per pair"),
+        CollectiveKind::AllGatherV | CollectiveKind::ReduceScatterV | CollectiveKind::AllToAllV => {
+            (a.count, " per block")
+        }
+        _ => (args.count, ""),
+    };
     if a.json {
         let v = serde_json::json!({
             "collective": args.kind,
             "ranks": a.ranks,
             "servers": a.servers,
-            "count": args.count,
+            "count": count,
             "dtype": args.dtype,
             "op": args.op,
             "root": args.root,
@@ -186,13 +199,12 @@ pub fn render(a: &PlanArgs) -> anyhow::Result<(String, bool)> {
     let esz = args.dtype.size();
     writeln!(
         t,
-        "{} on {} ranks ({} servers), count {} x {} ({} bytes), op {}, root {}{}",
+        "{} on {}, count {}{per} x {} ({} bytes), op {}, root {}{}",
         args.kind,
-        a.ranks,
-        a.servers,
-        args.count,
+        plural(a.ranks as usize, "rank") + &format!(" ({})", plural(a.servers as usize, "server")),
+        count,
         args.dtype,
-        args.count.saturating_mul(esz),
+        count.saturating_mul(esz),
         args.op,
         args.root,
         if args.in_place { ", in place" } else { "" }
@@ -200,12 +212,12 @@ pub fn render(a: &PlanArgs) -> anyhow::Result<(String, bool)> {
     writeln!(t, "algorithm: {spec} ({how})")?;
     writeln!(
         t,
-        "rank {}: input {} B, output {} B, scratch {} B, {} steps",
+        "rank {}: input {} B, output {} B, scratch {} B, {}",
         a.rank,
         mine.buffers.input,
         mine.buffers.output,
         mine.buffers.scratch,
-        mine.steps.len()
+        plural(mine.steps.len(), "step")
     )?;
     for (i, s) in mine.steps.iter().enumerate() {
         writeln!(t, "  #{i:<4} {:<72} {}", op_line(&s.op), deps_text(s))?;
@@ -250,6 +262,19 @@ mod tests {
             in_place: false,
             json: false,
         }
+    }
+
+    #[test]
+    fn point_to_point_shows_its_pair_count_and_one_candidate() {
+        let mut a = args("send_recv", 2, 8, "ring", 1);
+        a.algo = None;
+        let (t, ok) = render(&a).unwrap();
+        assert!(ok, "{t}");
+        assert!(t.contains("count 8 per pair x fp32 (32 bytes)"), "{t}");
+        assert!(t.contains("(selector: the only candidate)"), "{t}");
+        assert!(t.contains("scratch 0 B, 1 step\n"), "{t}");
+        // The cost list names the schedule once, not every algorithm.
+        assert!(!t.contains("  mesh "), "{t}");
     }
 
     #[test]
