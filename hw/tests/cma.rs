@@ -19,6 +19,7 @@ use hccl_algos::layout::GroupLayout;
 use hccl_algos::schedule::{BufKind, Deps, Op, RankPlan, Region};
 use hccl_algos::{DataType, ReduceOp};
 use hccl_hw::tcp::cma::{self, LendWord, Token};
+use hccl_hw::tcp::rank::LEND_AHEAD;
 use hccl_hw::tcp::wire::{
     self, CmaProbe, CtrlKind, FrameHeader, FrameKind, Join, PieceDesc, SessionId, Signature,
     CMA_PROBE_LEN, CTRL_HEADER_LEN, FRAME_HEADER_LEN, LEND_POISON, PIECE_DESC_LEN,
@@ -450,8 +451,8 @@ fn rank0_sends(
 #[test]
 fn lent_pieces_are_the_senders_own_buffer_unchanged_and_the_send_ends_with_the_last_ack() {
     const PIECE: u64 = 256 << 10;
-    const AHEAD: usize = 16; // hccl_hw's PIECES_AHEAD
-    let len: u64 = 6 * (1 << 20) + 100; // 25 pieces
+    const AHEAD: usize = LEND_AHEAD as usize;
+    let len: u64 = 17 * (1 << 20) + 100; // 69 pieces
     let payload: Vec<u8> = (0..len).map(|i| (i * 7 % 253) as u8).collect();
     let data = payload.clone();
     let base = data.as_ptr() as u64; // the heap block moves with the Vec
@@ -526,9 +527,9 @@ fn lent_pieces_are_the_senders_own_buffer_unchanged_and_the_send_ends_with_the_l
         .unwrap();
     let (r, stats, data) = rank0.join().unwrap();
     r.unwrap();
-    assert_eq!(stats.pieces_lent, 25);
+    assert_eq!(stats.pieces_lent, 69);
     assert_eq!(stats.bytes_lent, len);
-    assert_eq!(acked, 25);
+    assert_eq!(acked, 69);
     assert_eq!(stats.outstanding, 0, "nothing lent after the op");
     // After the op the loan is withdrawn: a stale descriptor of it no
     // longer validates, though the bytes are still there.
@@ -578,7 +579,7 @@ fn a_send_whose_last_piece_is_never_acked_does_not_complete() {
 
 #[test]
 fn a_failing_sender_cuts_its_cross_memory_message_and_the_abort_gets_through() {
-    let len: u64 = 8 << 20; // 32 pieces; rank 0 stops at 16 without acks
+    let len: u64 = 20 << 20; // 80 pieces; rank 0 stops at 64 without acks
     let c = TcpConfig {
         exec_timeout: Some(Duration::from_secs(1)),
         ..cfg()
@@ -644,8 +645,11 @@ fn a_failing_sender_cuts_its_cross_memory_message_and_the_abort_gets_through() {
     };
     let (e, stats, word, expected, stale) = rank0.join().unwrap();
     assert!(matches!(e, TcpError::Timeout { .. }), "{e}");
-    assert_eq!(pieces, 16, "no piece was lent after the failure");
-    assert_eq!((stats.pieces_lent, stats.outstanding), (16, 16));
+    assert_eq!(pieces, LEND_AHEAD, "no piece was lent after the failure");
+    assert_eq!(
+        (stats.pieces_lent, stats.outstanding),
+        (LEND_AHEAD as u64, LEND_AHEAD as u64)
+    );
     assert!(reason.contains("timed out"), "{reason}");
     assert_ne!(expected, LEND_POISON);
     assert_eq!(

@@ -8,7 +8,7 @@
 //! connection. Were the reader to stop at a piece until the executor frees
 //! budget (as the byte-stream reader must, the payload being in the
 //! socket), the acks behind it would wait too, this rank's own sends would
-//! stall at `PIECES_AHEAD` unacked pieces, and a schedule whose receive
+//! stall at `LEND_AHEAD` unacked pieces, and a schedule whose receive
 //! waits on such a send would deadlock. Here a piece waiting for budget
 //! is queued (its bytes stay in the peer's op buffer), acks are
 //! handled at once, and other frames queue behind the piece so that the
