@@ -106,14 +106,29 @@ pub struct CmaStats {
 }
 
 /// How long a waiting op keeps looking at its connections before it sleeps
-/// in `epoll`, when this host is not oversubscribed (the ranks found on
-/// this host by the same-host probe, this one included, are no more than
-/// its CPUs). A sleeping thread's wake-up cost 20-50 µs per message on the
-/// project's 2-core VM; with 2 ranks a 20 µs look took an 8 KiB AllReduce
-/// from 43-76 µs to 26-28 µs (`tcp_allreduce_bench`, quiet machine). With
-/// more ranks than CPUs a rank that spins steals its peer's CPU, so it
-/// sleeps at once.
-pub const SPIN_BEFORE_SLEEP: Duration = Duration::from_micros(20);
+/// in `epoll`, when this host runs other ranks of the communicator (found
+/// by the same-host probe). A sleeping thread's wake-up costs 20-50 µs per
+/// message on the project's 2-core VM, and with the same-host path a rank
+/// waits often (every lent piece completes with the peer's ack), so it
+/// looks for up to 3 ms: for the first [`SPIN_BUSY`] without pausing, then
+/// calling `sched_yield` between looks so that a runnable thread on its
+/// CPU (another rank when the host is oversubscribed, or the kernel's
+/// `ksoftirqd` delivering loopback packets) runs first. With more ranks
+/// than CPUs it yields from the start (Open MPI's `mpi_yield_when_idle`
+/// does the same). Measured with `tcp_allreduce_bench` (2-core VM, quiet,
+/// 3 runs each): 2 processes, a 20 µs busy look before sleeping gave 1.7–2.6
+/// GB/s busbw at 1–16 MiB and 13.5–14.4 µs at 8 KiB; 50 µs busy then
+/// yielding up to 1 ms gave 4.2–5.8 GB/s and the same 8 KiB time; 4
+/// processes (sleeping at once) 8 KiB 128–164 µs, yielding up to 1 ms
+/// 84–87 µs, up to 3 ms 59–62 µs, and 2.1–2.5 GB/s at 2–8 MiB (was
+/// 1.1–1.9). A busy look of 1 ms without yielding was as fast at 1–16 MiB
+/// but made some 2-process runs take 100–250 µs per 8 KiB op (the loopback
+/// packets waited for the CPU).
+pub const SPIN_BEFORE_SLEEP: Duration = Duration::from_millis(3);
+
+/// The first part of [`SPIN_BEFORE_SLEEP`], looked through without yielding
+/// the CPU, when this host's ranks fit its CPUs (zero otherwise).
+pub const SPIN_BUSY: Duration = Duration::from_micros(50);
 
 /// Longest a failing op waits for its abort frames to be written.
 pub const ABORT_FLUSH: Duration = Duration::from_secs(1);
@@ -282,8 +297,10 @@ pub struct TcpRank {
     local_ip: std::net::IpAddr,
     /// Written send pieces, for reuse.
     send_pool: Vec<Vec<u8>>,
-    /// [`SPIN_BEFORE_SLEEP`] when this host's ranks fit its CPUs.
+    /// [`SPIN_BEFORE_SLEEP`] when this host runs other ranks too.
     spin: Option<Duration>,
+    /// [`SPIN_BUSY`] when this host's ranks fit its CPUs, else zero.
+    spin_busy: Duration,
     /// Frames for the writers, handed over by [`TcpRank::flush_outbox`]
     /// whenever this rank looks for events.
     outbox: Vec<(u32, Outgoing)>,
@@ -375,7 +392,12 @@ impl TcpRank {
         }
         let local_ranks = 1 + peers.iter().filter(|p| p.cma_send).count();
         let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
-        let spin = (local_ranks > 1 && local_ranks <= cpus).then_some(SPIN_BEFORE_SLEEP);
+        let spin = (local_ranks > 1).then_some(SPIN_BEFORE_SLEEP);
+        let spin_busy = if local_ranks <= cpus {
+            SPIN_BUSY
+        } else {
+            Duration::ZERO
+        };
         Ok(TcpRank {
             rank,
             nranks,
@@ -398,6 +420,7 @@ impl TcpRank {
             local_ip: mesh.local_addr.ip(),
             send_pool: Vec::new(),
             spin,
+            spin_busy,
             outbox: Vec::new(),
             cma_stats: CmaStats::default(),
             chunk_pool,
@@ -649,10 +672,19 @@ impl TcpRank {
         // Look (without sleeping) for a short while first: see
         // SPIN_BEFORE_SLEEP.
         if let Some(spin) = self.spin.filter(|_| wait != Some(Duration::ZERO)) {
-            let end = Instant::now() + wait.map_or(spin, |w| spin.min(w));
-            while Instant::now() < end {
+            let start = Instant::now();
+            let end = start + wait.map_or(spin, |w| spin.min(w));
+            let busy_end = start + self.spin_busy;
+            loop {
                 if let Some(ev) = self.next_event(Some(Duration::ZERO)) {
                     return Some(ev);
+                }
+                let now = Instant::now();
+                if now >= end {
+                    break;
+                }
+                if now >= busy_end {
+                    std::thread::yield_now();
                 }
             }
         }
