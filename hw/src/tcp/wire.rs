@@ -85,8 +85,11 @@ pub const MAX_CMA_PIECE: u64 = 1 << 20;
 /// Largest byte-stream ([`FrameKind::Data`]) payload on a connection with
 /// the cross-memory path: shorter messages cost less as bytes than as a
 /// piece plus an ack, and one this short is a single write, so it never
-/// holds up the acks going the same way.
-pub const MAX_INLINE_ON_CMA: u64 = 256 << 10;
+/// holds up the acks going the same way. 64 KiB, measured with
+/// `tcp_allreduce_bench` (2-core VM, 2 runs each): at 256 KiB, 2 processes
+/// got 1.8–2.8 GB/s busbw at 128–512 KiB and 4 processes 0.85–1.24 at
+/// 512 KiB–1 MiB; at 64 KiB 3.9–5.6 and 1.37–1.54; 16 KiB was no better.
+pub const MAX_INLINE_ON_CMA: u64 = 64 << 10;
 /// Bytes of the random token a [`CmaProbe`] names.
 pub const CMA_TOKEN_LEN: usize = 32;
 /// Bytes of an encoded [`CmaProbe`].
