@@ -33,11 +33,12 @@ pub const MESH_MAX_BYTES: u64 = 64 << 10;
 /// (at most 8 ranks); above it a selector's one-shot becomes the ring.
 /// HCCL's 910B AllReduce operator uses the same bound for its one-shot
 /// executors (`HCCL_SMALL_COUNT_128_KB`, `all_reduce_operator.cc` in
-/// hicann/hccl). Measured with `tcp_allreduce_bench` (2-core VM, fast path
-/// on): 2 processes, one-shot 21 µs vs ring 30 µs at 8 KiB, even at
-/// 64–128 KiB, behind from 256 KiB (135 vs 125 µs; 738 vs 562 µs at
-/// 1 MiB); 4 processes, one-shot ahead of mesh and ring up to 128 KiB
-/// (174 vs 216 vs 240 µs at 8 KiB, 361 vs 471 vs 423 µs at 128 KiB). The
+/// hicann/hccl). Measured with `tcp_allreduce_bench` (2-core VM, same-host
+/// path on, 2 runs, commit cf9c188): 2 processes, one-shot 14–15 µs vs
+/// ring 20–57 and mesh 22–30 at 8 KiB, ahead up to 256 KiB (48–51 vs
+/// 64–75 µs), even at 512 KiB; 4 processes, one-shot 62–86 µs vs mesh
+/// 102–132 and ring 112–140 at 8 KiB, within the noise of both at
+/// 32–128 KiB, behind from 256 KiB (408–411 vs ring 358–467 µs). The
 /// cost model alone stops at ~48 KiB with 4 ranks (it prices TCP's
 /// reductions at 5 GB/s and pipelines nothing).
 pub const ONESHOT_MAX_BYTES: u64 = 128 << 10;
