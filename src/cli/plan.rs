@@ -6,7 +6,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use hccl_algos::algo::{schedule, AlgoSpec};
+use hccl_algos::algo::{plan, schedule, AlgoSpec};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind, P2p};
 use hccl_algos::layout::GroupLayout;
 use hccl_algos::select::{explain, predict, select, CostModel, HcclAlgo};
@@ -23,8 +23,9 @@ pub struct PlanArgs {
     #[arg(long)]
     ranks: u32,
     /// Count in elements, with HCCL's meaning for the collective (per rank
-    /// for all_reduce; per-rank receive count for reduce_scatter; ...).
-    #[arg(long, default_value_t = 0)]
+    /// for all_reduce; per-rank receive count for reduce_scatter; ...);
+    /// K, M, G suffixes as in `hccl sim --count` (1K = 1024).
+    #[arg(long, default_value = "0", value_parser = super::test::parse_size_arg)]
     count: u64,
     /// Element type (fp32, fp16, bf16, int8, ...).
     #[arg(long, default_value = "fp32")]
@@ -92,6 +93,15 @@ fn collective_args(a: &PlanArgs) -> anyhow::Result<CollectiveArgs> {
     args.validate()?;
     Ok(args)
 }
+
+/// Above this many ranks `hccl plan` plans only the printed rank and skips
+/// the verifier: both materialize every rank's schedule, which grows as
+/// ranks² for ring-like algorithms (2048 ranks took 14 s and 2 GB).
+const VERIFY_MAX_RANKS: u32 = 1024;
+
+/// Why the verifier did not run on a world above [`VERIFY_MAX_RANKS`].
+const VERIFY_SKIPPED: &str = "skipped above 1024 ranks (it checks every rank's schedule; \
+     use hccl sim --mode timing for large worlds)";
 
 /// `1 rank`, `4 ranks`.
 fn plural(n: usize, noun: &str) -> String {
@@ -163,10 +173,22 @@ pub fn render(a: &PlanArgs) -> anyhow::Result<(String, bool)> {
             (sel.spec, format!("selector: {}", sel.reason))
         }
     };
-    let scheds = schedule(&args, &spec, &layout)
-        .with_context(|| format!("planning {} with {spec}", args.kind))?;
-    let verdict = verify(&args, &scheds);
-    let mine: &RankSchedule = &scheds[a.rank as usize];
+    let planning = || format!("planning {} with {spec}", args.kind);
+    // `None`: the verifier was skipped (see VERIFY_MAX_RANKS).
+    let (mine, verdict) = if a.ranks > VERIFY_MAX_RANKS {
+        let (buffers, steps) = plan(&args, &spec, &layout, a.rank).with_context(planning)?;
+        let mine = RankSchedule {
+            rank: a.rank,
+            buffers,
+            steps: steps.collect(),
+        };
+        (mine, None)
+    } else {
+        let mut scheds = schedule(&args, &spec, &layout).with_context(planning)?;
+        let verdict = verify(&args, &scheds);
+        (scheds.swap_remove(a.rank as usize), Some(verdict))
+    };
+    let ok = !matches!(verdict, Some(Err(_)));
     let predicted = predict(&args, &spec, &layout, &cost);
     // Point-to-point and V kinds keep their counts per pair or per rank.
     let (count, per) = match args.kind {
@@ -189,11 +211,12 @@ pub fn render(a: &PlanArgs) -> anyhow::Result<(String, bool)> {
             "predicted_ns": predicted,
             "schedule": mine,
             "verifier": match &verdict {
-                Ok(r) => serde_json::json!({"ok": true, "messages": r.messages, "bytes_sent": r.bytes_sent, "critical_path_messages": r.critical_path_messages}),
-                Err(e) => serde_json::json!({"ok": false, "error": e.to_string()}),
+                Some(Ok(r)) => serde_json::json!({"ok": true, "messages": r.messages, "bytes_sent": r.bytes_sent, "critical_path_messages": r.critical_path_messages}),
+                Some(Err(e)) => serde_json::json!({"ok": false, "error": e.to_string()}),
+                None => serde_json::json!({"skipped": VERIFY_SKIPPED}),
             },
         });
-        return Ok((serde_json::to_string_pretty(&v)?, verdict.is_ok()));
+        return Ok((serde_json::to_string_pretty(&v)?, ok));
     }
     let mut t = String::new();
     let esz = args.dtype.size();
@@ -234,14 +257,17 @@ pub fn render(a: &PlanArgs) -> anyhow::Result<(String, bool)> {
         writeln!(t, "  {c}")?;
     }
     match &verdict {
-        Ok(r) => writeln!(
+        Some(Ok(r)) => writeln!(
             t,
-            "verifier: OK ({} messages, {} bytes sent, critical path {} messages)",
-            r.messages, r.bytes_sent, r.critical_path_messages
+            "verifier: OK ({}, {} sent, critical path {})",
+            plural(r.messages as usize, "message"),
+            plural(r.bytes_sent as usize, "byte"),
+            plural(r.critical_path_messages as usize, "message")
         )?,
-        Err(e) => writeln!(t, "verifier: FAILED: {e}")?,
+        Some(Err(e)) => writeln!(t, "verifier: FAILED: {e}")?,
+        None => writeln!(t, "verifier: {VERIFY_SKIPPED}")?,
     }
-    Ok((t.trim_end().to_string(), verdict.is_ok()))
+    Ok((t.trim_end().to_string(), ok))
 }
 
 #[cfg(test)]
@@ -323,6 +349,62 @@ mod tests {
         let (text, ok) = render(&a).unwrap();
         assert!(ok);
         insta::assert_snapshot!(text);
+    }
+
+    #[test]
+    fn count_takes_size_suffixes_like_sim() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            plan: PlanArgs,
+        }
+        let parse = |count: &str| {
+            let words = ["hccl-plan", "all_reduce", "--ranks", "2", "--count", count];
+            Cli::try_parse_from(words).map(|c| c.plan.count)
+        };
+        assert_eq!(parse("1K").unwrap(), 1024);
+        assert_eq!(parse("2M").unwrap(), 2 << 20);
+        assert_eq!(parse("7").unwrap(), 7);
+        assert!(parse("4Q").is_err(), "4Q is not a count");
+    }
+
+    #[test]
+    fn one_message_is_singular() {
+        let (t, ok) = render(&args("send_recv", 2, 1, "ring", 1)).unwrap();
+        assert!(ok, "{t}");
+        assert!(
+            t.ends_with("verifier: OK (1 message, 4 bytes sent, critical path 1 message)"),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn large_world_plans_one_rank_and_skips_the_verifier() {
+        let mut a = args("all_reduce", 2048, 1, "ring", 1);
+        a.rank = 5;
+        let (t, ok) = render(&a).unwrap();
+        assert!(ok, "a skipped verifier is not a failure");
+        assert!(
+            t.ends_with("verifier: skipped above 1024 ranks (it checks every rank's schedule; use hccl sim --mode timing for large worlds)"),
+            "{t}"
+        );
+        // Rank 5's ring: 2 x 2047 sends and receives, plus its local copy.
+        assert!(t.contains("rank 5: input 4 B, output 4 B"), "{t}");
+        assert!(t.contains("-> 6 "), "{t}");
+        assert!(t.contains("<- 4 "), "{t}");
+        a.json = true;
+        let (j, ok) = render(&a).unwrap();
+        assert!(ok);
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        assert!(
+            v["verifier"]["skipped"]
+                .as_str()
+                .unwrap()
+                .starts_with("skipped above 1024 ranks"),
+            "{j}"
+        );
+        assert_eq!(v["schedule"]["rank"], 5, "{j}");
     }
 
     #[test]
