@@ -534,6 +534,48 @@ fn hccl_algo_env_forces_the_algorithm() {
     );
     assert!(rows(&out)[0].contains("success"), "{out}");
     assert!(!rows(&out)[0].contains("ring"), "{out}");
+
+    // The same on TCP: the header says the setting was ignored.
+    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .args([
+            "test",
+            "all_reduce",
+            "--transport",
+            "tcp",
+            "--spawn",
+            "2",
+            "-b",
+            "8K",
+            "-e",
+            "8K",
+            "-n",
+            "1",
+            "-w",
+            "0",
+        ])
+        .env("HCCL_ALGO", "pairwise")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("# note: HCCL_ALGO=pairwise ignored for all_reduce"),
+        "{out}"
+    );
+    assert!(rows(&out)[0].contains("success"), "{out}");
+
+    // A bare word that names no algorithm lists the names.
+    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .args(["test", "all_reduce", "--transport", "tcp", "--spawn", "2"])
+        .env("HCCL_ALGO", "bogus")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unknown algorithm \"bogus\"") && stderr(&o).contains("oneshot"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

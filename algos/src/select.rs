@@ -668,11 +668,22 @@ impl HcclAlgo {
     pub fn parse(s: &str) -> Result<HcclAlgo, HcclAlgoError> {
         let s = s.trim();
         let mut out = HcclAlgo::default();
-        if !s.contains([':', '=']) {
-            if let Ok(a) = s.parse::<Algorithm>() {
-                out.flat = Some(a);
-                return Ok(out);
-            }
+        if !s.contains([':', '=', ';', '/']) {
+            // A bare word: an algorithm name or nothing.
+            return match s.parse::<Algorithm>() {
+                Ok(a) => {
+                    out.flat = Some(a);
+                    Ok(out)
+                }
+                Err(e) => Err(HcclAlgoError::Algo {
+                    value: s.into(),
+                    level: "all ops".into(),
+                    accepted: format!(
+                        "{} (or level0:NA;level1:<algo>, <op>=level0:NA;level1:<algo>/...)",
+                        e.accepted
+                    ),
+                }),
+            };
         }
         if !s.contains('=') {
             out.global = Some(parse_levels(s)?);
@@ -776,7 +787,11 @@ mod tests {
         );
         let a2a = CollectiveArgs::new(CollectiveKind::AllToAll, 64, DataType::Fp32, 8);
         assert_eq!(h.spec_fitting(&a2a, &layout), None, "ring has no alltoall");
-        assert!(HcclAlgo::parse("rign").is_err(), "a typo is still an error");
+        let e = HcclAlgo::parse("rign").unwrap_err().to_string();
+        assert!(
+            e.contains("unknown algorithm \"rign\"") && e.contains("oneshot"),
+            "a typo names itself and the accepted names: {e}"
+        );
     }
 
     #[test]

@@ -62,6 +62,9 @@ use super::wire::{
 use crate::sync::{ByteBudget, Permit};
 
 /// Longest a destroy waits for writers to flush and peers to say goodbye.
+/// A communicator broken by a failed op waits at most [`ABORT_FLUSH`] and
+/// not for goodbyes: its data is void, and a hung peer (one that stopped
+/// reading) would otherwise hold the error back for the whole linger.
 pub const LINGER: Duration = Duration::from_secs(10);
 
 /// Bytes of payload per piece handed to a writer: the writer starts on the
@@ -840,16 +843,18 @@ impl TcpRank {
             return;
         };
         let writers = std::mem::take(&mut self.writers);
-        let end = Instant::now() + LINGER;
+        let broken = self.broken.is_some();
+        let bound = if broken { ABORT_FLUSH } else { LINGER };
+        let end = Instant::now() + bound;
         rt.block_on(async {
-            let _ = tokio::time::timeout(LINGER, async {
+            let _ = tokio::time::timeout(bound, async {
                 for w in writers {
                     let _ = w.await;
                 }
             })
             .await;
         });
-        if linger {
+        if linger && !broken {
             let mut open = self
                 .peers
                 .iter()
@@ -1262,15 +1267,15 @@ impl TcpRank {
     }
 
     /// A piece `desc` of `peer`'s could not be used (`at`: the message's
-    /// bytes before it and its length): a failed read loses the peer
-    /// ([`TcpRank::read_failed`]); a withdrawn loan means the peer's op
-    /// failed: this rank discards the bytes, stops reading from it, and
-    /// waits up to [`WITHDRAWN_GRACE`] for the abort frame that names the
-    /// peer's error, else fails with [`TcpError::LenderFailed`] (see
-    /// [`TcpOp`]'s waits).
+    /// bytes before it and its length): after a failed read (the peer's
+    /// process gone, or a bad address) or with a withdrawn loan (the peer's
+    /// op failed) this rank discards the bytes, stops reading from the
+    /// peer, and waits up to [`WITHDRAWN_GRACE`] for an abort frame that
+    /// names the peer's error, else fails with the peer lost or
+    /// [`TcpError::LenderFailed`] (see [`TcpOp`]'s waits).
     ///
     /// # Errors
-    /// The lost peer.
+    /// None today (the failure comes from the wait).
     fn piece_failed(
         &mut self,
         name: &str,
@@ -1283,8 +1288,23 @@ impl TcpRank {
         let pid = self.peers[peer as usize].cma_pid.unwrap_or(0);
         let found = match e {
             LentReadError::Read(e) => {
+                // The peer's process may be gone because its op failed and
+                // it exited at once: its abort frame, which names the
+                // cause, is then still in the socket. Like a withdrawn
+                // loan, wait for it (or the close) up to WITHDRAWN_GRACE
+                // before reporting the peer lost.
                 let why = cma_failure(desc, pid, &e, before, msg_len);
-                return Err(self.read_failed(name, seq, peer, why));
+                tracing::warn!("hccl rank {}: rank {peer}: {why}", self.rank);
+                let p = &mut self.peers[peer as usize];
+                p.cma_pid = None;
+                p.dead = Some(why);
+                let e = self.lost(name, seq.unwrap_or(0), peer);
+                let p = &mut self.peers[peer as usize];
+                p.dead = None;
+                p.incoming = None;
+                p.withdrawn
+                    .get_or_insert((e, Instant::now() + WITHDRAWN_GRACE));
+                return Ok(());
             }
             LentReadError::Withdrawn { found } => found,
         };
@@ -1303,19 +1323,6 @@ impl TcpRank {
         p.withdrawn
             .get_or_insert((e, Instant::now() + WITHDRAWN_GRACE));
         Ok(())
-    }
-
-    /// A piece of `peer`'s could not be copied out: the peer is lost to
-    /// this rank (its reads stop: later pieces are ignored, unacked), and
-    /// the running op fails as with a lost connection.
-    fn read_failed(&mut self, name: &str, seq: Option<u64>, peer: u32, why: String) -> TcpError {
-        tracing::warn!("hccl rank {}: rank {peer}: {why}", self.rank);
-        let p = &mut self.peers[peer as usize];
-        p.dead = Some(why.clone());
-        p.cma_pid = None;
-        let e = self.lost(name, seq.unwrap_or(0), peer);
-        self.peers[peer as usize].incoming = None;
-        e
     }
 
     fn protocol(&mut self, peer: u32, what: String) -> TcpError {

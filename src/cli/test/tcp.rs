@@ -80,6 +80,27 @@ pub struct Sweep<'a> {
     pub check_note: &'a str,
 }
 
+/// The header line saying what `HCCL_ALGO` (if set) does to this sweep:
+/// like the simulator's, a setting that does not fit the collective is
+/// named as ignored (the selector chooses); one that fits is named with
+/// what it runs as.
+fn algo_note(s: &Sweep<'_>, n: u32) -> Option<String> {
+    let value = std::env::var("HCCL_ALGO").ok()?;
+    let first = *s.sizes.first()?;
+    let args = workload::args_for(s.coll, first, s.dtype, s.op, s.root, n).ok()?;
+    let fitted = HcclAlgo::from_env()
+        .ok()
+        .flatten()
+        .and_then(|h| h.spec_fitting(&args, &GroupLayout::flat(n)));
+    Some(match fitted {
+        Some(spec) => format!("# HCCL_ALGO={value}: runs as {spec} for {}", s.coll),
+        None => format!(
+            "# note: HCCL_ALGO={value} ignored for {} (it does not plan it); the selector (TCP costs) chooses",
+            s.coll
+        ),
+    })
+}
+
 /// How the processes were started, for the header.
 fn launcher() -> &'static str {
     if std::env::var_os(SPAWNED_VAR).is_some() {
@@ -98,9 +119,19 @@ fn launcher() -> &'static str {
 /// # Errors
 /// Bootstrap and transport errors, arguments that do not fit the world.
 pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
-    let comm = Comm::from_env().context(
-        "--transport tcp: cannot join the communicator; run under mpirun, set RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, or add --spawn N",
-    )?;
+    // The launch advice only helps when no launcher set the rank's
+    // variables; otherwise the cause (a port in use, a bad HCCL_* value)
+    // speaks for itself.
+    let launched = ["RANK", "OMPI_COMM_WORLD_RANK", SPAWNED_VAR]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some());
+    let comm = Comm::from_env().with_context(|| {
+        if launched {
+            format!("--transport tcp ({}): cannot join the communicator", launcher())
+        } else {
+            "--transport tcp: cannot join the communicator; run under mpirun, set RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, or add --spawn N".to_string()
+        }
+    })?;
     let n = comm.size();
     let rank = comm.rank();
     if s.coll.uses_root() && s.root >= n {
@@ -125,6 +156,9 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
             launcher()
         )?;
         writeln!(out, "# settings: {}", s.settings)?;
+        if let Some(note) = algo_note(s, n) {
+            writeln!(out, "{note}")?;
+        }
         writeln!(
             out,
             "# times are MEASURED over TCP with {n} processes (wall clock): per rank the average of {} back-to-back ops after {} warmup{} and a barrier; time = max over ranks",
@@ -336,7 +370,10 @@ fn blame(n: u32, exits: &[RankExit]) -> Option<String> {
     stopped.sort_unstable();
     if !stopped.is_empty() {
         let verb = if stopped.len() == 1 { "was" } else { "were" };
-        line.push_str(&format!("; {} {verb} stopped", ranks_list(&stopped)));
+        line.push_str(&format!(
+            "; {} {verb} still running and stopped (hung? the errors above name what each rank waited for)",
+            ranks_list(&stopped)
+        ));
     }
     Some(line)
 }
@@ -537,7 +574,7 @@ mod tests {
         exits[3].stopped = true;
         assert_eq!(
             blame(4, &exits).unwrap(),
-            "rank 1 of 4 failed (exit status 2); ranks 0, 2 failed after it; rank 3 was stopped"
+            "rank 1 of 4 failed (exit status 2); ranks 0, 2 failed after it; rank 3 was still running and stopped (hung? the errors above name what each rank waited for)"
         );
         assert_eq!(
             blame(2, &[exit(0, 1, Some(0), None), exit(1, 1, Some(0), None)]),
