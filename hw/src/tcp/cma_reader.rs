@@ -114,7 +114,9 @@ impl Framer {
             if self.body.is_some() {
                 continue;
             }
-            self.buf.reserve(8 << 10);
+            // Room for a whole inline message and its headers: one read
+            // (one syscall) takes a small message at once.
+            self.buf.reserve(MAX_INLINE_ON_CMA as usize + 1024);
             match self.r.read_buf(&mut self.buf).await {
                 Ok(0) => {
                     return Err(Stop::Io(if self.buf.is_empty() {
