@@ -881,3 +881,22 @@ fn wrong_args_fault_is_a_failure_not_a_hang() {
     assert!(err.contains("EI0005"), "{err}");
     assert!(!err.contains("hung"), "{err}");
 }
+
+#[test]
+fn a_simulation_under_mpirun_says_it_is_not_measuring_the_processes() {
+    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .args(["test", "all_reduce", "-b", "8K", "-e", "8K", "-n", "1"])
+        .env("OMPI_COMM_WORLD_SIZE", "2")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("add --transport tcp"), "{}", stderr(&o));
+    // One rank (or no launcher): no note.
+    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .args(["test", "all_reduce", "-b", "8K", "-e", "8K", "-n", "1"])
+        .env("OMPI_COMM_WORLD_SIZE", "1")
+        .env_remove("WORLD_SIZE")
+        .output()
+        .unwrap();
+    assert!(!stderr(&o).contains("--transport tcp"), "{}", stderr(&o));
+}

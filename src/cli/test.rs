@@ -277,6 +277,11 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             "--spawn starts real processes: it needs --transport tcp",
         ));
     }
+    if let Some(launcher) = launched_as_ranks() {
+        eprintln!(
+            "{bin}: note: started as one of several ranks ({launcher}) without --transport tcp: every process runs its own simulation; add --transport tcp to measure the processes"
+        );
+    }
     let faults = match &a.faults {
         Some(path) => match hccl_sim::faults::FaultPlan::from_file(path) {
             Ok(p) => Some(p),
@@ -698,6 +703,24 @@ fn check_output_paths(a: &TestArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The launcher's variables when this process is one of several ranks
+/// (`mpirun -n N`, torchrun-style `WORLD_SIZE`), if any.
+fn launched_as_ranks() -> Option<&'static str> {
+    let more_than_one = |v: &str| {
+        std::env::var(v)
+            .ok()
+            .and_then(|n| n.trim().parse::<u32>().ok())
+            .is_some_and(|n| n > 1)
+    };
+    if more_than_one("OMPI_COMM_WORLD_SIZE") {
+        Some("mpirun, OMPI_COMM_WORLD_SIZE")
+    } else if more_than_one("WORLD_SIZE") {
+        Some("WORLD_SIZE")
+    } else {
+        None
+    }
 }
 
 /// `--transport tcp`: validates the flags, then spawns the ranks
