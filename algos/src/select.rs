@@ -212,6 +212,11 @@ fn flat_cost(kind: CollectiveKind, a: Algorithm, p: u32, n: f64, l: &LinkCost) -
     if !a.supports(kind) {
         return None;
     }
+    if p <= 1 {
+        // A group of one sends no message: its output is its input, at
+        // most a local copy, which no algorithm here prices.
+        return Some(0.0);
+    }
     let (al, be, ga) = (l.alpha_ns, l.beta(), l.gamma());
     let pf = p as f64;
     let frac = if p == 0 { 0.0 } else { (pf - 1.0) / pf };
@@ -1145,5 +1150,32 @@ mod tests {
         let s = select(&args, &layout, &cost, Some(&env));
         assert_eq!(s.reason, "HCCL_ALGO");
         assert_eq!(s.spec.to_string(), "level0:NA;level1:ring");
+    }
+
+    #[test]
+    fn a_group_of_one_costs_no_message() {
+        let cost = CostModel::default();
+        let layout = GroupLayout::servers(1, 1);
+        for kind in CollectiveKind::ALL {
+            let args = CollectiveArgs::new(kind, 1 << 20, DataType::Fp32, 1);
+            for a in Algorithm::ALL {
+                let t = flat_cost(kind, a, 1, 4e6, &cost.level0);
+                assert!(matches!(t, None | Some(0.0)), "{kind} {a} on 1 rank: {t:?}");
+            }
+            // The list `hccl plan --ranks 1` prints: oneshot and mesh
+            // were 2 and 4 us.
+            for c in explain(&args, &layout, &cost) {
+                assert_eq!(c.predicted_ns, 0.0, "{kind} {} on 1 rank", c.spec);
+            }
+        }
+        // Two ranks still pay their messages.
+        let two = flat_cost(
+            CollectiveKind::AllReduce,
+            Algorithm::Oneshot,
+            2,
+            0.0,
+            &cost.level0,
+        );
+        assert_eq!(two, Some(cost.level0.alpha_ns));
     }
 }
