@@ -893,18 +893,20 @@ impl OpSignature {
         if local.kind != remote.kind {
             return Err(err("kind", local.kind.to_string(), remote.kind.to_string()));
         }
-        if local.count != remote.count {
-            return Err(err(
-                "count",
-                local.count.to_string(),
-                remote.count.to_string(),
-            ));
-        }
+        // The data type first: ranks that agree on bytes but not on the
+        // type also disagree on the count, and the type is the cause.
         if local.dtype != remote.dtype {
             return Err(err(
                 "dtype",
                 local.dtype.to_string(),
                 remote.dtype.to_string(),
+            ));
+        }
+        if local.count != remote.count {
+            return Err(err(
+                "count",
+                local.count.to_string(),
+                remote.count.to_string(),
             ));
         }
         if local.kind.is_reduction() && local.op != remote.op {
@@ -1012,6 +1014,12 @@ mod tests {
             (e.field, e.local.as_str(), e.remote.as_str()),
             ("op", "sum", "max")
         );
+        // Same bytes, another type: the type is named, not the count.
+        let mut f = a;
+        f.dtype = DataType::Fp16;
+        f.count = 12;
+        let e = check_consistent(&a, &f, 1).unwrap_err();
+        assert_eq!(e.field, "dtype", "{e}");
     }
 
     #[test]
