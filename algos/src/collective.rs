@@ -770,7 +770,8 @@ pub enum ArgsError {
     ZeroWorld,
     /// The root is not a rank of the communicator.
     #[error(
-        "{kind}: root = {root} is outside the communicator (world_size {world}); use 0..{world}"
+        "{kind}: root = {root} is outside the communicator (world_size {world}); use a root in 0..={}",
+        .world.saturating_sub(1)
     )]
     RootOutOfRange {
         /// The collective.

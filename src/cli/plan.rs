@@ -162,7 +162,12 @@ pub fn render(a: &PlanArgs) -> anyhow::Result<(String, bool)> {
     let args = collective_args(a)?;
     let layout = layout(a)?;
     if a.rank >= a.ranks {
-        anyhow::bail!("--rank {} is outside 0..{}", a.rank, a.ranks);
+        anyhow::bail!(
+            "--rank {} is outside the {}; use a rank in 0..={}",
+            a.rank,
+            plural(a.ranks as usize, "rank"),
+            a.ranks.saturating_sub(1)
+        );
     }
     let cost = CostModel::default();
     let (spec, how) = match &a.algo {
@@ -413,6 +418,14 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--servers 4 does not divide --ranks 6"), "{e}");
+        let mut a = args("broadcast", 4, 1024, "ring", 1);
+        a.rank = 4;
+        let e = render(&a).unwrap_err().to_string();
+        assert_eq!(e, "--rank 4 is outside the 4 ranks; use a rank in 0..=3");
+        a.rank = 0;
+        a.root = 4;
+        let e = render(&a).unwrap_err().to_string();
+        assert!(e.ends_with("use a root in 0..=3"), "{e}");
         let e = render(&args("all_reduce", 4, 1, "fast", 1))
             .unwrap_err()
             .to_string();
