@@ -119,6 +119,7 @@ impl CommError {
                 | TcpError::Aborted { .. }
                 | TcpError::LenderFailed { .. } => 21,
                 TcpError::Bind { .. }
+                | TcpError::AddrNotLocal { .. }
                 | TcpError::Interface { .. }
                 | TcpError::SessionExpired { .. }
                 | TcpError::Rejected { .. }

@@ -41,14 +41,17 @@ pub(crate) fn bind_data_listener(
     cfg: &TcpConfig,
     ip: std::net::IpAddr,
 ) -> Result<std::net::TcpListener, TcpError> {
+    let ip_var = cfg.ip_var();
     if cfg.base_port == 0 {
-        return bind(SocketAddr::new(ip, 0), "HCCL_IF_BASE_PORT");
+        return bind(SocketAddr::new(ip, 0), "HCCL_IF_BASE_PORT", ip_var);
     }
     let mut last = None;
     for p in cfg.base_port + 1..cfg.base_port + PORT_RANGE {
-        match bind(SocketAddr::new(ip, p), "HCCL_IF_BASE_PORT") {
+        match bind(SocketAddr::new(ip, p), "HCCL_IF_BASE_PORT", ip_var) {
             Ok(l) => return Ok(l),
-            Err(e) => last = Some(e),
+            Err(e @ TcpError::Bind { .. }) => last = Some(e),
+            // Another port will not help.
+            Err(e) => return Err(e),
         }
     }
     Err(match last {

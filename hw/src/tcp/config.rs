@@ -99,6 +99,19 @@ pub struct TcpConfig {
     pub intra_cma: bool,
 }
 
+impl TcpConfig {
+    /// The variable that chooses this host's listen IP, for errors about
+    /// it: `HCCL_IF_IP` when set, else `HCCL_SOCKET_IFNAME` when set, else
+    /// `HCCL_IF_IP` (the one to set).
+    pub fn ip_var(&self) -> &'static str {
+        if self.if_ip.is_none() && self.socket_ifname.is_some() {
+            "HCCL_SOCKET_IFNAME"
+        } else {
+            "HCCL_IF_IP"
+        }
+    }
+}
+
 impl Default for TcpConfig {
     fn default() -> TcpConfig {
         TcpConfig {

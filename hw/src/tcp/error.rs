@@ -17,6 +17,15 @@ fn bind_advice(var: &str) -> String {
     }
 }
 
+/// What to do about a listen address that is not this host's.
+fn addr_advice(var: &str) -> String {
+    if var == "MASTER_ADDR" {
+        "run rank 0 on the host MASTER_ADDR names, or set MASTER_ADDR to an address of rank 0's host (`ip addr` lists them)".into()
+    } else {
+        format!("set {var} to one of this host's addresses (`ip addr` lists them), or unset it to let hccl choose")
+    }
+}
+
 /// Everything that can go wrong in the TCP transport. Messages name the
 /// rank, op, sequence number, peer and byte counts involved, and what to do.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -44,6 +53,18 @@ pub enum TcpError {
         /// The address tried.
         addr: SocketAddr,
         /// The variable that chose the port.
+        var: &'static str,
+        /// The OS error.
+        reason: String,
+    },
+    /// The address to listen on is not one of this host's (the OS says
+    /// `EADDRNOTAVAIL`): the variable that chose the IP names another host.
+    #[error("cannot listen on {addr}: {reason}; {} is not an address of this host: {}", addr.ip(), addr_advice(var))]
+    AddrNotLocal {
+        /// The address tried.
+        addr: SocketAddr,
+        /// The variable that chose the IP (`HCCL_IF_IP`,
+        /// `HCCL_SOCKET_IFNAME`, `MASTER_ADDR`).
         var: &'static str,
         /// The OS error.
         reason: String,

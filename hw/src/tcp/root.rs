@@ -99,7 +99,13 @@ impl RootInfo {
         session: SessionId,
         var: &'static str,
     ) -> Result<RootInfo, TcpError> {
-        let listener = bind(addr, var)?;
+        // Under a launcher MASTER_ADDR chose the IP with MASTER_PORT.
+        let ip_var = if var == "MASTER_PORT" {
+            "MASTER_ADDR"
+        } else {
+            cfg.ip_var()
+        };
+        let listener = bind(addr, var, ip_var)?;
         let local = listener
             .local_addr()
             .map_err(|e| TcpError::io("root listener address", e))?;
@@ -187,12 +193,28 @@ impl FromStr for RootInfo {
     }
 }
 
-/// Binds a std listener (so errors are immediate and synchronous).
-pub(crate) fn bind(addr: SocketAddr, var: &'static str) -> Result<StdListener, TcpError> {
-    let l = StdListener::bind(addr).map_err(|e| TcpError::Bind {
-        addr,
-        var,
-        reason: e.to_string(),
+/// Binds a std listener (so errors are immediate and synchronous); `var`
+/// names the variable that chose the port, `ip_var` the one that chose
+/// the IP, for the advice of the error.
+pub(crate) fn bind(
+    addr: SocketAddr,
+    var: &'static str,
+    ip_var: &'static str,
+) -> Result<StdListener, TcpError> {
+    let l = StdListener::bind(addr).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::AddrNotAvailable {
+            TcpError::AddrNotLocal {
+                addr,
+                var: ip_var,
+                reason: e.to_string(),
+            }
+        } else {
+            TcpError::Bind {
+                addr,
+                var,
+                reason: e.to_string(),
+            }
+        }
     })?;
     l.set_nonblocking(true)
         .map_err(|e| TcpError::io("listener non-blocking mode", e))?;
@@ -376,6 +398,47 @@ mod tests {
         let info =
             RootInfo::create_at(&cfg, "127.0.0.1:0".parse().unwrap(), "MASTER_PORT").unwrap();
         assert_ne!(info.addr.port(), 0);
+    }
+
+    #[test]
+    fn an_address_not_on_this_host_names_the_ip_variable() {
+        // 192.0.2.1 is TEST-NET-1 (RFC 5737): never a host's address.
+        let ip: std::net::IpAddr = "192.0.2.1".parse().unwrap();
+        let cfg = TcpConfig {
+            if_ip: Some(ip),
+            ..TcpConfig::default()
+        };
+        let e = RootInfo::create_at(&cfg, SocketAddr::new(ip, 0), "HCCL_IF_BASE_PORT").unwrap_err();
+        assert!(matches!(e, TcpError::AddrNotLocal { .. }), "{e}");
+        let text = e.to_string();
+        assert!(
+            text.contains("192.0.2.1 is not an address of this host: set HCCL_IF_IP to one of this host's addresses"),
+            "{text}"
+        );
+        assert!(!text.contains("HCCL_IF_BASE_PORT"), "wrong advice: {text}");
+        // An interface filter chose it.
+        let by_name = TcpConfig {
+            socket_ifname: crate::tcp::config::IfnameFilter::parse("=eth9"),
+            ..TcpConfig::default()
+        };
+        let e = RootInfo::create_at(&by_name, SocketAddr::new(ip, 0), "HCCL_IF_BASE_PORT")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("set HCCL_SOCKET_IFNAME to one of"), "{e}");
+        // Under a launcher MASTER_ADDR chose it.
+        let e = RootInfo::create_at(&cfg, SocketAddr::new(ip, 29500), "MASTER_PORT")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("run rank 0 on the host MASTER_ADDR names"),
+            "{e}"
+        );
+        assert!(!e.contains("set MASTER_PORT"), "{e}");
+        // The data listener of a rank too.
+        let e = crate::tcp::bootstrap::bind_data_listener(&cfg, ip)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("set HCCL_IF_IP to one of"), "{e}");
     }
 
     #[test]
