@@ -92,7 +92,14 @@ impl EnvLaunch {
                 value: String::new(),
                 reason: "unset: launch with torchrun-style RANK/WORLD_SIZE or under mpirun".into(),
             })?;
-        if world_size == 0 || rank >= world_size {
+        if world_size == 0 {
+            return Err(CommError::Env {
+                var: "WORLD_SIZE",
+                value: world_size.to_string(),
+                reason: "must be at least 1: the number of ranks the launcher starts".into(),
+            });
+        }
+        if rank >= world_size {
             return Err(CommError::Env {
                 var: "RANK",
                 value: rank.to_string(),
@@ -231,5 +238,51 @@ mod tests {
         assert!(e.to_string().contains("WORLD_SIZE = 4"), "{e}");
         let e = EnvLaunch::from_lookup(&env(&[("WORLD_SIZE", "4")])).unwrap_err();
         assert!(e.to_string().starts_with("RANK=\"\""), "{e}");
+        let e = EnvLaunch::from_lookup(&env(&[("RANK", "0"), ("WORLD_SIZE", "0")])).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("WORLD_SIZE=\"0\": must be at least 1"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn ranks_disagreeing_on_world_size_are_told_to_check_it() {
+        use crate::comm::{Comm, CommError};
+        use hccl_hw::tcp::{RootInfo, TcpConfig, TcpError};
+        let launch = |rank: &str, world: &str| {
+            EnvLaunch::from_lookup(&env(&[
+                ("RANK", rank),
+                ("WORLD_SIZE", world),
+                ("MASTER_ADDR", "127.0.0.1"),
+                ("MASTER_PORT", "0"),
+            ]))
+            .unwrap()
+        };
+        let (r0, r1) = (launch("0", "2"), launch("1", "3"));
+        let cfg = TcpConfig {
+            if_ip: Some("127.0.0.1".parse().unwrap()),
+            connect_timeout: std::time::Duration::from_secs(5),
+            ..TcpConfig::default()
+        };
+        let root = RootInfo::serve(&cfg, r0.root, r0.session, "MASTER_PORT").unwrap();
+        let mine = RootInfo {
+            addr: root.addr,
+            session: r1.session,
+        };
+        let e = match Comm::tcp("world", cfg, &mine, r1.world_size, r1.rank) {
+            Err(e) => e,
+            Ok(_) => panic!("rank 1 joined a root of another world size"),
+        };
+        assert!(
+            matches!(e, CommError::Tcp(TcpError::Rejected { rank: 1, .. })),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains(
+                "or the ranks disagree on WORLD_SIZE / MASTER_ADDR / MASTER_PORT / HCCL_SESSION_ID"
+            ),
+            "{e}"
+        );
     }
 }

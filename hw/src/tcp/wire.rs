@@ -109,7 +109,7 @@ pub enum WireError {
         got: u16,
     },
     /// The session id is not this bootstrap's.
-    #[error("session id {got:032x} is not this session's: the peer belongs to another communicator or a stale root info")]
+    #[error("session id {got:032x} is not this session's: the peer belongs to another communicator or a stale root info, or the ranks disagree on WORLD_SIZE / MASTER_ADDR / MASTER_PORT / HCCL_SESSION_ID (torchrun-style launch) or read different rank tables; give every rank the same values")]
     BadSession {
         /// The peer's session id.
         got: SessionId,
