@@ -359,6 +359,59 @@ mod tests {
     }
 
     #[test]
+    fn every_fault_plan_runs_on_its_documented_cluster() {
+        // The table of examples/faults/README.md: (file, exit code).
+        let documented = [
+            ("crash_rank2.json", EXIT_HANG),
+            ("skip_rank3.json", EXIT_HANG),
+            ("dead_uplink.json", EXIT_HANG),
+            ("wrong_count.json", EXIT_MISMATCH),
+            ("flaky_network.json", 0),
+            ("drop_message.json", EXIT_HANG),
+        ];
+        let dir = root().join("examples/faults");
+        let readme = std::fs::read_to_string(dir.join("README.md")).unwrap();
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".json"))
+            .collect();
+        files.sort();
+        assert!(!files.is_empty());
+        for f in &files {
+            let Some(&(_, code)) = documented.iter().find(|(n, _)| n == f) else {
+                panic!(
+                    "examples/faults/{f} is not documented: add it to the README's table and here"
+                );
+            };
+            assert!(
+                readme.contains(&format!("| `{f}` |")),
+                "README table misses {f}"
+            );
+            // The README's two `hccl sim` commands.
+            let scenario = SimArgs {
+                scenario: Some(root().join("examples/scenarios/two_comms_ok.json")),
+                faults: Some(dir.join(f)),
+                exec_timeout: DEFAULT_EXEC_TIMEOUT_S,
+                seed: 1,
+                ..SimArgs::default()
+            };
+            let preset = SimArgs {
+                scenario: None,
+                collective: Some("all_reduce".into()),
+                count: Some(256 << 10),
+                preset: Some("leaf-spine".into()),
+                servers: Some(4),
+                ..scenario.clone()
+            };
+            for a in [scenario, preset] {
+                let out = execute(&a).unwrap_or_else(|e| panic!("{f} {:?}: {e:#}", a.preset));
+                assert_eq!(out.code, code, "{f} {:?}:\n{}", a.preset, out.output);
+            }
+        }
+    }
+
+    #[test]
     fn every_example_runs_with_its_documented_exit_code() {
         // (scenario, faults, exit code)
         let cases = [
