@@ -100,11 +100,47 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(out.code))
 }
 
+/// Refuses the V and point-to-point kinds a scenario cannot hold yet,
+/// naming `--collective` and the `hccl test` command that simulates them.
+fn check_supported(collective: &str, a: &SimArgs) -> anyhow::Result<()> {
+    use hccl_algos::collective::CollectiveKind as K;
+    // Unknown names are left to the scenario's error, which lists the names.
+    let Ok(kind) = collective.parse::<K>() else {
+        return Ok(());
+    };
+    // hccl test's spelling, where it runs the kind.
+    let in_test = match kind {
+        K::AllToAllV => Some("alltoallv"),
+        K::AllGatherV => Some("all_gatherv"),
+        K::ReduceScatterV => Some("reduce_scatterv"),
+        K::SendRecv => Some("send_recv"),
+        K::BatchSendRecv => None,
+        _ => return Ok(()),
+    };
+    let Some(name) = in_test else {
+        anyhow::bail!("--collective {collective} is not supported by hccl sim or hccl test yet");
+    };
+    let esz = match &a.dtype {
+        Some(d) => d.parse::<hccl_algos::DataType>()?.size(),
+        None => 4,
+    };
+    let bytes = a.count.unwrap_or(0).saturating_mul(esz);
+    let dtype = a
+        .dtype
+        .as_ref()
+        .map(|d| format!(" -d {d}"))
+        .unwrap_or_default();
+    anyhow::bail!(
+        "--collective {collective} is not supported by hccl sim yet; use hccl test {name} -b {bytes} -e {bytes}{dtype} (sizes in bytes), which simulates it"
+    )
+}
+
 fn scenario_file(a: &SimArgs) -> anyhow::Result<ScenarioFile> {
     if let Some(path) = &a.scenario {
         return ScenarioFile::from_file(path)
             .with_context(|| format!("reading {}", path.display()));
     }
+    check_supported(a.collective.as_deref().unwrap_or_default(), a)?;
     Ok(ScenarioFile {
         ops: vec![OpSpec {
             comm: "world".into(),
@@ -494,5 +530,27 @@ mod tests {
         ))
         .unwrap_err();
         assert!(format!("{e:#}").contains("ops[0].collective"), "{e:#}");
+    }
+
+    #[test]
+    fn unsupported_collectives_name_the_flag_and_the_way_out() {
+        let e = execute(&parse("hccl sim --collective send_recv --count 1K")).unwrap_err();
+        assert_eq!(
+            format!("{e:#}"),
+            "--collective send_recv is not supported by hccl sim yet; use hccl test send_recv -b 4096 -e 4096 (sizes in bytes), which simulates it"
+        );
+        let e = execute(&parse(
+            "hccl sim --collective alltoallv --count 1K --dtype fp16",
+        ))
+        .unwrap_err();
+        assert!(
+            format!("{e:#}").contains("use hccl test alltoallv -b 2048 -e 2048 -d fp16"),
+            "{e:#}"
+        );
+        let e = execute(&parse("hccl sim --collective batch_send_recv --count 1")).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("not supported by hccl sim or hccl test yet"),
+            "{e:#}"
+        );
     }
 }
