@@ -77,11 +77,19 @@ pub struct SimArgs {
     pub scenario: Option<PathBuf>,
     /// HCCL_EXEC_TIMEOUT in seconds of virtual time (0: never); HCCL's
     /// default is 1836 s.
-    #[arg(long, env = "HCCL_EXEC_TIMEOUT", default_value_t = DEFAULT_EXEC_TIMEOUT_S)]
+    #[arg(long, env = "HCCL_EXEC_TIMEOUT", default_value_t = DEFAULT_EXEC_TIMEOUT_S, value_parser = parse_exec_timeout)]
     pub exec_timeout: u64,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Whole seconds for `--exec-timeout`; the error names `HCCL_EXEC_TIMEOUT`
+/// too, as clap's names only the flag when the value came from the variable.
+fn parse_exec_timeout(s: &str) -> Result<u64, String> {
+    s.trim().parse().map_err(|_| {
+        format!("'{s}' is not a whole number of seconds; set HCCL_EXEC_TIMEOUT (or --exec-timeout, which wins) to seconds of virtual time, 0 for never")
+    })
 }
 
 /// What a run printed and the exit code it asks for.
@@ -530,6 +538,19 @@ mod tests {
         ))
         .unwrap_err();
         assert!(format!("{e:#}").contains("ops[0].collective"), "{e:#}");
+    }
+
+    #[test]
+    fn a_bad_exec_timeout_names_the_variable() {
+        let words = ["hccl-sim", "--collective", "all_reduce", "--count", "1K"];
+        let bad = words.iter().copied().chain(["--exec-timeout", "abc"]);
+        let e = Cli::try_parse_from(bad).err().unwrap().to_string();
+        assert!(
+            e.contains("'abc' is not a whole number of seconds; set HCCL_EXEC_TIMEOUT"),
+            "{e}"
+        );
+        let good = words.iter().copied().chain(["--exec-timeout", " 7"]);
+        assert_eq!(Cli::try_parse_from(good).unwrap().sim.exec_timeout, 7);
     }
 
     #[test]
