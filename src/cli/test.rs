@@ -352,7 +352,7 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         return Ok(usage_error(
             bin,
             format!(
-                "-r/--root {} is outside the world of {n} ranks; use 0..{}",
+                "-r/--root {} is outside the world of {n} ranks; use a root in 0..={}",
                 a.root,
                 n - 1
             ),
@@ -763,7 +763,7 @@ fn run_tcp(a: &TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
                 return Ok(usage_error(
                     bin,
                     format!(
-                        "-r/--root {} is outside the world of {n} ranks; use 0..{}",
+                        "-r/--root {} is outside the world of {n} ranks; use a root in 0..={}",
                         a.root,
                         n - 1
                     ),

@@ -136,7 +136,7 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
     let rank = comm.rank();
     if s.coll.uses_root() && s.root >= n {
         anyhow::bail!(
-            "-r/--root {} is outside the world of {n} ranks; use 0..{}",
+            "-r/--root {} is outside the world of {n} ranks; use a root in 0..={}",
             s.root,
             n - 1
         );
