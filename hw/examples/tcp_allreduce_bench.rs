@@ -7,7 +7,8 @@
 //! Defaults: 2 ranks, 8 KiB .. 64 MiB (doubling), `auto` (the selector,
 //! as `Comm` uses it; or an algorithm name such as `ring`, `mesh`). The parent starts
 //! the bootstrap root and spawns NRANKS copies of itself; every rank times
-//! `iters` back-to-back AllReduces per size after 3 warm-up ones, and rank 0
+//! `iters` back-to-back AllReduces per size (256 MiB / size, 5..2000) after
+//! a tenth as many warm-up ones (at least 3), and rank 0
 //! prints one line per size: bytes, time per op (µs, mean over iterations,
 //! max over ranks), algbw = bytes / time and busbw = algbw · 2(n−1)/n
 //! (nccl-tests' definitions, G = 10^9).
@@ -104,7 +105,12 @@ fn child(rank: u32) {
             .flat_map(|i| ((i % 7) as f32).to_le_bytes())
             .collect();
         let mut output = vec![0u8; bytes as usize];
-        let iters = ((256u64 << 20) / bytes).clamp(5, 200);
+        // Short ops get more iterations, and a tenth as many warm-ups: 200
+        // ops of 8 KiB (3 ms) after 3 warm-ups measured a CPU still waking
+        // up (50 µs where the steady state is 13 µs). The Gloo and Open MPI
+        // scripts in bench/ use the same rule.
+        let iters = ((256u64 << 20) / bytes).clamp(5, 2000);
+        let warmups = (iters / 10).max(3);
         let run = |t: &mut TcpRank, seq: u64, output: &mut Vec<u8>, scratch: &mut Vec<u8>| {
             let (sizes, p) = plan(&args, &algo, &GroupLayout::flat(n), rank).expect("plan");
             scratch.resize(sizes.scratch as usize, 0);
@@ -123,7 +129,7 @@ fn child(rank: u32) {
                 .expect("allreduce");
         };
         let mut scratch = Vec::new();
-        for _ in 0..3 {
+        for _ in 0..warmups {
             run(&mut t, seq, &mut output, &mut scratch);
             seq += 1;
         }
