@@ -900,3 +900,42 @@ fn a_simulation_under_mpirun_says_it_is_not_measuring_the_processes() {
         .unwrap();
     assert!(!stderr(&o).contains("--transport tcp"), "{}", stderr(&o));
 }
+
+#[test]
+fn spawn_keeps_the_users_socket_ifname() {
+    // --spawn picks loopback only when the user chose no address or
+    // interface: HCCL_SOCKET_IFNAME must not be overridden silently.
+    let run = |ifname: &str| {
+        Command::new(env!("CARGO_BIN_EXE_hccl"))
+            .args([
+                "test",
+                "all_reduce",
+                "--transport",
+                "tcp",
+                "--spawn",
+                "2",
+                "-b",
+                "8K",
+                "-e",
+                "8K",
+                "-n",
+                "1",
+                "-w",
+                "0",
+            ])
+            .env("HCCL_SOCKET_IFNAME", ifname)
+            .env_remove("HCCL_IF_IP")
+            .output()
+            .unwrap()
+    };
+    let o = run("=nonexist0");
+    assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("HCCL_SOCKET_IFNAME=\"=nonexist0\" matches no interface"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run("=lo");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(rows(&stdout(&o))[0].contains("success"), "{}", stdout(&o));
+}

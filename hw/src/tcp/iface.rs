@@ -79,7 +79,10 @@ pub fn select_ip(
             .map(|(_, ip)| *ip)
             .ok_or_else(|| TcpError::Interface {
                 detail: format!(
-                    "HCCL_SOCKET_IFNAME matches no interface (seen: {}); fix HCCL_SOCKET_IFNAME or set HCCL_IF_IP",
+                    "HCCL_SOCKET_IFNAME=\"{}{}{}\" matches no interface (seen: {}); fix HCCL_SOCKET_IFNAME or set HCCL_IF_IP",
+                    if filter.exclude { "^" } else { "" },
+                    if filter.exact { "=" } else { "" },
+                    filter.names.join(","),
                     seen()
                 ),
             });
@@ -157,8 +160,17 @@ mod tests {
         };
         let e = select_ip(&cfg, &ifs(), None).unwrap_err().to_string();
         assert!(
-            e.contains("HCCL_SOCKET_IFNAME") && e.contains("eth1=10.0.0.2"),
+            e.contains("HCCL_SOCKET_IFNAME=\"ib\"") && e.contains("eth1=10.0.0.2"),
             "{e}"
+        );
+        let cfg = TcpConfig {
+            socket_ifname: IfnameFilter::parse("^=eth0,eth1,lo,docker0"),
+            ..TcpConfig::default()
+        };
+        let e = select_ip(&cfg, &ifs(), None).unwrap_err().to_string();
+        assert!(
+            e.contains("\"^=eth0,eth1,lo,docker0\""),
+            "the value as given: {e}"
         );
     }
 }

@@ -495,7 +495,11 @@ pub fn spawn(n: u32, timeout: Duration) -> anyhow::Result<ExitCode> {
             .env("MASTER_ADDR", "127.0.0.1")
             .env("MASTER_PORT", port.to_string())
             .stderr(std::process::Stdio::piped());
-        if std::env::var_os("HCCL_IF_IP").is_none() {
+        // Loopback unless the user chose an address or interfaces (HCCL_IF_IP
+        // would override HCCL_SOCKET_IFNAME, silently).
+        if std::env::var_os("HCCL_IF_IP").is_none()
+            && std::env::var_os("HCCL_SOCKET_IFNAME").is_none()
+        {
             cmd.env("HCCL_IF_IP", "127.0.0.1");
         }
         match cmd.spawn() {
