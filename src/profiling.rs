@@ -43,13 +43,14 @@ pub enum ProfilingError {
     },
     /// The output directory or file could not be written.
     #[error(
-        "profiling: cannot write {path}: {source}; set {ENV_OUTPUT_PATH} to a writable directory"
+        "profiling: cannot write {path}: {error}; set {ENV_OUTPUT_PATH} to a writable directory"
     )]
     Io {
         /// The path.
         path: PathBuf,
-        /// The OS error.
-        source: std::io::Error,
+        /// The OS error (in the message, not chained as a source: a chain
+        /// would print it twice).
+        error: std::io::Error,
     },
 }
 
@@ -325,7 +326,7 @@ impl ProfileWriter {
     pub fn finish(self) -> Result<PathBuf, ProfilingError> {
         let io = |path: &Path| {
             let path = path.to_path_buf();
-            move |source| ProfilingError::Io { path, source }
+            move |error| ProfilingError::Io { path, error }
         };
         std::fs::create_dir_all(&self.config.dir).map_err(io(&self.config.dir))?;
         let path = self.path();
@@ -336,7 +337,7 @@ impl ProfileWriter {
         };
         let json = serde_json::to_vec_pretty(&body).map_err(|e| ProfilingError::Io {
             path: path.clone(),
-            source: std::io::Error::other(e),
+            error: std::io::Error::other(e),
         })?;
         std::fs::write(&path, json).map_err(io(&path))?;
         Ok(path)

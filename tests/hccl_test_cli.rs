@@ -435,6 +435,21 @@ fn profiling_env_writes_one_record_per_timed_op() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(std::fs::read_dir(&off).unwrap().count(), 0);
+    // An output path that cannot be created fails before the sweep, once.
+    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .args(["test", "all_reduce", "-b", "1K", "-e", "1K"])
+        .env("HCCL_PROFILING_ENABLE", "1")
+        .env("HCCL_PROFILING_OUTPUT_PATH", "/proc/hccl-no-such-dir")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(rows(&stdout(&o)).is_empty(), "{}", stdout(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("HCCL_PROFILING_OUTPUT_PATH=/proc/hccl-no-such-dir"),
+        "{e}"
+    );
+    assert_eq!(e.matches("os error").count(), 1, "{e}");
 }
 
 #[test]

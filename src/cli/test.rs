@@ -262,6 +262,18 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         Ok(p) => p,
         Err(e) => return Ok(usage_error(bin, e)),
     };
+    // Before the sweep, not after it: the directory must be creatable.
+    if let Some(p) = &profiling {
+        if let Err(e) = std::fs::create_dir_all(&p.dir) {
+            return Ok(usage_error(
+                bin,
+                format!(
+                    "HCCL_PROFILING_OUTPUT_PATH={}: cannot create the directory: {e}; set it to a writable directory",
+                    p.dir.display()
+                ),
+            ));
+        }
+    }
     if a.iters == 0 {
         return Ok(usage_error(
             bin,
