@@ -4,7 +4,7 @@
 use hccl_algos::algo::{AlgoSpec, Algorithm};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
 use hccl_algos::layout::GroupLayout;
-use hccl_algos::select::{predict, select, CostModel, HcclAlgo, LinkCost};
+use hccl_algos::select::{explain, predict, select, CostModel, HcclAlgo, LinkCost};
 
 use super::error::TcpError;
 
@@ -20,13 +20,18 @@ pub const TCP_COST: LinkCost = LinkCost {
 
 /// Largest message (bytes, as `CollectiveArgs::message_bytes`) for which
 /// host TCP keeps the selector's mesh with more than two ranks; above it
-/// the ring is used. The selector prices mesh with one link per peer (a
+/// the selector's best other candidate is used (for AllReduce on a power
+/// of two ranks, H-D_R). The selector prices mesh with one link per peer (a
 /// server's full mesh), but here a rank's `p − 1` concurrent messages share
 /// one process's thread and one memory bus (the same-host fast path, like
 /// a NIC port shared by the peers). Measured with `tcp_allreduce_bench`
 /// on 4 processes (2-core VM, load average 4–5, same-host fast path on):
 /// mesh ahead up to 64 KiB, ring ahead from 128 KiB, by up to 2–3× at
-/// 2–32 MiB.
+/// 2–32 MiB. The replacement was the ring until H-D_R measured ahead of
+/// it (4 processes, quiet, 2 runs, commit 92b76c5: 1.76–2.59 vs
+/// 1.74–1.87 GB/s busbw at 1 MiB, 2.52–2.73 vs 1.48–2.03 at 2–8 MiB,
+/// 1.93–2.13 vs 1.28–1.36 at 16 MiB): 4 steps instead of 6, the same
+/// bytes.
 pub const MESH_MAX_BYTES: u64 = 64 << 10;
 
 /// Largest AllReduce (bytes) host TCP runs with the one-shot algorithm
@@ -45,9 +50,10 @@ pub const ONESHOT_MAX_BYTES: u64 = 128 << 10;
 
 /// The algorithm to run `args` with over TCP (all ranks compute the same):
 /// `HCCL_ALGO` if set, else the selector's choice adjusted for one host:
-/// AllReduce up to [`ONESHOT_MAX_BYTES`] on at most 8 ranks runs one-shot,
-/// a larger one-shot runs the ring, and a flat mesh over more than two
-/// ranks is replaced by the ring above [`MESH_MAX_BYTES`].
+/// AllReduce up to [`ONESHOT_MAX_BYTES`] on at most 8 ranks runs one-shot;
+/// above it, and for a flat mesh over more than two ranks above
+/// [`MESH_MAX_BYTES`], the selector's cheapest candidate that is neither
+/// (the ring if none).
 ///
 /// # Errors
 /// [`TcpError::Config`] if `HCCL_ALGO` does not parse.
@@ -67,21 +73,26 @@ pub fn choose_algo(args: &CollectiveArgs) -> Result<AlgoSpec, TcpError> {
     let spec = select(args, &layout, &cost, env.as_ref()).spec;
     let ring = AlgoSpec::Flat(Algorithm::Ring);
     let oneshot = AlgoSpec::Flat(Algorithm::Oneshot);
-    if env.is_none() && args.kind == CollectiveKind::AllReduce && args.world_size <= 8 {
-        if args.message_bytes() <= ONESHOT_MAX_BYTES {
-            return Ok(oneshot);
-        }
-        if spec == oneshot {
-            return Ok(ring);
-        }
+    if env.is_some() {
+        return Ok(spec);
     }
-    if env.is_none()
-        && spec == AlgoSpec::Flat(Algorithm::Mesh)
-        && args.world_size > 2
-        && args.message_bytes() > MESH_MAX_BYTES
-        && predict(args, &ring, &layout, &cost).is_some()
+    let bytes = args.message_bytes();
+    if args.kind == CollectiveKind::AllReduce && args.world_size <= 8 && bytes <= ONESHOT_MAX_BYTES
     {
-        return Ok(ring);
+        return Ok(oneshot);
+    }
+    let mesh = AlgoSpec::Flat(Algorithm::Mesh);
+    let too_big = |s: &AlgoSpec| {
+        *s == oneshot || (*s == mesh && args.world_size > 2 && bytes > MESH_MAX_BYTES)
+    };
+    if too_big(&spec) {
+        let next = explain(args, &layout, &cost)
+            .into_iter()
+            .map(|c| c.spec)
+            .find(|s| !too_big(s) && *s != mesh);
+        return Ok(next
+            .or_else(|| predict(args, &ring, &layout, &cost).map(|_| ring))
+            .unwrap_or(spec));
     }
     Ok(spec)
 }
@@ -97,13 +108,24 @@ mod tests {
     }
 
     #[test]
-    fn large_messages_over_more_than_two_ranks_take_the_ring_not_the_mesh() {
+    fn large_messages_over_more_than_two_ranks_take_neither_mesh_nor_oneshot() {
         if std::env::var_os("HCCL_ALGO").is_some() {
             return; // the user's choice wins; nothing to check here
         }
-        let ring = AlgoSpec::Flat(Algorithm::Ring);
-        assert_eq!(choose_algo(&allreduce(1 << 20, 4)).unwrap(), ring);
-        assert_eq!(choose_algo(&allreduce(64 << 20, 8)).unwrap(), ring);
+        let hd = AlgoSpec::Flat(Algorithm::HalvingDoubling);
+        assert_eq!(choose_algo(&allreduce(1 << 20, 4)).unwrap(), hd);
+        assert_eq!(choose_algo(&allreduce(64 << 20, 8)).unwrap(), hd);
+        for n in 3..=9 {
+            for bytes in [1 << 20, 64 << 20] {
+                let s = choose_algo(&allreduce(bytes, n)).unwrap();
+                assert!(
+                    ![Algorithm::Mesh, Algorithm::Oneshot]
+                        .iter()
+                        .any(|a| s == AlgoSpec::Flat(*a)),
+                    "{n} ranks, {bytes} bytes: {s}"
+                );
+            }
+        }
     }
 
     #[test]
