@@ -32,6 +32,35 @@ fn rows(out: &str) -> Vec<String> {
         .collect()
 }
 
+/// `hccl test all_reduce` of one 8 KiB op over TCP on 2 spawned processes,
+/// with `env` set (a value of `None` removes the variable).
+fn tcp_8k_on_2(env: &[(&str, Option<&str>)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hccl"));
+    c.args([
+        "test",
+        "all_reduce",
+        "--transport",
+        "tcp",
+        "--spawn",
+        "2",
+        "-b",
+        "8K",
+        "-e",
+        "8K",
+        "-n",
+        "1",
+        "-w",
+        "0",
+    ]);
+    for (k, v) in env {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    c.output().expect("run hccl")
+}
+
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("hccl-test-cli-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
@@ -551,26 +580,7 @@ fn hccl_algo_env_forces_the_algorithm() {
     assert!(!rows(&out)[0].contains("ring"), "{out}");
 
     // The same on TCP: the header says the setting was ignored.
-    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
-        .args([
-            "test",
-            "all_reduce",
-            "--transport",
-            "tcp",
-            "--spawn",
-            "2",
-            "-b",
-            "8K",
-            "-e",
-            "8K",
-            "-n",
-            "1",
-            "-w",
-            "0",
-        ])
-        .env("HCCL_ALGO", "pairwise")
-        .output()
-        .unwrap();
+    let o = tcp_8k_on_2(&[("HCCL_ALGO", Some("pairwise"))]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(
@@ -920,29 +930,8 @@ fn a_simulation_under_mpirun_says_it_is_not_measuring_the_processes() {
 fn spawn_keeps_the_users_socket_ifname() {
     // --spawn picks loopback only when the user chose no address or
     // interface: HCCL_SOCKET_IFNAME must not be overridden silently.
-    let run = |ifname: &str| {
-        Command::new(env!("CARGO_BIN_EXE_hccl"))
-            .args([
-                "test",
-                "all_reduce",
-                "--transport",
-                "tcp",
-                "--spawn",
-                "2",
-                "-b",
-                "8K",
-                "-e",
-                "8K",
-                "-n",
-                "1",
-                "-w",
-                "0",
-            ])
-            .env("HCCL_SOCKET_IFNAME", ifname)
-            .env_remove("HCCL_IF_IP")
-            .output()
-            .unwrap()
-    };
+    let run =
+        |ifname: &str| tcp_8k_on_2(&[("HCCL_SOCKET_IFNAME", Some(ifname)), ("HCCL_IF_IP", None)]);
     let o = run("=nonexist0");
     assert_ne!(o.status.code(), Some(0), "{}", stdout(&o));
     assert!(
