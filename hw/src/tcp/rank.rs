@@ -1295,12 +1295,12 @@ impl TcpRank {
                 // before reporting the peer lost.
                 let why = cma_failure(desc, pid, &e, before, msg_len);
                 tracing::warn!("hccl rank {}: rank {peer}: {why}", self.rank);
+                let mut e = self.lost(name, seq.unwrap_or(0), peer);
+                if let TcpError::PeerLost { reason, .. } = &mut e {
+                    *reason = why;
+                }
                 let p = &mut self.peers[peer as usize];
                 p.cma_pid = None;
-                p.dead = Some(why);
-                let e = self.lost(name, seq.unwrap_or(0), peer);
-                let p = &mut self.peers[peer as usize];
-                p.dead = None;
                 p.incoming = None;
                 p.withdrawn
                     .get_or_insert((e, Instant::now() + WITHDRAWN_GRACE));
