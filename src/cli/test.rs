@@ -717,22 +717,12 @@ fn check_output_paths(a: &TestArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// The launcher's variables when this process is one of several ranks
-/// (`mpirun -n N`, torchrun-style `WORLD_SIZE`), if any.
+/// The launcher, when it started this process as one of several ranks
+/// (`mpirun -n N`, torchrun-style `WORLD_SIZE`).
 fn launched_as_ranks() -> Option<&'static str> {
-    let more_than_one = |v: &str| {
-        std::env::var(v)
-            .ok()
-            .and_then(|n| n.trim().parse::<u32>().ok())
-            .is_some_and(|n| n > 1)
-    };
-    if more_than_one("OMPI_COMM_WORLD_SIZE") {
-        Some("mpirun, OMPI_COMM_WORLD_SIZE")
-    } else if more_than_one("WORLD_SIZE") {
-        Some("WORLD_SIZE")
-    } else {
-        None
-    }
+    tcp::launcher()
+        .filter(|l| l.world_size.is_some_and(|n| n > 1))
+        .map(|l| l.by)
 }
 
 /// `--transport tcp`: validates the flags, then spawns the ranks

@@ -101,15 +101,32 @@ fn algo_note(s: &Sweep<'_>, n: u32) -> Option<String> {
     })
 }
 
-/// How the processes were started, for the header.
-fn launcher() -> &'static str {
-    if std::env::var_os(SPAWNED_VAR).is_some() {
-        "hccl test --spawn"
-    } else if std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some() {
-        "mpirun"
+/// What started this process as a rank, read off the variables it sets.
+#[derive(Debug, Clone, Copy)]
+pub struct Launch {
+    /// `hccl test --spawn`, `mpirun` or `RANK/WORLD_SIZE environment`.
+    pub by: &'static str,
+    /// The world size it gave, if it parses.
+    pub world_size: Option<u32>,
+}
+
+/// The launcher of this process (`--spawn`, Open MPI's
+/// `OMPI_COMM_WORLD_*`, torchrun-style `RANK`/`WORLD_SIZE`), if any.
+pub fn launcher() -> Option<Launch> {
+    let set = |k: &str| std::env::var_os(k).is_some();
+    let (by, size_var) = if set(SPAWNED_VAR) {
+        ("hccl test --spawn", "WORLD_SIZE")
+    } else if set("OMPI_COMM_WORLD_SIZE") || set("OMPI_COMM_WORLD_RANK") {
+        ("mpirun", "OMPI_COMM_WORLD_SIZE")
+    } else if set("RANK") || set("WORLD_SIZE") {
+        ("RANK/WORLD_SIZE environment", "WORLD_SIZE")
     } else {
-        "RANK/WORLD_SIZE environment"
-    }
+        return None;
+    };
+    let world_size = std::env::var(size_var)
+        .ok()
+        .and_then(|n| n.trim().parse().ok());
+    Some(Launch { by, world_size })
 }
 
 /// Runs this process's rank of the sweep; rank 0 prints the header and
@@ -122,15 +139,9 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
     // The launch advice only helps when no launcher set the rank's
     // variables; otherwise the cause (a port in use, a bad HCCL_* value)
     // speaks for itself.
-    let launched = ["RANK", "OMPI_COMM_WORLD_RANK", SPAWNED_VAR]
-        .iter()
-        .any(|v| std::env::var_os(v).is_some());
-    let comm = Comm::from_env().with_context(|| {
-        if launched {
-            format!("--transport tcp ({}): cannot join the communicator", launcher())
-        } else {
-            "--transport tcp: cannot join the communicator; run under mpirun, set RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, or add --spawn N".to_string()
-        }
+    let comm = Comm::from_env().with_context(|| match launcher() {
+        Some(l) => format!("--transport tcp ({}): cannot join the communicator", l.by),
+        None => "--transport tcp: cannot join the communicator; run under mpirun, set RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, or add --spawn N".to_string(),
     })?;
     let n = comm.size();
     let rank = comm.rank();
@@ -153,7 +164,7 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
         writeln!(
             out,
             "# ranks: {n} processes on the TCP transport, launched by {}",
-            launcher()
+            launcher().map_or("RANK/WORLD_SIZE environment", |l| l.by)
         )?;
         writeln!(out, "# settings: {}", s.settings)?;
         if let Some(note) = algo_note(s, n) {
