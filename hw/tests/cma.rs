@@ -16,7 +16,7 @@ use std::time::Duration;
 use hccl_algos::algo::{plan, AlgoSpec, Algorithm};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
 use hccl_algos::layout::GroupLayout;
-use hccl_algos::schedule::{BufKind, Deps, Op, RankPlan, Region};
+use hccl_algos::schedule::{BufKind, Op, Region};
 use hccl_algos::{DataType, ReduceOp};
 use hccl_hw::tcp::cma::{self, LendWord, Token};
 use hccl_hw::tcp::rank::LEND_AHEAD;
@@ -27,7 +27,7 @@ use hccl_hw::tcp::wire::{
 use hccl_hw::tcp::{OpBuffers, RootInfo, TcpConfig, TcpError, TcpRank};
 
 mod common;
-use common::{cfg, ctx, f32s, op_info, root, run_allreduce, step, COMM};
+use common::{cfg, ctx, f32s, one_step, op_info, recv_plan, root, run_allreduce, send_plan, COMM};
 
 /// The signature of every op here.
 const SIG: Signature = [3; 32];
@@ -324,17 +324,7 @@ fn rank0_receives(len: u64, bytes: impl FnOnce(SessionId) -> Vec<u8>) -> (TcpErr
         let mut t = TcpRank::connect(c, &info, 2, 0, COMM).unwrap();
         assert_eq!(t.cma_peers(), vec![1]);
         let mut out = vec![0xAAu8; len as usize];
-        let plan: RankPlan = Box::new(
-            vec![step(
-                Op::Recv {
-                    peer: 1,
-                    tag: 0,
-                    dst: Region::new(BufKind::Output, 0, len),
-                },
-                Deps::NONE,
-            )]
-            .into_iter(),
-        );
+        let plan = recv_plan(1, len);
         let e = t
             .run(
                 &ctx(0, 0),
@@ -422,17 +412,7 @@ fn rank0_sends(
     std::thread::spawn(move || {
         let mut t = TcpRank::connect(c, &info, 2, 0, COMM).unwrap();
         let len = data.len() as u64;
-        let plan: RankPlan = Box::new(
-            vec![step(
-                Op::Send {
-                    peer: 1,
-                    tag: 0,
-                    src: Region::new(BufKind::Input, 0, len),
-                },
-                Deps::NONE,
-            )]
-            .into_iter(),
-        );
+        let plan = send_plan(1, len);
         let r = t.run(
             &ctx(0, 0),
             &op_info(SIG),
@@ -590,17 +570,7 @@ fn a_failing_sender_cuts_its_cross_memory_message_and_the_abort_gets_through() {
     let rank0 = std::thread::spawn(move || {
         let mut t = TcpRank::connect(c, &info, 2, 0, COMM).unwrap();
         let data = vec![5u8; len as usize];
-        let plan: RankPlan = Box::new(
-            vec![step(
-                Op::Send {
-                    peer: 1,
-                    tag: 0,
-                    src: Region::new(BufKind::Input, 0, len),
-                },
-                Deps::NONE,
-            )]
-            .into_iter(),
-        );
+        let plan = send_plan(1, len);
         let e = t
             .run(
                 &ctx(0, 0),
@@ -719,7 +689,7 @@ fn rank0_reads_a_withdrawn_piece(
                 dst: all_out,
             }
         };
-        let plan: RankPlan = Box::new(vec![step(op, Deps::NONE)].into_iter());
+        let plan = one_step(op);
         let r = t.run(
             &ctx(0, 0),
             &op_info(SIG),
@@ -862,17 +832,7 @@ fn pieces_for_a_posted_plain_receive_land_in_place_without_a_chunk() {
     let rank0 = std::thread::spawn(move || {
         let mut t = TcpRank::connect(c, &info, 2, 0, COMM).unwrap();
         let mut out = vec![0u8; len as usize];
-        let plan: RankPlan = Box::new(
-            vec![step(
-                Op::Recv {
-                    peer: 1,
-                    tag: 0,
-                    dst: Region::new(BufKind::Output, 0, len),
-                },
-                Deps::NONE,
-            )]
-            .into_iter(),
-        );
+        let plan = recv_plan(1, len);
         t.run(
             &ctx(0, 0),
             &op_info(SIG),

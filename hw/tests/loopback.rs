@@ -9,11 +9,11 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hccl_algos::schedule::{BufKind, Deps, Op, RankPlan, Region};
+use hccl_algos::schedule::RankPlan;
 use hccl_hw::tcp::{OpBuffers, OpInfo, RootInfo, TcpConfig, TcpError, TcpRank};
 
 mod common;
-use common::{cfg, ctx, describe, f32s, root, run_allreduce, step, COMM};
+use common::{cfg, ctx, describe, f32s, recv_plan, root, run_allreduce, send_plan, COMM};
 
 /// Runs `f(rank)` on `n` threads after connecting each.
 fn with_ranks<R: Send + 'static>(
@@ -96,29 +96,9 @@ fn wrong_length_names_peer_op_and_both_lengths() {
         let mut t = t.unwrap();
         // Rank 1 sends 8 bytes where rank 0 expects 4.
         let plan: RankPlan = if r == 0 {
-            Box::new(
-                vec![step(
-                    Op::Recv {
-                        peer: 1,
-                        tag: 0,
-                        dst: Region::new(BufKind::Output, 0, 4),
-                    },
-                    Deps::NONE,
-                )]
-                .into_iter(),
-            )
+            recv_plan(1, 4)
         } else {
-            Box::new(
-                vec![step(
-                    Op::Send {
-                        peer: 0,
-                        tag: 0,
-                        src: Region::new(BufKind::Input, 0, 8),
-                    },
-                    Deps::NONE,
-                )]
-                .into_iter(),
-            )
+            send_plan(0, 8)
         };
         let input = [0u8; 8];
         let mut out = [0u8; 8];

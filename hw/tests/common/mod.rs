@@ -63,6 +63,30 @@ pub fn step(op: Op, deps: Deps) -> Step {
     Step { op, deps }
 }
 
+/// A one-step plan: `op` alone.
+pub fn one_step(op: Op) -> RankPlan {
+    Box::new(vec![step(op, Deps::NONE)].into_iter())
+}
+
+/// The one-step plan sending the first `len` input bytes to `peer` (tag 0).
+pub fn send_plan(peer: Rank, len: u64) -> RankPlan {
+    one_step(Op::Send {
+        peer,
+        tag: 0,
+        src: Region::new(BufKind::Input, 0, len),
+    })
+}
+
+/// The one-step plan receiving `len` bytes from `peer` (tag 0) into the
+/// start of the output.
+pub fn recv_plan(peer: Rank, len: u64) -> RankPlan {
+    one_step(Op::Recv {
+        peer,
+        tag: 0,
+        dst: Region::new(BufKind::Output, 0, len),
+    })
+}
+
 /// Direct all-reduce by hand: copy input to output, send input to every
 /// peer, receive-and-reduce from every peer in turn.
 pub fn naive_allreduce(rank: u32, n: u32, bytes: u64) -> RankPlan {
