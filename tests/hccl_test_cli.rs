@@ -5,13 +5,25 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 fn hccl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hccl"))
-        .arg("test")
+    hccl_env(args, &[])
+}
+
+/// `hccl test ARGS` with `env` set (a value of `None` removes the
+/// variable); HCCL_ALGO and HCCL_PROFILING_ENABLE are removed unless `env`
+/// sets them.
+fn hccl_env(args: &[&str], env: &[(&str, Option<&str>)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hccl"));
+    c.arg("test")
         .args(args)
         .env_remove("HCCL_ALGO")
-        .env_remove("HCCL_PROFILING_ENABLE")
-        .output()
-        .expect("run hccl")
+        .env_remove("HCCL_PROFILING_ENABLE");
+    for (k, v) in env {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    c.output().expect("run hccl")
 }
 
 fn stdout(o: &Output) -> String {
@@ -35,30 +47,24 @@ fn rows(out: &str) -> Vec<String> {
 /// `hccl test all_reduce` of one 8 KiB op over TCP on 2 spawned processes,
 /// with `env` set (a value of `None` removes the variable).
 fn tcp_8k_on_2(env: &[(&str, Option<&str>)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_hccl"));
-    c.args([
-        "test",
-        "all_reduce",
-        "--transport",
-        "tcp",
-        "--spawn",
-        "2",
-        "-b",
-        "8K",
-        "-e",
-        "8K",
-        "-n",
-        "1",
-        "-w",
-        "0",
-    ]);
-    for (k, v) in env {
-        match v {
-            Some(v) => c.env(k, v),
-            None => c.env_remove(k),
-        };
-    }
-    c.output().expect("run hccl")
+    hccl_env(
+        &[
+            "all_reduce",
+            "--transport",
+            "tcp",
+            "--spawn",
+            "2",
+            "-b",
+            "8K",
+            "-e",
+            "8K",
+            "-n",
+            "1",
+            "-w",
+            "0",
+        ],
+        env,
+    )
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -415,9 +421,8 @@ fn plot_is_an_svg_with_one_line_per_algorithm() {
 #[test]
 fn profiling_env_writes_one_record_per_timed_op() {
     let dir = scratch("prof");
-    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
-        .args([
-            "test",
+    let o = hccl_env(
+        &[
             "reduce_scatter",
             "-b",
             "64K",
@@ -431,12 +436,13 @@ fn profiling_env_writes_one_record_per_timed_op() {
             "2",
             "--algo",
             "ring",
-        ])
-        .env("HCCL_PROFILING_ENABLE", "1")
-        .env("HCCL_PROFILING_OUTPUT_PATH", &dir)
-        .env("HCCL_PROFILING_OUTPUT_FORMAT", "json")
-        .output()
-        .unwrap();
+        ],
+        &[
+            ("HCCL_PROFILING_ENABLE", Some("1")),
+            ("HCCL_PROFILING_OUTPUT_PATH", Some(dir.to_str().unwrap())),
+            ("HCCL_PROFILING_OUTPUT_FORMAT", Some("json")),
+        ],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let files: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
     assert_eq!(files.len(), 1);
@@ -456,21 +462,23 @@ fn profiling_env_writes_one_record_per_timed_op() {
     assert_eq!(recs[0]["seq"], 2);
     // Off: no file.
     let off = scratch("prof-off");
-    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
-        .args(["test", "all_reduce", "-b", "1K", "-e", "1K"])
-        .env("HCCL_PROFILING_ENABLE", "0")
-        .env("HCCL_PROFILING_OUTPUT_PATH", &off)
-        .output()
-        .unwrap();
+    let o = hccl_env(
+        &["all_reduce", "-b", "1K", "-e", "1K"],
+        &[
+            ("HCCL_PROFILING_ENABLE", Some("0")),
+            ("HCCL_PROFILING_OUTPUT_PATH", Some(off.to_str().unwrap())),
+        ],
+    );
     assert_eq!(o.status.code(), Some(0));
     assert_eq!(std::fs::read_dir(&off).unwrap().count(), 0);
     // An output path that cannot be created fails before the sweep, once.
-    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
-        .args(["test", "all_reduce", "-b", "1K", "-e", "1K"])
-        .env("HCCL_PROFILING_ENABLE", "1")
-        .env("HCCL_PROFILING_OUTPUT_PATH", "/proc/hccl-no-such-dir")
-        .output()
-        .unwrap();
+    let o = hccl_env(
+        &["all_reduce", "-b", "1K", "-e", "1K"],
+        &[
+            ("HCCL_PROFILING_ENABLE", Some("1")),
+            ("HCCL_PROFILING_OUTPUT_PATH", Some("/proc/hccl-no-such-dir")),
+        ],
+    );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(rows(&stdout(&o)).is_empty(), "{}", stdout(&o));
     let e = stderr(&o);
@@ -502,22 +510,10 @@ fn hccl_test_binary_is_the_same_program() {
 
 #[test]
 fn hccl_algo_env_forces_the_algorithm() {
-    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
-        .args([
-            "test",
-            "all_reduce",
-            "-b",
-            "1M",
-            "-e",
-            "1M",
-            "-n",
-            "1",
-            "-w",
-            "0",
-        ])
-        .env("HCCL_ALGO", "allreduce=level0:ring;level1:NA")
-        .output()
-        .unwrap();
+    let o = hccl_env(
+        &["all_reduce", "-b", "1M", "-e", "1M", "-n", "1", "-w", "0"],
+        &[("HCCL_ALGO", Some("allreduce=level0:ring;level1:NA"))],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.contains("(HCCL_ALGO)"), "{out}");
@@ -525,18 +521,16 @@ fn hccl_algo_env_forces_the_algorithm() {
 
     // A bad HCCL_ALGO under --transport tcp is refused before any rank
     // starts (one message, not one per rank).
-    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
-        .args(["test", "all_reduce", "--transport", "tcp", "--spawn", "2"])
-        .env("HCCL_ALGO", "level1:rign")
-        .output()
-        .unwrap();
+    let o = hccl_env(
+        &["all_reduce", "--transport", "tcp", "--spawn", "2"],
+        &[("HCCL_ALGO", Some("level1:rign"))],
+    );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert_eq!(stderr(&o).matches("rign").count(), 1, "{}", stderr(&o));
 
     // HCCL's per-op AllToAll example: its level1 pairwise runs flat.
-    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
-        .args([
-            "test",
+    let o = hccl_env(
+        &[
             "alltoall",
             "-b",
             "64K",
@@ -548,10 +542,9 @@ fn hccl_algo_env_forces_the_algorithm() {
             "1",
             "-w",
             "0",
-        ])
-        .env("HCCL_ALGO", "alltoall=level0:NA;level1:pairwise")
-        .output()
-        .unwrap();
+        ],
+        &[("HCCL_ALGO", Some("alltoall=level0:NA;level1:pairwise"))],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(rows(&out)[0].contains("pairwise"), "{out}");
@@ -563,13 +556,10 @@ fn hccl_algo_env_forces_the_algorithm() {
 
     // A global HCCL_ALGO=ring does not fit alltoall: the selector runs it
     // (and says so), where an explicit --algo ring is refused.
-    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
-        .args([
-            "test", "alltoall", "-b", "8K", "-e", "8K", "-n", "1", "-w", "0",
-        ])
-        .env("HCCL_ALGO", "ring")
-        .output()
-        .unwrap();
+    let o = hccl_env(
+        &["alltoall", "-b", "8K", "-e", "8K", "-n", "1", "-w", "0"],
+        &[("HCCL_ALGO", Some("ring"))],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(
@@ -590,11 +580,10 @@ fn hccl_algo_env_forces_the_algorithm() {
     assert!(rows(&out)[0].contains("success"), "{out}");
 
     // A bare word that names no algorithm lists the names.
-    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
-        .args(["test", "all_reduce", "--transport", "tcp", "--spawn", "2"])
-        .env("HCCL_ALGO", "bogus")
-        .output()
-        .unwrap();
+    let o = hccl_env(
+        &["all_reduce", "--transport", "tcp", "--spawn", "2"],
+        &[("HCCL_ALGO", Some("bogus"))],
+    );
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("unknown algorithm \"bogus\"") && stderr(&o).contains("oneshot"),
@@ -909,20 +898,17 @@ fn wrong_args_fault_is_a_failure_not_a_hang() {
 
 #[test]
 fn a_simulation_under_mpirun_says_it_is_not_measuring_the_processes() {
-    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
-        .args(["test", "all_reduce", "-b", "8K", "-e", "8K", "-n", "1"])
-        .env("OMPI_COMM_WORLD_SIZE", "2")
-        .output()
-        .unwrap();
+    let o = hccl_env(
+        &["all_reduce", "-b", "8K", "-e", "8K", "-n", "1"],
+        &[("OMPI_COMM_WORLD_SIZE", Some("2"))],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stderr(&o).contains("add --transport tcp"), "{}", stderr(&o));
     // One rank (or no launcher): no note.
-    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
-        .args(["test", "all_reduce", "-b", "8K", "-e", "8K", "-n", "1"])
-        .env("OMPI_COMM_WORLD_SIZE", "1")
-        .env_remove("WORLD_SIZE")
-        .output()
-        .unwrap();
+    let o = hccl_env(
+        &["all_reduce", "-b", "8K", "-e", "8K", "-n", "1"],
+        &[("OMPI_COMM_WORLD_SIZE", Some("1")), ("WORLD_SIZE", None)],
+    );
     assert!(!stderr(&o).contains("--transport tcp"), "{}", stderr(&o));
 }
 
