@@ -70,26 +70,30 @@ pub fn choose_algo(args: &CollectiveArgs) -> Result<AlgoSpec, TcpError> {
         level0_patterns: None,
     };
     let layout = GroupLayout::flat(args.world_size);
-    let spec = select(args, &layout, &cost, env.as_ref()).spec;
-    let ring = AlgoSpec::Flat(Algorithm::Ring);
-    let oneshot = AlgoSpec::Flat(Algorithm::Oneshot);
     if env.is_some() {
-        return Ok(spec);
+        return Ok(select(args, &layout, &cost, env.as_ref()).spec);
     }
+    // Fixed before any costing: this runs for every op.
+    let oneshot = AlgoSpec::Flat(Algorithm::Oneshot);
     let bytes = args.message_bytes();
     if args.kind == CollectiveKind::AllReduce && args.world_size <= 8 && bytes <= ONESHOT_MAX_BYTES
     {
         return Ok(oneshot);
     }
+    // The selector's candidates, cheapest first (what `select` picks from
+    // without HCCL_ALGO; the ring if none is costable).
+    let ring = AlgoSpec::Flat(Algorithm::Ring);
+    let candidates: Vec<AlgoSpec> = explain(args, &layout, &cost)
+        .into_iter()
+        .map(|c| c.spec)
+        .collect();
+    let spec = candidates.first().copied().unwrap_or(ring);
     let mesh = AlgoSpec::Flat(Algorithm::Mesh);
     let too_big = |s: &AlgoSpec| {
         *s == oneshot || (*s == mesh && args.world_size > 2 && bytes > MESH_MAX_BYTES)
     };
     if too_big(&spec) {
-        let next = explain(args, &layout, &cost)
-            .into_iter()
-            .map(|c| c.spec)
-            .find(|s| !too_big(s) && *s != mesh);
+        let next = candidates.into_iter().find(|s| !too_big(s) && *s != mesh);
         return Ok(next
             .or_else(|| predict(args, &ring, &layout, &cost).map(|_| ring))
             .unwrap_or(spec));
