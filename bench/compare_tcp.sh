@@ -7,6 +7,9 @@
 #
 # Installs Debian's python3-torch, openmpi-bin and python3-mpi4py if missing
 # (apt-get update first). Set SKIP_INSTALL=1 to skip libraries that are absent.
+# REPEAT=k (default 3): runs per library; the table shows the median.
+# BENCH_HUGEPAGES=0: all three keep their buffers on 4 KiB pages (default:
+# transparent huge pages from 4 MiB, numpy's rule; see tcp_allreduce_bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MIN=${1:-8192}
@@ -36,33 +39,63 @@ cargo build --release -q -p hccl-hw --example tcp_allreduce_bench
 TARGET=${CARGO_TARGET_DIR:-target}
 HCCL_BENCH="$TARGET/release/examples/tcp_allreduce_bench"
 
+# Each library runs REPEAT times, interleaved (hccl-rs, Gloo, Open MPI,
+# hccl-rs, ...) so that drift in the machine's speed hits all three alike;
+# the table gives the median run per size. On a shared 2-core VM single
+# runs of one size differ by up to 30%.
+REPEAT=${REPEAT:-3}
+for rep in $(seq 1 "$REPEAT"); do
 for n in "${NPROCS[@]}"; do
-  echo "hccl-rs, $n processes" >&2
-  HCCL_IF_IP=127.0.0.1 "$HCCL_BENCH" "$n" "$MIN" "$MAX" | awk '!/^#/ && $1 ~ /^[0-9]+$/ {print $1, $3, $4, $5}' > "$OUT/hccl.$n"
+  echo "run $rep of $REPEAT: hccl-rs, $n processes" >&2
+  HCCL_IF_IP=127.0.0.1 "$HCCL_BENCH" "$n" "$MIN" "$MAX" | awk '!/^#/ && $1 ~ /^[0-9]+$/ {print $1, $3, $4, $5}' > "$OUT/hccl.$n.$rep"
   if "$PY" -c "import torch" 2>/dev/null; then
-    echo "gloo, $n processes" >&2
+    echo "run $rep of $REPEAT: gloo, $n processes" >&2
     port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     pids=()
     for r in $(seq 0 $((n - 1))); do
       MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=$n GLOO_SOCKET_IFNAME=lo \
-        "$PY" bench/gloo_allreduce.py "$MIN" "$MAX" > "$OUT/gloo.$n.$r" 2>/dev/null &
+        "$PY" bench/gloo_allreduce.py "$MIN" "$MAX" > "$OUT/gloo.$n.$rep.$r" 2>/dev/null &
       pids+=($!)
     done
     wait "${pids[@]}" || true
-    cp "$OUT/gloo.$n.0" "$OUT/gloo.$n"
+    cp "$OUT/gloo.$n.$rep.0" "$OUT/gloo.$n.$rep"
   fi
   if command -v mpirun >/dev/null && "$PY" -c "import mpi4py" 2>/dev/null; then
-    echo "open mpi, $n processes" >&2
-    mpirun --allow-run-as-root --oversubscribe -n "$n" "$PY" bench/mpi_allreduce.py "$MIN" "$MAX" > "$OUT/mpi.$n" 2>/dev/null || true
+    echo "run $rep of $REPEAT: open mpi, $n processes" >&2
+    mpirun --allow-run-as-root --oversubscribe -n "$n" "$PY" bench/mpi_allreduce.py "$MIN" "$MAX" > "$OUT/mpi.$n.$rep" 2>/dev/null || true
   fi
 done
-
-printf '%-5s %10s | %-22s | %-22s | %-22s\n' "procs" "bytes" "hccl-rs tcp busbw/us" "gloo busbw/us" "open mpi busbw/us"
-for n in "${NPROCS[@]}"; do
-  size=$MIN
-  while [ "$size" -le "$MAX" ]; do
-    cell() { awk -v s="$size" '$1 == s {printf "%8.3f GB/s %9.1f", $4, $2}' "$OUT/$1.$n" 2>/dev/null || true; }
-    printf '%-5s %10s | %-22s | %-22s | %-22s\n' "$n" "$size" "$(cell hccl)" "$(cell gloo)" "$(cell mpi)"
-    size=$((size * 2))
-  done
 done
+
+# One row per process count and size: each library's median run (by time),
+# then hccl-rs's busbw over Open MPI's in every run (same run number).
+"$PY" - "$OUT" "$REPEAT" "${NPROCS[@]}" <<'PY'
+import statistics, sys
+out, reps, nprocs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+def runs(lib, n):
+    """size -> [(time_us, busbw)] per run, None where a run lacks the size."""
+    by = {}
+    for rep in range(1, reps + 1):
+        try:
+            rows = [l.split() for l in open(f"{out}/{lib}.{n}.{rep}")]
+        except OSError:
+            rows = []
+        for r in rows:
+            by.setdefault(int(r[0]), [None] * reps)[rep - 1] = (float(r[1]), float(r[3]))
+    return by
+def median(xs):
+    xs = sorted(x for x in xs if x)
+    return xs[(len(xs) - 1) // 2] if xs else None
+libs = ["hccl", "gloo", "mpi"]
+print(f"{'procs':<5} {'bytes':>10} | {'hccl-rs tcp busbw/us':<22} | {'gloo busbw/us':<22} | {'open mpi busbw/us':<22} | hccl-rs/open mpi per run")
+for n in nprocs:
+    data = {lib: runs(lib, n) for lib in libs}
+    for size in sorted(data["hccl"]):
+        cells = []
+        for lib in libs:
+            m = median(data[lib].get(size, []))
+            cells.append(f"{m[1]:8.3f} GB/s {m[0]:9.1f}" if m else "")
+        h, o = data["hccl"][size], data["mpi"].get(size, [None] * reps)
+        ratios = " ".join(f"{a[1] / b[1]:5.2f}" if a and b and b[1] > 0 else "    -" for a, b in zip(h, o))
+        print(f"{n:<5} {size:>10} | {cells[0]:<22} | {cells[1]:<22} | {cells[2]:<22} | {ratios}")
+PY

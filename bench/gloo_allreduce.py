@@ -7,17 +7,21 @@ import os
 import sys
 import time
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
 
 def main():
     lo, hi = int(sys.argv[1]), int(sys.argv[2])
+    # numpy allocates the tensors, so the page-size rule is the same as in
+    # the other two programs (huge pages from 4 MiB unless BENCH_HUGEPAGES=0).
+    np.core.multiarray._set_madvise_hugepage(os.environ.get("BENCH_HUGEPAGES") != "0")
     dist.init_process_group("gloo")
     n = dist.get_world_size()
     size = lo
     while size <= hi:
-        x = torch.ones(size // 4, dtype=torch.float32)
+        x = torch.from_numpy(np.ones(size // 4, dtype=np.float32))
         # Same rule as tcp_allreduce_bench: short ops get more iterations
         # (a few ms of 8 KiB ops measured a CPU still waking up).
         iters = max(5, min(2000, (256 << 20) // size))

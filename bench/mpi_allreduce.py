@@ -3,6 +3,7 @@
 Run by compare_tcp.sh under `mpirun -n N`.
 Prints: bytes time_us algbw_GB/s busbw_GB/s (rank 0 only; max time over ranks).
 """
+import os
 import sys
 import time
 
@@ -12,6 +13,9 @@ from mpi4py import MPI
 
 def main():
     lo, hi = int(sys.argv[1]), int(sys.argv[2])
+    # Arrays from 4 MiB sit on transparent huge pages (numpy's default);
+    # BENCH_HUGEPAGES=0 turns that off, as in tcp_allreduce_bench.
+    np.core.multiarray._set_madvise_hugepage(os.environ.get("BENCH_HUGEPAGES") != "0")
     comm = MPI.COMM_WORLD
     n = comm.Get_size()
     size = lo

@@ -12,6 +12,14 @@
 //! prints one line per size: bytes, time per op (µs, mean over iterations,
 //! max over ranks), algbw = bytes / time and busbw = algbw · 2(n−1)/n
 //! (nccl-tests' definitions, G = 10^9).
+//!
+//! Buffers are allocated as numpy allocates the Open MPI script's arrays
+//! (`bench/mpi_allreduce.py`): from 4 MiB, on transparent huge pages
+//! (`madvise(MADV_HUGEPAGE)`, numpy's default on Linux: numpy 1.24 here).
+//! Page size changes the cost of every same-host copy (the kernel pins the
+//! lender's pages one page table entry at a time, and a 16 MiB buffer
+//! outgrows the TLB in 4 KiB pages), so both sides must use the same.
+//! `BENCH_HUGEPAGES=0` keeps 4 KiB pages here and in the Python scripts.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -22,6 +30,7 @@ use hccl_algos::layout::GroupLayout;
 use hccl_algos::transport::OpContext;
 use hccl_algos::{DataType, ReduceOp};
 use hccl_hw::tcp::{choose_algo, OpBuffers, OpInfo, RootInfo, TcpConfig, TcpRank};
+use memmap2::{Advice, MmapMut, MmapOptions};
 
 const COMM: u64 = 0xBE7C;
 
@@ -101,17 +110,18 @@ fn child(rank: u32) {
         let args = CollectiveArgs::new(CollectiveKind::AllReduce, count, DataType::Fp32, n)
             .with_op(ReduceOp::Sum);
         let algo = fixed.unwrap_or_else(|| choose_algo(&args).expect("HCCL_ALGO"));
-        let input: Vec<u8> = (0..count)
-            .flat_map(|i| ((i % 7) as f32).to_le_bytes())
-            .collect();
-        let mut output = vec![0u8; bytes as usize];
+        let mut input = buffer(bytes);
+        for (i, b) in input.chunks_exact_mut(4).enumerate() {
+            b.copy_from_slice(&((i % 7) as f32).to_le_bytes());
+        }
+        let mut output = buffer(bytes);
         // Short ops get more iterations, and a tenth as many warm-ups: 200
         // ops of 8 KiB (3 ms) after 3 warm-ups measured a CPU still waking
         // up (50 µs where the steady state is 13 µs). The Gloo and Open MPI
         // scripts in bench/ use the same rule.
         let iters = ((256u64 << 20) / bytes).clamp(5, 2000);
         let warmups = (iters / 10).max(3);
-        let run = |t: &mut TcpRank, seq: u64, output: &mut Vec<u8>, scratch: &mut Vec<u8>| {
+        let run = |t: &mut TcpRank, seq: u64, output: &mut [u8], scratch: &mut Vec<u8>| {
             let (sizes, p) = plan(&args, &algo, &GroupLayout::flat(n), rank).expect("plan");
             scratch.resize(sizes.scratch as usize, 0);
             let ctx = OpContext {
@@ -158,6 +168,22 @@ fn child(rank: u32) {
         }
         bytes *= 2;
     }
+}
+
+/// Numpy's threshold for huge pages (`numpy/core/src/multiarray/alloc.c`).
+const HUGEPAGE_FROM: u64 = 4 << 20;
+
+/// A zeroed buffer of `bytes`, on transparent huge pages from
+/// [`HUGEPAGE_FROM`] unless `BENCH_HUGEPAGES=0` (see the crate doc).
+fn buffer(bytes: u64) -> MmapMut {
+    let len = usize::try_from(bytes).expect("size fits in memory");
+    let map = MmapOptions::new().len(len).map_anon().expect("mmap");
+    let huge = std::env::var("BENCH_HUGEPAGES").map_or(true, |v| v != "0");
+    if huge && bytes >= HUGEPAGE_FROM {
+        // Best effort, as numpy: a kernel without THP leaves 4 KiB pages.
+        let _ = map.advise(Advice::HugePage);
+    }
+    map
 }
 
 fn max_over_ranks(t: &mut TcpRank, seq: &mut u64, n: u32, rank: u32, mine: Duration) -> Duration {
