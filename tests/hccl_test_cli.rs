@@ -549,7 +549,7 @@ fn hccl_algo_env_forces_the_algorithm() {
     let out = stdout(&o);
     assert!(rows(&out)[0].contains("pairwise"), "{out}");
     assert!(
-        out.contains("runs as pairwise for alltoall (hccl-rs composes levels only"),
+        out.contains("runs as pairwise, flat over all ranks, for alltoall"),
         "{out}"
     );
     assert!(rows(&out)[0].contains("success"), "{out}");
@@ -928,4 +928,39 @@ fn spawn_keeps_the_users_socket_ifname() {
     let o = run("=lo");
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(rows(&stdout(&o))[0].contains("success"), "{}", stdout(&o));
+}
+
+#[test]
+fn servers_of_unequal_size_run_flat_and_say_so() {
+    // 2x8 with the second server cut to 4 devices: a valid rank table, on
+    // which hierarchical algorithms cannot run.
+    let mut table: serde_json::Value = serde_json::from_str(include_str!(
+        "../examples/rank_table_2x8.json"
+    ))
+    .unwrap();
+    let devices = table["server_list"][1]["device"].as_array_mut().unwrap();
+    devices.truncate(4);
+    let path = scratch("uneven").join("uneven.json");
+    std::fs::write(&path, table.to_string()).unwrap();
+    let path = path.to_str().unwrap();
+
+    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .args(["ranktable", "check", path])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("12 ranks on 2 servers"), "{out}");
+    assert!(out.contains("different numbers of devices (8, 4)"), "{out}");
+
+    let o = hccl_env(
+        &["all_reduce", "-b", "8K", "-e", "8K", "--rank-table", path],
+        &[("HCCL_ALGO", Some("level0:ring;level1:H-D_R"))],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("2 servers of uneven size"), "{out}");
+    assert!(out.contains("runs as ring, flat over all ranks"), "{out}");
+    assert!(out.contains("equal servers"), "{out}");
+    assert!(rows(&out)[0].contains("success"), "{out}");
 }

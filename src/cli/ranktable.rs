@@ -69,6 +69,9 @@ pub fn run(command: RanktableCommand) -> anyhow::Result<ExitCode> {
                         String::new()
                     }
                 )?;
+                if let Some(note) = uneven_servers_note(&table) {
+                    writeln!(std::io::stdout().lock(), "{note}")?;
+                }
                 Ok(ExitCode::SUCCESS)
             }
             Err(e @ TopologyError::Io { .. }) => Err(e.into()),
@@ -102,4 +105,20 @@ pub fn run(command: RanktableCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// A note when servers hold different numbers of devices: the table is
+/// valid, but hierarchical algorithms need equal servers, so every
+/// collective on it runs a flat algorithm.
+fn uneven_servers_note(table: &RankTable) -> Option<String> {
+    let counts: Vec<usize> = table.servers().iter().map(|s| s.devices().len()).collect();
+    if counts.windows(2).all(|w| w[0] == w[1]) {
+        return None;
+    }
+    let list: Vec<String> = counts.iter().map(usize::to_string).collect();
+    Some(format!(
+        "note: servers hold different numbers of devices ({}): hccl-rs runs flat algorithms \
+         over all ranks here (hierarchical level0/level1 algorithms need equal servers)",
+        list.join(", ")
+    ))
 }

@@ -404,7 +404,7 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
                 .and_then(|h| h.spec_fitting(&first_args, &layout));
             algo_note = Some(match fitted {
                 Some(f) => format!(
-                    "# note: HCCL_ALGO {spec} runs as {f} for {coll} (hccl-rs composes levels only for all_reduce, all_gather, reduce_scatter, broadcast and reduce)"
+                    "# note: HCCL_ALGO {spec} runs as {f}, flat over all ranks, for {coll}: {e}"
                 ),
                 None => format!(
                     "# note: HCCL_ALGO {spec} ignored for {coll} ({e}); the selector chooses"
