@@ -934,10 +934,8 @@ fn spawn_keeps_the_users_socket_ifname() {
 fn servers_of_unequal_size_run_flat_and_say_so() {
     // 2x8 with the second server cut to 4 devices: a valid rank table, on
     // which hierarchical algorithms cannot run.
-    let mut table: serde_json::Value = serde_json::from_str(include_str!(
-        "../examples/rank_table_2x8.json"
-    ))
-    .unwrap();
+    let mut table: serde_json::Value =
+        serde_json::from_str(include_str!("../examples/rank_table_2x8.json")).unwrap();
     let devices = table["server_list"][1]["device"].as_array_mut().unwrap();
     devices.truncate(4);
     let path = scratch("uneven").join("uneven.json");

@@ -157,10 +157,9 @@ impl ClusterInfo {
 
 /// The header printed above the table (each line starts with `#`).
 pub fn header_lines(title: &str, c: &ClusterInfo, settings: &str, check_note: &str) -> Vec<String> {
-    let per = c.npus_per_server.map_or_else(
-        || "uneven size".to_string(),
-        |p| format!("{p} NPUs each"),
-    );
+    let per = c
+        .npus_per_server
+        .map_or_else(|| "uneven size".to_string(), |p| format!("{p} NPUs each"));
     let mut v = vec![
         format!("# {title}"),
         format!(
