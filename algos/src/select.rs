@@ -16,6 +16,7 @@
 //! | H-D_R, other p | the power-of-two part for `p' = 2^⌊log2 p⌋`, plus `2(α + nβ) + nγ` to fold | plus `2α + nβ`-ish folding |
 //! | mesh (HCCL `Mesh.md`) | `2α + 2/p·nβ + (p-1)/p·nγ` | `α + 1/p·nβ (+ (p-1)/p·nγ)` |
 //! | oneshot (AllReduce only) | `α + nβ + (p-1)·nγ` | — |
+//! | doubling (AllReduce only), p = 2^k | `log2 p·(α + nβ + nγ)`; other p: fold as H-D_R | — |
 //! | NB, any p | `2⌈log2 p⌉α + 2(p-1)/p·nβ + (p-1)/p·nγ` | `⌈log2 p⌉α + (p-1)/p·nβ (+ (p-1)/p·nγ)` |
 //! | NHR, any p | as NB, plus `x/p·n(β+γ)` per phase | as NB, plus `x/p·nβ (+γ)` |
 //!
@@ -247,6 +248,16 @@ fn flat_cost(kind: CollectiveKind, a: Algorithm, p: u32, n: f64, l: &LinkCost) -
         // One-shot: each member's whole vector crosses every link once, at
         // once; every member folds p vectors.
         (K::AllReduce, Algorithm::Oneshot) => al + n * be + (pf - 1.0) * n * ga,
+        // Recursive doubling: log2 p' exchanges of the whole vector, each
+        // reduced; folding adds a reduced step in and a step out.
+        (K::AllReduce, Algorithm::Doubling) => {
+            lg * (al + n * (be + ga))
+                + if fold {
+                    2.0 * (al + n * be) + n * ga
+                } else {
+                    0.0
+                }
+        }
         (K::AllReduce, Algorithm::Nb) => {
             2.0 * log2_ceil(p) * al + 2.0 * frac * n * be + frac * n * ga
         }
@@ -460,7 +471,7 @@ pub fn predict(
 /// first: the flat algorithms implementing the collective (the pipeline
 /// among them when the layout has several servers) and, when the layout
 /// has several servers and is regular, level0 (mesh, ring) × level1 (ring,
-/// H-D_R, NHR, NB, tree, mesh) combinations.
+/// H-D_R, NHR, NB, tree, mesh, doubling) combinations.
 pub fn explain(args: &CollectiveArgs, layout: &GroupLayout, cost: &CostModel) -> Vec<Candidate> {
     let mut specs: Vec<AlgoSpec> = Algorithm::ALL.into_iter().map(AlgoSpec::Flat).collect();
     if layout.server_count() > 1 && layout.regular().is_ok() {
@@ -472,6 +483,7 @@ pub fn explain(args: &CollectiveArgs, layout: &GroupLayout, cost: &CostModel) ->
                 Algorithm::Nb,
                 Algorithm::Tree,
                 Algorithm::Mesh,
+                Algorithm::Doubling,
             ] {
                 specs.push(AlgoSpec::Hierarchical(Levels {
                     level0: Some(l0),
@@ -549,7 +561,8 @@ pub fn select(
 /// `broadcast`, `reduce`, `scatter`, `alltoall` (also AllToAllV). HCCL
 /// accepts only `NA` for level0; hccl-rs also accepts `ring` and `mesh`
 /// there. Level values: `ring`, `H-D_R`, `NHR`, `NB`, `pipeline`,
-/// `pairwise`, plus hccl-rs's `mesh` and `tree`; HCCL's `NHR_V1` and `AHC`
+/// `pairwise`, plus hccl-rs's `mesh`, `tree`, `oneshot` and `doubling`
+/// (AllReduce only, as HCCL's one-shot and doubling templates); HCCL's `NHR_V1` and `AHC`
 /// are not implemented and are rejected. hccl-rs also accepts a bare
 /// algorithm name (`ring`), meaning that algorithm flat over the whole group
 /// for every op it fits (as `hccl test --algo ring`).
@@ -626,7 +639,9 @@ fn parse_levels(s: &str) -> Result<Levels, HcclAlgoError> {
         let (level, value) = (level.trim(), value.trim());
         let accepted = match level {
             "level0" => "NA, ring, mesh",
-            "level1" | "level2" => "NA, ring, H-D_R, NHR, NB, pipeline, pairwise, mesh, tree",
+            "level1" | "level2" => {
+                "NA, ring, H-D_R, NHR, NB, pipeline, pairwise, mesh, tree, oneshot, doubling"
+            }
             _ => {
                 return Err(HcclAlgoError::Level {
                     value: level.into(),
@@ -983,11 +998,23 @@ mod tests {
         let cost = CostModel::default();
         let small = CollectiveArgs::new(CollectiveKind::AllReduce, 16, DataType::Fp32, 64);
         let s = select(&small, &layout, &cost, None);
+        // 64 bytes: recursive doubling's log2 p steps beat H-D_R's 2 log2 p.
         assert_eq!(
             s.spec,
-            AlgoSpec::Flat(Algorithm::HalvingDoubling),
+            AlgoSpec::Flat(Algorithm::Doubling),
             "{:?}",
             explain(&small, &layout, &cost)
+        );
+        // 64 MiB: doubling sends log2 p whole vectors, H-D_R two in all.
+        let big = CollectiveArgs::new(CollectiveKind::AllReduce, 16 << 20, DataType::Fp32, 64);
+        let order: Vec<AlgoSpec> = explain(&big, &layout, &cost)
+            .into_iter()
+            .map(|c| c.spec)
+            .collect();
+        let pos = |a| order.iter().position(|s| *s == AlgoSpec::Flat(a)).unwrap();
+        assert!(
+            pos(Algorithm::HalvingDoubling) < pos(Algorithm::Doubling),
+            "{order:?}"
         );
         let bcast = CollectiveArgs::new(CollectiveKind::Broadcast, 1 << 28, DataType::Fp32, 64);
         // 1 GiB: the bandwidth-optimal schedules (Scatter + AllGather in

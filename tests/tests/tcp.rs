@@ -123,6 +123,12 @@ fn conformance_3_ranks_ring() {
 }
 
 #[test]
+fn conformance_3_ranks_doubling_allreduce() {
+    // 3 is not a power of two: ranks 0 and 1 fold in and out.
+    assert_conformance(3, &[("HCCL_ALGO", "doubling")]);
+}
+
+#[test]
 fn conformance_4_ranks_mesh_allreduce() {
     assert_conformance(4, &[("HCCL_ALGO", "allreduce=level0:mesh")]);
 }

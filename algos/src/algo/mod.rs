@@ -4,7 +4,8 @@
 //! [`schedule`] materializes every rank's plan for the verifier and printing.
 //! Algorithms are named as HCCL names them in `HCCL_ALGO` (`ring`, `H-D_R`,
 //! `NHR`, `NB`, `pipeline`, `pairwise`) plus `mesh` (HCCL's intra-server
-//! full mesh) and `tree` (binomial tree). [`AlgoSpec`] is either one flat
+//! full mesh), `tree` (binomial tree), and, for AllReduce only, `oneshot`
+//! and `doubling` (HCCL's `AllReduceMeshOneshot` and `AllReduceDoubling`). [`AlgoSpec`] is either one flat
 //! algorithm or one per topology level (HCCL's `level0`/`level1`/`level2`).
 //!
 //! Every plan is a generator: its memory is O(1)..O(log p) words whatever
@@ -58,11 +59,15 @@ pub enum Algorithm {
     /// executor for small AllReduces in a server): one concurrent exchange
     /// of whole vectors, then a local rank-order fold (see `mesh`).
     Oneshot,
+    /// Recursive-doubling AllReduce (`doubling`, HCCL's `AllReduceDoubling`
+    /// template): ⌈log2 p⌉ exchanges of whole vectors, AllReduce only (see
+    /// `hd`).
+    Doubling,
 }
 
 impl Algorithm {
     /// Every algorithm.
-    pub const ALL: [Algorithm; 9] = [
+    pub const ALL: [Algorithm; 10] = [
         Algorithm::Ring,
         Algorithm::Mesh,
         Algorithm::HalvingDoubling,
@@ -72,6 +77,7 @@ impl Algorithm {
         Algorithm::Tree,
         Algorithm::Pipeline,
         Algorithm::Oneshot,
+        Algorithm::Doubling,
     ];
 
     /// HCCL's name.
@@ -86,6 +92,7 @@ impl Algorithm {
             Algorithm::Tree => "tree",
             Algorithm::Pipeline => "pipeline",
             Algorithm::Oneshot => "oneshot",
+            Algorithm::Doubling => "doubling",
         }
     }
 
@@ -118,7 +125,7 @@ impl Algorithm {
             Algorithm::Pipeline => {
                 matches!(kind, K::AllReduce | K::AllGather | K::ReduceScatter)
             }
-            Algorithm::Oneshot => kind == K::AllReduce,
+            Algorithm::Oneshot | Algorithm::Doubling => kind == K::AllReduce,
         }
     }
 
@@ -165,6 +172,7 @@ impl FromStr for Algorithm {
             "tree" => Algorithm::Tree,
             "pipeline" => Algorithm::Pipeline,
             "oneshot" | "meshoneshot" => Algorithm::Oneshot,
+            "doubling" | "rd" | "recursivedoubling" => Algorithm::Doubling,
             _ => {
                 return Err(ParseAlgoError {
                     what: "algorithm",
@@ -412,6 +420,15 @@ fn phase_ar(
         }
         Algorithm::HalvingDoubling => Ok((0, hd::allreduce(c, count, src, dst, same, divide))),
         Algorithm::Oneshot => Ok(mesh::allreduce_oneshot(
+            c,
+            count,
+            src,
+            dst,
+            env.scratch(),
+            same,
+            divide,
+        )),
+        Algorithm::Doubling => Ok(hd::allreduce_doubling(
             c,
             count,
             src,

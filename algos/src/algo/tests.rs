@@ -415,3 +415,39 @@ fn log_step_plans_are_lazy_at_16384_ranks() {
         assert!((14..=60).contains(&n), "{a}: {n} steps");
     }
 }
+
+#[test]
+fn doubling_allreduce_exchanges_whole_vectors_in_log2_steps() {
+    // HCCL's AllReduceDoubling: log2 p rounds, each moving the whole
+    // vector both ways between partners; other p fold in and out (MPICH's
+    // short-message AllReduce): two more messages on the critical path,
+    // and the 2r folded members' vectors move twice more.
+    for p in 2..=17u32 {
+        for in_place in [false, true] {
+            let count = 2 * p as u64 + 3;
+            let args = CollectiveArgs::new(CollectiveKind::AllReduce, count, DataType::Fp32, p)
+                .with_in_place(in_place);
+            let rep = check(
+                &args,
+                &AlgoSpec::Flat(Algorithm::Doubling),
+                &GroupLayout::flat(p),
+            );
+            let levels = 31 - p.leading_zeros();
+            let pow = 1u32 << levels;
+            let r = (p - pow) as u64;
+            let fold = if r > 0 { 2 } else { 0 };
+            assert_eq!(
+                rep.critical_path_messages,
+                levels as u64 + fold,
+                "p={p} in_place={in_place}"
+            );
+            let vector = count * 4;
+            let messages = pow as u64 * levels as u64 + 2 * r;
+            assert_eq!(
+                rep.bytes_sent,
+                messages * vector,
+                "p={p} in_place={in_place}"
+            );
+        }
+    }
+}
