@@ -36,7 +36,7 @@ pub struct PlanArgs {
     /// Root rank of broadcast / reduce / scatter / gather.
     #[arg(long, default_value_t = 0)]
     root: u32,
-    /// Algorithm: ring, mesh, H-D_R, NHR, NB, tree, pairwise, oneshot, or per level
+    /// Algorithm: ring, mesh, H-D_R, NHR, NB, tree, pairwise, oneshot, doubling, or per level
     /// "level0:mesh;level1:H-D_R". Default: HCCL_ALGO if set, else the selector.
     #[arg(long)]
     algo: Option<String>,

@@ -141,7 +141,7 @@ pub struct TestArgs {
     /// Fixed cost of every op in microseconds, before its first step: the host launch and stream synchronisation a wall-clock hccl_test includes. Default: the fabric's (0 for presets).
     #[arg(long = "op-overhead", value_name = "US", value_parser = parse_overhead)]
     pub op_overhead_us: Option<f64>,
-    /// Algorithm: a name (ring, mesh, H-D_R, NHR, NB, pairwise, tree, pipeline, oneshot), HCCL_ALGO syntax, or `all` for every algorithm valid for the collective. Default: $HCCL_ALGO, else the selector.
+    /// Algorithm: a name (ring, mesh, H-D_R, NHR, NB, pairwise, tree, pipeline, oneshot, doubling), HCCL_ALGO syntax, or `all` for every algorithm valid for the collective. Default: $HCCL_ALGO, else the selector.
     #[arg(long)]
     pub algo: Option<String>,
     /// A fault plan for the simulator (JSON).

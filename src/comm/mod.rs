@@ -545,8 +545,14 @@ impl Comm {
             Some(Backend::Tcp(t)) => {
                 let layout = GroupLayout::flat(shared.size);
                 let (sizes, plan) = hccl_algos::algo::plan(args, &spec, &layout, rank)?;
-                scratch.clear();
-                scratch.resize(sizes.scratch as usize, 0);
+                // Grown, never re-zeroed: schedules write scratch before
+                // reading it (the verifier checks), and zeroing a one-shot's
+                // p − 1 vectors per op costs as much as the op.
+                let need = sizes.scratch as usize;
+                if scratch.len() < need {
+                    scratch.resize(need, 0);
+                }
+                let scratch = &mut scratch[..need];
                 let sig = args.signature();
                 let describe = |remote: &hccl_hw::tcp::wire::Signature, peer| {
                     signature::describe(&sig, rank, remote, peer)

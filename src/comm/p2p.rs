@@ -513,8 +513,12 @@ fn run_tcp(
         } else {
             vec![0u8; recvs.iter().map(|b| b.len()).sum()]
         };
-        scratch.clear();
-        scratch.resize(sizes.scratch as usize, 0);
+        // Grown, never re-zeroed: schedules write scratch before reading it.
+        let need = sizes.scratch as usize;
+        if scratch.len() < need {
+            scratch.resize(need, 0);
+        }
+        let scratch = &mut scratch[..need];
         let describe = |remote: &Signature, from| signature::describe_p2p(dtype, me, remote, from);
         let info = OpInfo {
             name,
