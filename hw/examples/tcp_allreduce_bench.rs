@@ -109,7 +109,7 @@ fn child(rank: u32) {
         let count = bytes / 4;
         let args = CollectiveArgs::new(CollectiveKind::AllReduce, count, DataType::Fp32, n)
             .with_op(ReduceOp::Sum);
-        let algo = fixed.unwrap_or_else(|| choose_algo(&args).expect("HCCL_ALGO"));
+        let algo = fixed.unwrap_or_else(|| choose_algo(&args, t.hosts()).expect("HCCL_ALGO"));
         let mut input = buffer(bytes);
         for (i, b) in input.chunks_exact_mut(4).enumerate() {
             b.copy_from_slice(&((i % 7) as f32).to_le_bytes());

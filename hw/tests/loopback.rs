@@ -61,6 +61,32 @@ fn three_ranks_allreduce_twice_including_large_chunked_messages() {
 }
 
 #[test]
+fn hosts_counts_the_distinct_listener_addresses() {
+    // Every loopback address is this host, but addresses are all a rank
+    // knows of its peers: 127.0.0.1 and 127.0.0.2 count as two hosts
+    // (which steers small AllReduces from doubling to one-shot, see
+    // `tcp::choose_algo`).
+    let out = with_ranks(3, cfg(), |t, _| t.unwrap().hosts());
+    assert_eq!(out, vec![1, 1, 1]);
+    let info = root(&cfg());
+    let hs: Vec<_> = (0..3u32)
+        .map(|r| {
+            let cfg = TcpConfig {
+                if_ip: Some(
+                    if r == 2 { "127.0.0.2" } else { "127.0.0.1" }
+                        .parse()
+                        .unwrap(),
+                ),
+                ..cfg()
+            };
+            std::thread::spawn(move || TcpRank::connect(cfg, &info, 3, r, COMM).unwrap().hosts())
+        })
+        .collect();
+    let hosts: Vec<u32> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(hosts, vec![2, 2, 2]);
+}
+
+#[test]
 fn zero_byte_op_completes() {
     let out = with_ranks(2, cfg(), |t, _| {
         run_allreduce(&mut t.unwrap(), 0, &[], [0; 32]).map(|v| v.len())

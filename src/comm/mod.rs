@@ -129,6 +129,9 @@ struct Shared {
     error: Mutex<Option<CommError>>,
     abort: Option<AbortHandle>,
     aborted: Mutex<bool>,
+    /// Hosts the ranks run on ([`TcpRank::hosts`]; 1 on the simulator):
+    /// steers the algorithm choice.
+    hosts: u32,
     /// Per-op records when `HCCL_PROFILING_ENABLE=1` (see [`profile`]).
     profile: Option<CommProfile>,
 }
@@ -168,16 +171,18 @@ fn comm_id(name: &str) -> u64 {
 /// with host-TCP costs; see [`hccl_hw::tcp::choose_algo`]). A
 /// communicator's layout is flat, so a hierarchical `HCCL_ALGO` setting
 /// that cannot compose for the collective runs its first level that plans
-/// flat (`hccl_algos::select::HcclAlgo::spec_fitting`).
-fn pick_algo(args: &CollectiveArgs) -> Result<AlgoSpec, CommError> {
-    Ok(hccl_hw::tcp::choose_algo(args)?)
+/// flat (`hccl_algos::select::HcclAlgo::spec_fitting`). `hosts` is
+/// [`hccl_hw::tcp::TcpRank::hosts`] on TCP; the simulator backend passes 1
+/// and runs what TCP would run with every rank on one host.
+fn pick_algo(args: &CollectiveArgs, hosts: u32) -> Result<AlgoSpec, CommError> {
+    Ok(hccl_hw::tcp::choose_algo(args, hosts)?)
 }
 
 impl Comm {
     fn new(name: String, rank: u32, size: u32, backend: Backend) -> Comm {
-        let abort = match &backend {
-            Backend::Tcp(t) => Some(t.abort_handle()),
-            Backend::Sim(_) => None,
+        let (abort, hosts) = match &backend {
+            Backend::Tcp(t) => (Some(t.abort_handle()), t.hosts()),
+            Backend::Sim(_) => (None, 1),
         };
         // A bad HCCL_PROFILING_* value fails every op with its message.
         let (profile, error) = match CommProfile::from_env(&name, rank) {
@@ -202,6 +207,7 @@ impl Comm {
                 error: Mutex::new(error),
                 abort,
                 aborted: Mutex::new(false),
+                hosts,
                 profile,
             }),
         }
@@ -390,6 +396,17 @@ impl Comm {
         None
     }
 
+    /// The algorithm this communicator runs `args` with: `HCCL_ALGO` where
+    /// it fits, else the choice for host TCP ([`hccl_hw::tcp::choose_algo`],
+    /// which depends on how many hosts the ranks run on). Every rank
+    /// computes the same. For reports such as `hccl test`'s algorithm column.
+    ///
+    /// # Errors
+    /// [`CommError`] if `HCCL_ALGO` does not parse.
+    pub fn algorithm(&self, args: &CollectiveArgs) -> Result<AlgoSpec, CommError> {
+        pick_algo(args, self.shared.hosts)
+    }
+
     /// Aborts the communicator: interrupts a running op, tells the peers,
     /// closes the connections. Every later op fails. A second call is a no-op.
     pub fn abort(&self) {
@@ -509,7 +526,7 @@ impl Comm {
                 need("in-place buffer", len, b.len())?;
             }
         }
-        let spec = pick_algo(args)?;
+        let spec = pick_algo(args, shared.hosts)?;
         let State {
             backend, scratch, ..
         } = st;

@@ -476,7 +476,7 @@ fn run_tcp(
             .map(|&i| (items[i].peer, numbers[i] as u32))
             .collect();
         let args = CollectiveArgs::p2p(true, pairs, dtype, sh.size);
-        let spec = pick_algo(&args)?;
+        let spec = pick_algo(&args, t.hosts())?;
         let (sizes, plan) = hccl_algos::algo::plan(&args, &spec, &GroupLayout::flat(sh.size), me)?;
         let plan: RankPlan = Box::new(plan.map(move |mut s| {
             if let Op::Send { tag, .. } | Op::Recv { tag, .. } = &mut s.op {

@@ -383,7 +383,7 @@ impl SimWorld {
             m.dtype,
             self.n,
         );
-        let spec = super::pick_algo(&args)?;
+        let spec = super::pick_algo(&args, 1)?;
         let mut inputs = vec![Vec::new(); self.n as usize];
         inputs[m.src as usize] = mail.data;
         let outs = self

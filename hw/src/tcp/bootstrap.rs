@@ -33,6 +33,10 @@ pub struct Mesh {
     pub streams: Vec<Option<TcpStream>>,
     /// Where this rank listened for its peers.
     pub local_addr: SocketAddr,
+    /// Distinct IP addresses among all ranks' listeners (the root's
+    /// address table, the same on every rank): the number of hosts, as
+    /// far as addresses tell.
+    pub hosts: u32,
 }
 
 /// Binds the data listener: on `ip`, port chosen by the OS when
@@ -360,12 +364,18 @@ pub async fn bootstrap(
     for (p, s) in higher? {
         streams[p as usize] = Some(s);
     }
+    let hosts = table
+        .iter()
+        .map(|a| a.ip())
+        .collect::<std::collections::BTreeSet<_>>()
+        .len() as u32;
     Ok(Mesh {
         rank,
         nranks,
         session,
         streams,
         local_addr: data_addr,
+        hosts,
     })
 }
 

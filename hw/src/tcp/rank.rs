@@ -298,6 +298,8 @@ pub struct TcpRank {
     /// Kept to build [`AbortHandle`]s.
     ev_tx: UnboundedSender<Event>,
     local_ip: std::net::IpAddr,
+    /// Distinct listener IPs in the communicator (see [`TcpRank::hosts`]).
+    hosts: u32,
     /// Written send pieces, for reuse.
     send_pool: Vec<Vec<u8>>,
     /// [`SPIN_BEFORE_SLEEP`] when this host runs other ranks too.
@@ -421,6 +423,7 @@ impl TcpRank {
             start: Instant::now(),
             ev_tx,
             local_ip: mesh.local_addr.ip(),
+            hosts: mesh.hosts,
             send_pool: Vec::new(),
             spin,
             spin_busy,
@@ -458,6 +461,14 @@ impl TcpRank {
     /// The IP this rank listened on for its peers.
     pub fn local_ip(&self) -> std::net::IpAddr {
         self.local_ip
+    }
+
+    /// Distinct IP addresses the ranks listen on: 1 when every rank runs
+    /// on this host. Every rank of the communicator sees the same value
+    /// (it comes from the root's address table), so it may steer the
+    /// algorithm choice ([`super::choose_algo`]).
+    pub fn hosts(&self) -> u32 {
+        self.hosts
     }
 
     /// This rank.

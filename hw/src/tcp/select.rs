@@ -35,7 +35,8 @@ pub const TCP_COST: LinkCost = LinkCost {
 pub const MESH_MAX_BYTES: u64 = 64 << 10;
 
 /// Largest AllReduce (bytes) host TCP runs with the one-shot algorithm
-/// (at most 8 ranks); above it a selector's one-shot becomes the ring.
+/// (at most 8 ranks, on more than one host); above it a selector's
+/// one-shot becomes its next candidate.
 /// HCCL's 910B AllReduce operator uses the same bound for its one-shot
 /// executors (`HCCL_SMALL_COUNT_128_KB`, `all_reduce_operator.cc` in
 /// hicann/hccl). Measured with `tcp_allreduce_bench` (2-core VM, same-host
@@ -48,16 +49,32 @@ pub const MESH_MAX_BYTES: u64 = 64 << 10;
 /// reductions at 5 GB/s and pipelines nothing).
 pub const ONESHOT_MAX_BYTES: u64 = 128 << 10;
 
-/// The algorithm to run `args` with over TCP (all ranks compute the same):
-/// `HCCL_ALGO` if set, else the selector's choice adjusted for one host:
-/// AllReduce up to [`ONESHOT_MAX_BYTES`] on at most 8 ranks runs one-shot;
-/// above it, and for a flat mesh over more than two ranks above
-/// [`MESH_MAX_BYTES`], the selector's cheapest candidate that is neither
-/// (the ring if none).
+/// Largest AllReduce (bytes) host TCP runs with recursive doubling when
+/// every rank is on one host (at most 8 ranks). There a message costs CPU
+/// time more than wire time (a system call on each side, on cores the
+/// ranks share), so doubling's `log2 p` messages per rank beat one-shot's
+/// `p − 1`; across hosts one-shot's single round wins (HCCL's rule).
+/// Measured with `tcp_allreduce_bench`, quiet 2-core VM, 2 runs each,
+/// µs per op, doubling vs one-shot: 4 processes 57 vs 67–79 at 8 KiB,
+/// 73–77 vs 99–135 at 32 KiB, 149–173 vs 191–194 at 128 KiB (H-D_R
+/// 160–195), 261–304 vs 357–436 at 256 KiB (H-D_R 227–244, so H-D_R from
+/// there); 3 processes 37–42 vs 39–40 at 8 KiB, 85–87 vs 121–137 at
+/// 128 KiB; 8 processes 331–353 vs 307–532 at 8 KiB, 1064–1180 vs
+/// 2181–2298 at 128 KiB; 2 processes equal (one exchange either way).
+pub const DOUBLING_MAX_BYTES: u64 = 128 << 10;
+
+/// The algorithm to run `args` with over TCP on a communicator whose ranks
+/// listen on `hosts` distinct addresses ([`super::TcpRank::hosts`]; all
+/// ranks compute the same): `HCCL_ALGO` if set, else the selector's choice
+/// adjusted for hosts: AllReduce on at most 8 ranks runs recursive
+/// doubling up to [`DOUBLING_MAX_BYTES`] when `hosts` is 1, else one-shot
+/// up to [`ONESHOT_MAX_BYTES`]; above it, and for a flat mesh over more
+/// than two ranks above [`MESH_MAX_BYTES`], the selector's cheapest
+/// candidate that is neither mesh nor one-shot (the ring if none).
 ///
 /// # Errors
 /// [`TcpError::Config`] if `HCCL_ALGO` does not parse.
-pub fn choose_algo(args: &CollectiveArgs) -> Result<AlgoSpec, TcpError> {
+pub fn choose_algo(args: &CollectiveArgs, hosts: u32) -> Result<AlgoSpec, TcpError> {
     let env = HcclAlgo::from_env().map_err(|e| TcpError::Config {
         var: "HCCL_ALGO",
         value: std::env::var("HCCL_ALGO").unwrap_or_default(),
@@ -76,9 +93,13 @@ pub fn choose_algo(args: &CollectiveArgs) -> Result<AlgoSpec, TcpError> {
     // Fixed before any costing: this runs for every op.
     let oneshot = AlgoSpec::Flat(Algorithm::Oneshot);
     let bytes = args.message_bytes();
-    if args.kind == CollectiveKind::AllReduce && args.world_size <= 8 && bytes <= ONESHOT_MAX_BYTES
-    {
-        return Ok(oneshot);
+    if args.kind == CollectiveKind::AllReduce && args.world_size <= 8 {
+        if hosts == 1 && bytes <= DOUBLING_MAX_BYTES {
+            return Ok(AlgoSpec::Flat(Algorithm::Doubling));
+        }
+        if hosts > 1 && bytes <= ONESHOT_MAX_BYTES {
+            return Ok(oneshot);
+        }
     }
     // The selector's candidates, cheapest first (what `select` picks from
     // without HCCL_ALGO; the ring if none is costable).
@@ -117,44 +138,52 @@ mod tests {
             return; // the user's choice wins; nothing to check here
         }
         let hd = AlgoSpec::Flat(Algorithm::HalvingDoubling);
-        assert_eq!(choose_algo(&allreduce(1 << 20, 4)).unwrap(), hd);
-        assert_eq!(choose_algo(&allreduce(64 << 20, 8)).unwrap(), hd);
-        for n in 3..=9 {
-            for bytes in [1 << 20, 64 << 20] {
-                let s = choose_algo(&allreduce(bytes, n)).unwrap();
-                assert!(
-                    ![Algorithm::Mesh, Algorithm::Oneshot]
-                        .iter()
-                        .any(|a| s == AlgoSpec::Flat(*a)),
-                    "{n} ranks, {bytes} bytes: {s}"
-                );
+        for hosts in [1, 2] {
+            assert_eq!(choose_algo(&allreduce(1 << 20, 4), hosts).unwrap(), hd);
+            assert_eq!(choose_algo(&allreduce(64 << 20, 8), hosts).unwrap(), hd);
+            for n in 3..=9 {
+                for bytes in [1 << 20, 64 << 20] {
+                    let s = choose_algo(&allreduce(bytes, n), hosts).unwrap();
+                    assert!(
+                        ![Algorithm::Mesh, Algorithm::Oneshot, Algorithm::Doubling]
+                            .iter()
+                            .any(|a| s == AlgoSpec::Flat(*a)),
+                        "{n} ranks, {bytes} bytes: {s}"
+                    );
+                }
             }
         }
     }
 
     #[test]
-    fn small_allreduces_run_one_shot_and_large_ones_never_do() {
+    fn small_allreduces_double_on_one_host_and_run_one_shot_across_hosts() {
         if std::env::var_os("HCCL_ALGO").is_some() {
             return;
         }
         let oneshot = AlgoSpec::Flat(Algorithm::Oneshot);
+        let doubling = AlgoSpec::Flat(Algorithm::Doubling);
         for n in [2, 3, 4, 8] {
-            for bytes in [4, 8 << 10, ONESHOT_MAX_BYTES] {
-                assert_eq!(
-                    choose_algo(&allreduce(bytes, n)).unwrap(),
-                    oneshot,
-                    "{n} {bytes}"
-                );
-            }
-            for bytes in [ONESHOT_MAX_BYTES + 4, 1 << 20, 64 << 20] {
-                assert_ne!(
-                    choose_algo(&allreduce(bytes, n)).unwrap(),
-                    oneshot,
-                    "{n} {bytes}"
-                );
+            for (hosts, small, max) in [
+                (1, doubling, DOUBLING_MAX_BYTES),
+                (2, oneshot, ONESHOT_MAX_BYTES),
+            ] {
+                for bytes in [4, 8 << 10, max] {
+                    let s = choose_algo(&allreduce(bytes, n), hosts).unwrap();
+                    assert_eq!(s, small, "{n} ranks on {hosts} hosts, {bytes} bytes");
+                }
+                // Above the bound the selector decides (it may still pick
+                // doubling just above it: log2 p messages), never one-shot.
+                for bytes in [max + 4, 1 << 20, 64 << 20] {
+                    let s = choose_algo(&allreduce(bytes, n), hosts).unwrap();
+                    let large = bytes >= 1 << 20;
+                    assert!(
+                        s != oneshot && !(large && s == doubling),
+                        "{n} ranks on {hosts} hosts, {bytes} bytes: {s}"
+                    );
+                }
             }
         }
         // Beyond 8 ranks, and for other collectives, the selector decides.
-        assert_ne!(choose_algo(&allreduce(8 << 10, 9)).unwrap(), oneshot);
+        assert_ne!(choose_algo(&allreduce(8 << 10, 9), 2).unwrap(), oneshot);
     }
 }

@@ -193,7 +193,7 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
         if last_size.replace(moved) == Some(moved) || (moved == 0 && bytes > 0) {
             continue;
         }
-        let spec = hccl_hw::tcp::choose_algo(&args)?;
+        let spec = comm.algorithm(&args)?;
         let (in_bytes, out_bytes) = args.io_bytes(rank);
         // Every rank derives all inputs from the seed: its own to send,
         // the others' to compute its expected output.
