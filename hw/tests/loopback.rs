@@ -9,7 +9,7 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hccl_algos::schedule::RankPlan;
+use hccl_algos::schedule::{BufKind, Deps, Op, RankPlan, Region, Step};
 use hccl_hw::tcp::{OpBuffers, OpInfo, RootInfo, TcpConfig, TcpError, TcpRank};
 
 mod common;
@@ -84,6 +84,63 @@ fn hosts_counts_the_distinct_listener_addresses() {
         .collect();
     let hosts: Vec<u32> = hs.into_iter().map(|h| h.join().unwrap()).collect();
     assert_eq!(hosts, vec![2, 2, 2]);
+}
+
+#[test]
+fn a_burst_of_whole_messages_past_the_socket_buffer_arrives_intact() {
+    // 256 one-piece messages (15 MiB) to a rank that starts receiving late
+    // and buffers at most 1 MB early: the sender writes the first frames
+    // itself, the socket fills mid-frame, the writer task takes the rest
+    // of that frame and every later one. Any reordering or lost tail
+    // would scramble the bytes or the tags.
+    const N: u64 = 256;
+    const LEN: u64 = 60 << 10;
+    let cfg = TcpConfig {
+        unexpected_bound: 1 << 20,
+        ..cfg()
+    };
+    let input: Vec<u8> = (0..N * LEN).map(|i| (i % 251) as u8).collect();
+    let want = input.clone();
+    let out = with_ranks(2, cfg, move |t, r| {
+        let mut t = t.unwrap();
+        let region = |buf, i: u64| Region::new(buf, i * LEN, LEN);
+        let steps: Vec<Step> = (0..N)
+            .map(|i| {
+                let op = if r == 0 {
+                    Op::Send {
+                        peer: 1,
+                        tag: i as u32,
+                        src: region(BufKind::Input, i),
+                    }
+                } else {
+                    Op::Recv {
+                        peer: 0,
+                        tag: i as u32,
+                        dst: region(BufKind::Output, i),
+                    }
+                };
+                Step {
+                    op,
+                    deps: Deps::NONE,
+                }
+            })
+            .collect();
+        if r == 1 {
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let mut output = vec![0u8; if r == 1 { (N * LEN) as usize } else { 0 }];
+        let src: &[u8] = if r == 0 { &input } else { &[] };
+        let bufs = OpBuffers::separate(src, &mut output, &mut []);
+        t.run(
+            &ctx(r, 0),
+            &common::op_info([3; 32]),
+            bufs,
+            Box::new(steps.into_iter()),
+        )
+        .unwrap();
+        output
+    });
+    assert!(out[1] == want, "the burst arrived scrambled");
 }
 
 #[test]

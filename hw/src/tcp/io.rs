@@ -14,6 +14,9 @@
 //! each as an [`Event::Piece`], which the caller copies out of the peer's
 //! memory, checks against the peer's lend word, and acks.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
 use hccl_algos::schedule::StepId;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -164,27 +167,34 @@ pub enum Event {
 }
 
 /// Writes frames in order until the channel closes or the socket fails.
+/// `queued` counts the frames handed to this writer and not yet written
+/// (the sender adds, the writer subtracts): at zero the caller may write a
+/// whole frame to the socket itself (see `TcpRank::flush_outbox`).
 pub async fn writer(
     peer: u32,
     mut w: OwnedWriteHalf,
     mut rx: UnboundedReceiver<Outgoing>,
     ev: UnboundedSender<Event>,
+    queued: Arc<AtomicUsize>,
 ) {
     // Acks wait while a byte-stream message is half written (its pieces
     // must be contiguous on the wire).
     let mut mid_message = false;
     let mut held_acks: Vec<Vec<u8>> = Vec::new();
+    let written_one = |n: usize| queued.fetch_sub(n, Ordering::AcqRel);
     while let Some(out) = rx.recv().await {
         let (written, done) = match out {
             Outgoing::Data { bytes, seq, step } => {
                 let mut r = w.write_all(&bytes).await;
                 mid_message = step.is_none();
                 if !mid_message {
+                    let held = held_acks.len();
                     for a in held_acks.drain(..) {
                         if r.is_ok() {
                             r = w.write_all(&a).await;
                         }
                     }
+                    written_one(held);
                 }
                 (r, Some((seq, step, bytes)))
             }
@@ -197,10 +207,12 @@ pub async fn writer(
             Outgoing::Flush(ack) => {
                 let _ = w.flush().await;
                 let _ = ack.send(());
+                written_one(1);
                 continue;
             }
             Outgoing::End => break,
         };
+        written_one(1);
         if let Err(e) = written {
             let _ = ev.send(Event::SendFailed {
                 peer,

@@ -38,6 +38,9 @@
 //! [`TcpError::Broken`]), as with HCCL and NCCL after an error.
 
 use std::collections::{HashMap, VecDeque};
+use std::io::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hccl_algos::exec::Executor;
@@ -224,6 +227,11 @@ struct Incoming {
 #[derive(Debug, Default)]
 struct Peer {
     tx: Option<UnboundedSender<Outgoing>>,
+    /// The connection's socket, for whole frames this thread writes itself
+    /// while the writer is idle (see [`TcpRank::flush_outbox`]).
+    direct: Option<std::net::TcpStream>,
+    /// Frames handed to the writer task and not yet written.
+    queued: Arc<AtomicUsize>,
     /// Consumed chunk buffers go back to the peer's reader for reuse.
     recycle: Option<UnboundedSender<Vec<u8>>>,
     budget: Option<ByteBudget>,
@@ -253,6 +261,58 @@ struct Peer {
     /// that it leaves in one write with the op's first message to the peer
     /// (or when the op first waits, see [`TcpRank::flush_op_start`]).
     op_start: Option<Vec<u8>>,
+}
+
+impl Peer {
+    /// A byte-stream message to the peer has pieces on the wire (or queued)
+    /// and pieces still to come: no other frame may go between them.
+    fn mid_message(&self) -> bool {
+        self.outq.front().is_some_and(|m| m.started && !m.cma)
+    }
+}
+
+/// What [`write_now`] did with a frame.
+enum Written {
+    /// The socket took all of it; for a data frame, its completion.
+    All(Option<Event>),
+    /// What is left for the writer task (all of it if the socket took
+    /// nothing or failed: the writer retries and reports the failure).
+    Rest(Outgoing),
+}
+
+/// Writes the whole frame `out` for `peer` to its non-blocking socket now,
+/// as far as the socket takes it (see [`TcpRank::flush_outbox`]).
+fn write_now(sock: &std::net::TcpStream, peer: u32, out: Outgoing) -> Written {
+    let bytes: &[u8] = match &out {
+        Outgoing::Data { bytes, .. } | Outgoing::Control(bytes) | Outgoing::Ack(bytes) => bytes,
+        Outgoing::Lent { frame } => frame,
+        Outgoing::Flush(_) | Outgoing::End => return Written::Rest(out),
+    };
+    let n = (&*sock).write(bytes).unwrap_or(0);
+    if n == bytes.len() {
+        return Written::All(match out {
+            Outgoing::Data { bytes, seq, step } => Some(Event::SendDone {
+                peer,
+                seq,
+                step,
+                buf: bytes,
+            }),
+            _ => None,
+        });
+    }
+    if n == 0 {
+        return Written::Rest(out);
+    }
+    // The frame's tail, as raw bytes the writer sends next and never holds.
+    let rest = bytes[n..].to_vec();
+    Written::Rest(match out {
+        Outgoing::Data { seq, step, .. } => Outgoing::Data {
+            bytes: rest,
+            seq,
+            step,
+        },
+        _ => Outgoing::Control(rest),
+    })
 }
 
 /// A posted send whose payload is copied into pieces (or, for a same-host
@@ -307,8 +367,13 @@ pub struct TcpRank {
     /// [`SPIN_BUSY`] when this host's ranks fit its CPUs, else zero.
     spin_busy: Duration,
     /// Frames for the writers, handed over by [`TcpRank::flush_outbox`]
-    /// whenever this rank looks for events.
-    outbox: Vec<(u32, Outgoing)>,
+    /// whenever this rank looks for events, each with whether this thread
+    /// may write it itself (a whole frame, not inside a byte-stream
+    /// message on the wire).
+    outbox: Vec<(u32, Outgoing, bool)>,
+    /// Events of frames this thread wrote itself ([`Event::SendDone`]),
+    /// handled before the I/O tasks' events.
+    local_events: VecDeque<Event>,
     cma_stats: CmaStats,
     /// Receive chunks of fast-path peers, shared with their readers.
     chunk_pool: ChunkPool,
@@ -371,11 +436,14 @@ impl TcpRank {
         let chunk_pool = ChunkPool::default();
         for (p, s) in streams.into_iter().enumerate() {
             let Some(s) = s else { continue };
+            let mut direct = None;
             let s = s.into_std().and_then(|s| {
+                direct = Some(s.try_clone()?);
                 let _guard = runtime.enter();
                 tokio::net::TcpStream::from_std(s)
             });
             let s = s.map_err(|e| TcpError::io("moving a peer connection", e))?;
+            peers[p].direct = direct;
             let (r, w) = s.into_split();
             let (tx, rx) = unbounded_channel();
             let (recycle, recycled) = unbounded_channel();
@@ -391,7 +459,8 @@ impl TcpRank {
                 runtime.spawn(reader(peer, r, mesh.session, budget.clone(), ev, recycled));
             }
             peers[p].recycle = Some(recycle);
-            writers.push(runtime.spawn(writer(p as u32, w, rx, ev_tx.clone())));
+            let queued = Arc::clone(&peers[p].queued);
+            writers.push(runtime.spawn(writer(p as u32, w, rx, ev_tx.clone(), queued)));
             peers[p].tx = Some(tx);
             peers[p].budget = Some(budget);
         }
@@ -428,6 +497,7 @@ impl TcpRank {
             spin,
             spin_busy,
             outbox: Vec::new(),
+            local_events: VecDeque::new(),
             cma_stats: CmaStats::default(),
             chunk_pool,
             lend_word: LendWord::new(),
@@ -585,21 +655,50 @@ impl TcpRank {
     }
 
     fn send_control(&mut self, peer: u32, bytes: Vec<u8>) {
-        self.outbox.push((peer, Outgoing::Control(bytes)));
+        let whole = !self.peers[peer as usize].mid_message();
+        self.outbox.push((peer, Outgoing::Control(bytes), whole));
     }
 
     /// Hands the frames queued in [`TcpRank::outbox`] to the writers, from
     /// inside the runtime: a writer woken there is only put on the
     /// runtime's run queue, where a wake from outside costs an `eventfd`
     /// write and an extra `epoll` event per frame.
+    ///
+    /// A whole frame for a peer whose writer has nothing queued is written
+    /// here, straight to the socket (it is non-blocking): one `send` and no
+    /// scheduler pass, where the writer task ran only after a few `epoll`
+    /// polls. Whatever the socket does not take at once goes to the writer,
+    /// and so does every later frame for that peer until the writer is
+    /// idle again, so frames stay in order on the wire.
     fn flush_outbox(&mut self) {
         if self.outbox.is_empty() {
             return;
         }
         let items = std::mem::take(&mut self.outbox);
+        let mut deferred = Vec::with_capacity(items.len());
+        for (p, out, whole) in items {
+            let peer = &mut self.peers[p as usize];
+            let idle = peer.queued.load(Ordering::Acquire) == 0 && peer.tx.is_some();
+            let out = match (whole && idle, peer.direct.as_ref()) {
+                (true, Some(sock)) => match write_now(sock, p, out) {
+                    Written::All(Some(ev)) => {
+                        self.local_events.push_back(ev);
+                        continue;
+                    }
+                    Written::All(None) => continue,
+                    Written::Rest(rest) => rest,
+                },
+                _ => out,
+            };
+            peer.queued.fetch_add(1, Ordering::AcqRel);
+            deferred.push((p, out));
+        }
+        if deferred.is_empty() {
+            return;
+        }
         let peers = &self.peers;
         let send = move || {
-            for (p, out) in items {
+            for (p, out) in deferred {
                 if let Some(tx) = &peers[p as usize].tx {
                     let _ = tx.send(out);
                 }
@@ -652,6 +751,7 @@ impl TcpRank {
         for p in 0..self.nranks {
             if p != self.rank && self.peers[p as usize].dead.is_none() {
                 if let Some(tx) = &self.peers[p as usize].tx {
+                    self.peers[p as usize].queued.fetch_add(1, Ordering::AcqRel);
                     waiting += u32::from(tx.send(Outgoing::Flush(ack_tx.clone())).is_ok());
                 }
             }
@@ -676,6 +776,9 @@ impl TcpRank {
     /// forever; zero: one scheduler pass).
     fn next_event(&mut self, wait: Option<Duration>) -> Option<Event> {
         self.flush_outbox();
+        if let Some(ev) = self.local_events.pop_front() {
+            return Some(ev);
+        }
         if let Ok(ev) = self.events.try_recv() {
             return Some(ev);
         }
@@ -781,7 +884,7 @@ impl TcpRank {
                     h.kind = FrameKind::DataCma;
                 }
                 if let Some(start) = op_start {
-                    self.outbox.push((peer, Outgoing::Control(start)));
+                    self.outbox.push((peer, Outgoing::Control(start), true));
                 }
                 let mut frame = [0u8; FRAME_HEADER_LEN + PIECE_DESC_LEN];
                 frame[..FRAME_HEADER_LEN].copy_from_slice(&h.encode());
@@ -807,7 +910,10 @@ impl TcpRank {
             if !open {
                 return Ok(()); // The reader reports the peer's end.
             }
-            self.outbox.push((peer, out));
+            // A byte-stream message in one piece is a whole frame; lent
+            // pieces are whole frames each.
+            let whole = matches!(out, Outgoing::Lent { .. }) || (head.is_some() && last);
+            self.outbox.push((peer, out, whole));
             p.pieces_in_flight += 1;
         }
         Ok(())
@@ -1274,7 +1380,8 @@ impl TcpRank {
         };
         let mut bytes = h.encode().to_vec();
         bytes.extend_from_slice(&desc.encode());
-        self.outbox.push((peer, Outgoing::Ack(bytes)));
+        let whole = !self.peers[peer as usize].mid_message();
+        self.outbox.push((peer, Outgoing::Ack(bytes), whole));
     }
 
     /// A piece `desc` of `peer`'s could not be used (`at`: the message's
