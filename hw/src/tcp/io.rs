@@ -6,7 +6,10 @@
 //!   is bounded by the op: a send step copies its region once);
 //! - readers and writers → executor: one channel of [`Event`]s; payload
 //!   chunks carry a [`Permit`] of the peer's budget, so bytes read but not
-//!   yet consumed never exceed `HCCL_BUFFSIZE` per peer.
+//!   yet consumed never exceed `HCCL_BUFFSIZE` per peer;
+//! - a per-writer count of frames queued and not yet written: while it is
+//!   zero the caller writes whole frames to the socket itself (the runtime
+//!   is driven by the caller's thread, so the two never write at once).
 //!
 //! With the same-host fast path ([`super::cma`]) on, a writer sends
 //! [`Outgoing::Lent`] pieces as descriptors of the sender's own op
