@@ -132,6 +132,9 @@ struct Shared {
     /// Hosts the ranks run on ([`TcpRank::hosts`]; 1 on the simulator):
     /// steers the algorithm choice.
     hosts: u32,
+    /// The simulated world, reachable without the state lock (which a
+    /// running op holds): abort and failures are posted there at once.
+    sim: Option<Arc<SimWorld>>,
     /// Per-op records when `HCCL_PROFILING_ENABLE=1` (see [`profile`]).
     profile: Option<CommProfile>,
 }
@@ -180,9 +183,9 @@ fn pick_algo(args: &CollectiveArgs, hosts: u32) -> Result<AlgoSpec, CommError> {
 
 impl Comm {
     fn new(name: String, rank: u32, size: u32, backend: Backend) -> Comm {
-        let (abort, hosts) = match &backend {
-            Backend::Tcp(t) => (Some(t.abort_handle()), t.hosts()),
-            Backend::Sim(_) => (None, 1),
+        let (abort, hosts, sim) = match &backend {
+            Backend::Tcp(t) => (Some(t.abort_handle()), t.hosts(), None),
+            Backend::Sim(w) => (None, 1, Some(Arc::clone(w))),
         };
         // A bad HCCL_PROFILING_* value fails every op with its message.
         let (profile, error) = match CommProfile::from_env(&name, rank) {
@@ -208,6 +211,7 @@ impl Comm {
                 abort,
                 aborted: Mutex::new(false),
                 hosts,
+                sim,
                 profile,
             }),
         }
@@ -417,8 +421,12 @@ impl Comm {
             }
             *a = true;
         }
+        let reason = format!("rank {} aborted the communicator", self.shared.rank);
         if let Some(h) = &self.shared.abort {
             h.abort();
+        }
+        if let Some(w) = &self.shared.sim {
+            w.fail(self.shared.rank, &reason);
         }
         let mut st = lock(&self.shared.state);
         if let Some(Backend::Tcp(t)) = st.backend.as_mut() {
@@ -465,11 +473,19 @@ impl Comm {
             st = shared.turn_cv.wait(st).unwrap_or_else(|p| p.into_inner());
         }
         let r = f(&mut st);
-        st.turn = st.turn.max(turn + 1);
-        shared.turn_cv.notify_all();
         if let Err(e) = &r {
             lock(&shared.error).get_or_insert(e.clone());
+            // The other ranks may be waiting in this op: tell them now
+            // (a failure the transport found, it has told them already).
+            let reason = format!("rank {} failed: {e}", shared.rank);
+            match st.backend.as_mut() {
+                Some(Backend::Tcp(t)) => t.abort_with(&reason),
+                Some(Backend::Sim(w)) => w.fail(shared.rank, &reason),
+                None => {}
+            }
         }
+        st.turn = st.turn.max(turn + 1);
+        shared.turn_cv.notify_all();
         r
     }
 
@@ -944,8 +960,12 @@ impl Comm {
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        // Closing the backend (TcpRank's drop) says goodbye to the peers.
+        // Closing the backend (TcpRank's drop) says goodbye to the peers;
+        // simulated peers learn that this rank is gone.
         lock(&self.state).backend = None;
+        if let Some(w) = &self.sim {
+            w.leave(self.rank);
+        }
         if let Some(p) = &self.profile {
             p.finish();
         }

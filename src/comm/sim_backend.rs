@@ -11,9 +11,11 @@
 //! `HCCL_BUFFSIZE`, as a TCP sender stalls on backpressure); the receiver
 //! takes its message, checks count and data type, and runs the transfer as
 //! a one-transfer SendRecv data-mode scenario, so a p2p message is
-//! simulated like every collective. A mismatch or a timeout breaks the
-//! world: every rank's waiting and later ops fail naming the rank and the
-//! reason, as a TCP abort does.
+//! simulated like every collective. A mismatch, a timeout, any rank's
+//! failed op (say, a buffer of the wrong size) or its `abort()` breaks the
+//! world: every rank's waiting and later ops fail at once naming the rank
+//! and the reason, as a TCP abort frame does. A rank that drops its
+//! communicator is a lost peer: ops and messages that need it fail.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex};
@@ -34,6 +36,8 @@ type Outputs = Result<Arc<(Vec<Vec<u8>>, u64)>, String>;
 
 struct Pending {
     args: CollectiveArgs,
+    /// The rank whose arguments are `args` (the first to call).
+    first: u32,
     inputs: Vec<Option<Vec<u8>>>,
     arrived: u32,
     result: Option<Outputs>,
@@ -58,6 +62,9 @@ struct SimState {
     queued: BTreeMap<(u32, u32), u64>,
     /// (rank, reason) of the failure that broke the world.
     broken: Option<(u32, String)>,
+    /// Ranks that dropped their communicator: an op or message that needs
+    /// one fails at once, as a lost peer does on TCP.
+    gone: Vec<u32>,
 }
 
 impl SimState {
@@ -65,6 +72,15 @@ impl SimState {
         self.broken
             .as_ref()
             .map(|(by, why)| CommError::Sim(format!("{name}: aborted by rank {by}: {why}")))
+    }
+
+    /// The error of waiting for `peer` if it dropped its communicator.
+    fn gone_error(&self, name: &str, me: u32, peer: u32) -> Option<CommError> {
+        self.gone.contains(&peer).then(|| {
+            CommError::Sim(format!(
+                "{name}: rank {me} lost rank {peer} (the peer destroyed its communicator)"
+            ))
+        })
     }
 }
 
@@ -171,6 +187,7 @@ impl SimWorld {
         let n = self.n;
         let p = s.ops.entry(seq).or_insert_with(|| Pending {
             args: args.clone(),
+            first: rank,
             inputs: vec![None; n as usize],
             arrived: 0,
             result: None,
@@ -178,10 +195,12 @@ impl SimWorld {
         });
         if let Err(e) = OpSignature::check_consistent(&args.signature(), &p.args.signature(), 0) {
             let msg = format!(
-                "{name}: {} mismatch, local {} (rank {rank}), remote {} (an earlier rank); every rank must call the collective with the same arguments",
-                e.field, e.local, e.remote
+                "{name}: {} mismatch, {} on rank {rank}, {} on rank {}; every rank must call the collective with the same arguments",
+                e.field, e.local, e.remote, p.first
             );
+            // Ranks already waiting learn it now, later ones on arrival.
             p.result.get_or_insert(Err(msg));
+            self.cv.notify_all();
         }
         p.inputs[rank as usize] = Some(input);
         p.arrived += 1;
@@ -220,6 +239,12 @@ impl SimWorld {
             if let Some(e) = s.broken_error(&name) {
                 return Err(e);
             }
+            let lost = s.ops.get(&seq).and_then(|p| {
+                (0..n).find(|&r| p.inputs[r as usize].is_none() && s.gone.contains(&r))
+            });
+            if let Some(e) = lost.and_then(|r| s.gone_error(&name, rank, r)) {
+                return Err(e);
+            }
             let Some(p) = s.ops.get_mut(&seq) else {
                 return Err(CommError::Sim(format!("{name}: op state vanished")));
             };
@@ -254,6 +279,22 @@ impl SimWorld {
     /// Breaks the world: every waiting and later op fails with `why`.
     fn break_world(&self, s: &mut SimState, by: u32, why: &str) {
         s.broken.get_or_insert((by, why.to_string()));
+        self.cv.notify_all();
+    }
+
+    /// Rank `by` failed (an error in an op, or an abort): every rank's
+    /// waiting and later ops fail naming it, as a TCP abort frame does.
+    /// Never waits for a running op.
+    pub(crate) fn fail(&self, by: u32, why: &str) {
+        let mut s = lock(&self.state);
+        self.break_world(&mut s, by, why);
+    }
+
+    /// Rank `rank` dropped its communicator: ops and messages that need
+    /// it fail from now on; the others go on.
+    pub(crate) fn leave(&self, rank: u32) {
+        let mut s = lock(&self.state);
+        s.gone.push(rank);
         self.cv.notify_all();
     }
 
@@ -317,6 +358,9 @@ impl SimWorld {
             if let Some(e) = s.broken_error(name) {
                 return Err(e);
             }
+            if let Some(e) = s.gone_error(name, m.src, m.dst) {
+                return Err(e);
+            }
             let (next, alive) = self.wait(s, deadline);
             s = next;
             if !alive {
@@ -340,6 +384,11 @@ impl SimWorld {
         let mail = loop {
             if let Some(e) = s.broken_error(name) {
                 return Err(e);
+            }
+            if !s.mail.contains_key(&(m.src, m.dst, m.n)) {
+                if let Some(e) = s.gone_error(name, m.dst, m.src) {
+                    return Err(e);
+                }
             }
             if let Some(mail) = s.mail.remove(&(m.src, m.dst, m.n)) {
                 if let Some(q) = s.queued.get_mut(&(m.src, m.dst)) {

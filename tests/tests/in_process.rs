@@ -168,26 +168,128 @@ fn typed_wrappers(backend: BackendKind) {
 }
 
 /// `abort()` from another thread interrupts an op that would otherwise wait
-/// for `HCCL_EXEC_TIMEOUT` (1836 s by default).
+/// for `HCCL_EXEC_TIMEOUT` (1836 s by default), on both backends.
 #[test]
 fn abort_interrupts_a_running_op() {
-    let comms: Vec<Arc<Comm>> = Comm::init_all_on(BackendKind::Tcp, 2)
+    for backend in [BackendKind::Tcp, BackendKind::Sim] {
+        let comms: Vec<Arc<Comm>> = Comm::init_all_on(backend, 2)
+            .unwrap()
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        let c0 = Arc::clone(&comms[0]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // Rank 1 never calls: this waits until aborted.
+            let r = c0.all_reduce(&[1.0f32; 4], &mut [0.0; 4], ReduceOp::Sum);
+            let _ = tx.send(r);
+        });
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        comms[0].abort();
+        let r = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("{backend:?}: the op did not return after abort"));
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("aborted"), "{backend:?}: {e}");
+    }
+}
+
+/// Runs `f(rank, comm)` on one thread per rank of a fresh `n`-rank
+/// communicator; each result is `None` if the rank had not returned
+/// within 20 s (far below `HCCL_EXEC_TIMEOUT`'s default of 1836 s, so a
+/// rank that waits for a failed peer shows up as `None`).
+fn per_rank<R: Send + 'static>(
+    backend: BackendKind,
+    n: u32,
+    f: impl Fn(u32, Comm) -> R + Send + Sync + 'static,
+) -> Vec<Option<R>> {
+    let f = Arc::new(f);
+    let rxs: Vec<_> = Comm::init_all_on(backend, n)
         .unwrap()
         .into_iter()
-        .map(Arc::new)
+        .enumerate()
+        .map(|(r, c)| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let f = Arc::clone(&f);
+            std::thread::spawn(move || {
+                let _ = tx.send(f(r as u32, c));
+            });
+            rx
+        })
         .collect();
-    let c0 = Arc::clone(&comms[0]);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        // Rank 1 never calls: this waits until aborted.
-        let r = c0.all_reduce(&[1.0f32; 4], &mut [0.0; 4], ReduceOp::Sum);
-        let _ = tx.send(r);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    rxs.into_iter()
+        .map(|rx| {
+            rx.recv_timeout(until.saturating_duration_since(std::time::Instant::now()))
+                .ok()
+        })
+        .collect()
+}
+
+#[test]
+fn a_ranks_bad_buffer_fails_every_rank_at_once_on_both_backends() {
+    for backend in [BackendKind::Tcp, BackendKind::Sim] {
+        let out = per_rank(backend, 3, |r, c| {
+            let mut recv = vec![0.0f32; if r == 1 { 3 } else { 4 }];
+            c.all_reduce(&[1.0f32; 4], &mut recv, ReduceOp::Sum)
+                .map_err(|e| e.to_string())
+        });
+        for (r, o) in out.iter().enumerate() {
+            let e = match o {
+                Some(Err(e)) => e,
+                other => panic!("{backend:?} rank {r}: {other:?}"),
+            };
+            assert!(
+                e.contains("receive buffer has 12 bytes"),
+                "{backend:?} rank {r}: {e}"
+            );
+            if r != 1 {
+                assert!(e.contains("rank 1"), "{backend:?} rank {r}: {e}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_count_mismatch_fails_every_simulated_rank_naming_both() {
+    let out = per_rank(BackendKind::Sim, 3, |r, c| {
+        let n = if r == 1 { 11 } else { 10 };
+        c.all_reduce(&vec![1.0f32; n], &mut vec![0.0; n], ReduceOp::Sum)
+            .map_err(|e| e.to_string())
     });
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    comms[0].abort();
-    let r = rx
-        .recv_timeout(std::time::Duration::from_secs(20))
-        .expect("the op returned after abort");
-    let e = r.unwrap_err().to_string();
-    assert!(e.contains("aborted by the user"), "{e}");
+    for (r, o) in out.iter().enumerate() {
+        let e = match o {
+            Some(Err(e)) => e,
+            other => panic!("rank {r}: {other:?}"),
+        };
+        assert!(e.contains("count mismatch"), "rank {r}: {e}");
+        assert!(
+            e.contains("11 on rank 1") && e.contains("10 on rank"),
+            "rank {r}: {e}"
+        );
+    }
+}
+
+#[test]
+fn a_dropped_communicator_is_a_lost_peer_on_both_backends() {
+    for backend in [BackendKind::Tcp, BackendKind::Sim] {
+        let out = per_rank(backend, 3, |r, c| {
+            if r == 1 {
+                drop(c);
+                return Ok(());
+            }
+            c.all_reduce(&[1.0f32; 4], &mut [0.0; 4], ReduceOp::Sum)
+                .map_err(|e| e.to_string())
+        });
+        for r in [0, 2] {
+            let e = match &out[r] {
+                Some(Err(e)) => e,
+                other => panic!("{backend:?} rank {r}: {other:?}"),
+            };
+            assert!(
+                e.contains("rank 1") && e.contains("destroyed its communicator"),
+                "{backend:?} rank {r}: {e}"
+            );
+        }
+    }
 }

@@ -714,14 +714,23 @@ impl TcpRank {
     /// closes the connections. A second call, or a call after destroy, does
     /// nothing.
     pub fn abort(&mut self) {
+        let reason = format!("rank {} aborted the communicator", self.rank);
+        self.abort_with(&reason);
+    }
+
+    /// [`TcpRank::abort`] with the reason the peers report: for a failure
+    /// found above the transport (say, a caller's buffer of the wrong size)
+    /// that the peers, perhaps waiting in the op already, must learn of
+    /// at once. A rank broken by a failed op has told its peers already
+    /// and only closes.
+    pub fn abort_with(&mut self, reason: &str) {
         if self.closed {
             return;
         }
-        let reason = format!("rank {} aborted the communicator", self.rank);
-        let seq = self.last_done.map_or(0, |d| d + 1);
-        self.broadcast_abort(seq, &reason);
         if self.broken.is_none() {
-            self.broken = Some(TcpError::Broken(reason));
+            let seq = self.last_done.map_or(0, |d| d + 1);
+            self.broadcast_abort(seq, reason);
+            self.broken = Some(TcpError::Broken(reason.to_string()));
         }
         self.shutdown(false);
     }
