@@ -728,12 +728,27 @@ impl CollectiveArgs {
 
     /// The signature ranks compare before running the op.
     pub fn signature(&self) -> OpSignature {
+        // FNV-1a over the V counts or the AllToAllV matrix, so ranks that
+        // disagree on them are caught like a count mismatch.
+        let fnv = |vals: &mut dyn Iterator<Item = u64>| {
+            vals.fold(0xcbf2_9ce4_8422_2325u64, |h, v| {
+                v.to_le_bytes()
+                    .iter()
+                    .fold(h, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+            })
+        };
+        let counts = match (&self.counts, &self.send_matrix) {
+            (Some(c), _) => fnv(&mut c.counts.iter().copied()),
+            (None, Some(m)) => fnv(&mut m.counts.iter().copied()),
+            (None, None) => 0,
+        };
         OpSignature {
             kind: self.kind,
             count: self.count,
             dtype: self.dtype,
             op: self.op,
             root: self.root,
+            counts,
         }
     }
 
@@ -855,6 +870,9 @@ pub struct OpSignature {
     pub op: ReduceOp,
     /// Its root (compared only for rooted kinds).
     pub root: Rank,
+    /// A hash (FNV-1a) of the per-rank counts of AllGatherV /
+    /// ReduceScatterV or the send matrix of AllToAllV; 0 for other kinds.
+    pub counts: u64,
 }
 
 /// Two ranks disagree on a collective's arguments.
@@ -863,7 +881,8 @@ pub struct OpSignature {
 pub struct MismatchError {
     /// The local collective.
     pub kind: CollectiveKind,
-    /// The first field that differs (`kind`, `count`, `dtype`, `op`, `root`).
+    /// The first field that differs (`kind`, `dtype`, `count`, `per-rank
+    /// counts`, `op`, `root`).
     pub field: &'static str,
     /// Local value, printed.
     pub local: String,
@@ -909,6 +928,10 @@ impl OpSignature {
                 local.count.to_string(),
                 remote.count.to_string(),
             ));
+        }
+        if local.counts != remote.counts {
+            let h = |x: u64| format!("counts with hash {x:#018x}");
+            return Err(err("per-rank counts", h(local.counts), h(remote.counts)));
         }
         if local.kind.is_reduction() && local.op != remote.op {
             return Err(err("op", local.op.to_string(), remote.op.to_string()));

@@ -64,6 +64,7 @@ mod tests {
             dtype: DataType::Fp32,
             op: ReduceOp::Sum,
             root,
+            counts: 0,
         }
     }
 

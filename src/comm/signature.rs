@@ -23,6 +23,7 @@ pub(crate) fn encode(s: &OpSignature) -> Signature {
     let root = if s.kind.is_rooted() { s.root } else { u32::MAX };
     b[4..8].copy_from_slice(&root.to_le_bytes());
     b[8..16].copy_from_slice(&s.count.to_le_bytes());
+    b[16..24].copy_from_slice(&s.counts.to_le_bytes());
     b
 }
 
@@ -35,14 +36,18 @@ pub(crate) fn decode(b: &Signature) -> Option<OpSignature> {
         .copied()
         .unwrap_or(ReduceOp::Sum);
     let root = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
-    let mut c = [0u8; 8];
-    c.copy_from_slice(&b[8..16]);
+    let word = |i: usize| {
+        let mut c = [0u8; 8];
+        c.copy_from_slice(&b[i..i + 8]);
+        u64::from_le_bytes(c)
+    };
     Some(OpSignature {
         kind,
-        count: u64::from_le_bytes(c),
+        count: word(8),
         dtype,
         op,
         root: if root == u32::MAX { 0 } else { root },
+        counts: word(16),
     })
 }
 
@@ -71,6 +76,7 @@ pub(crate) fn p2p_signature(dtype: DataType) -> OpSignature {
         dtype,
         op: ReduceOp::Sum,
         root: 0,
+        counts: 0,
     }
 }
 
@@ -128,6 +134,7 @@ mod tests {
             dtype: DataType::Fp32,
             op,
             root,
+            counts: 0,
         }
     }
 

@@ -293,3 +293,30 @@ fn a_dropped_communicator_is_a_lost_peer_on_both_backends() {
         }
     }
 }
+
+#[test]
+fn all_gather_v_counts_that_differ_across_ranks_fail_every_rank() {
+    // Rank 1 believes rank 0 sends 3 elements, the others 2: every rank
+    // fails naming the per-rank counts, on both backends (it used to slip
+    // past the check on the simulator, two ranks "succeeding").
+    for backend in [BackendKind::Tcp, BackendKind::Sim] {
+        let out = per_rank(backend, 3, |r, c| {
+            let counts: [u64; 3] = if r == 1 { [3, 2, 2] } else { [2, 2, 2] };
+            let displs = [0, counts[0], counts[0] + counts[1]];
+            let send = vec![r as i32; counts[r as usize] as usize];
+            let mut recv = vec![0i32; counts.iter().sum::<u64>() as usize];
+            c.all_gather_v(&send, &mut recv, &counts, &displs)
+                .map_err(|e| e.to_string())
+        });
+        for (r, o) in out.iter().enumerate() {
+            let e = match o {
+                Some(Err(e)) => e,
+                other => panic!("{backend:?} rank {r}: {other:?}"),
+            };
+            assert!(
+                e.contains("per-rank counts mismatch"),
+                "{backend:?} rank {r}: {e}"
+            );
+        }
+    }
+}
