@@ -144,8 +144,12 @@ impl FromStr for DataType {
 }
 
 /// A reduction. Discriminants 0..=3 are HCCL's `HcclReduceOp` values; `Avg`
-/// (4) is NCCL's `ncclAvg`: sum, then one division by the world size
-/// (integers truncate toward zero).
+/// (4) has NCCL's `ncclAvg` number and meaning, computed as a sum, then one
+/// division by the world size (integers truncate toward zero). Unlike NCCL,
+/// which scales floating-point inputs by 1/p before summing, the sum here
+/// is taken first: an fp16/bf16 sum beyond the type's range gives ±inf
+/// (3 ranks of fp16 60000 average to inf, not 60000), and an integer sum
+/// wraps as NCCL's integer average does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 #[repr(u32)]
@@ -158,7 +162,8 @@ pub enum ReduceOp {
     Max = 2,
     /// `HCCL_REDUCE_MIN`. A NaN anywhere gives NaN.
     Min = 3,
-    /// Average: sum, then divide once by the world size (not in HCCL; NCCL's `ncclAvg`).
+    /// Average: sum, then divide once by the world size (not in HCCL; NCCL's
+    /// `ncclAvg`, but summed before dividing: see the type's docs).
     Avg = 4,
 }
 

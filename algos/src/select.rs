@@ -510,7 +510,12 @@ pub fn explain(args: &CollectiveArgs, layout: &GroupLayout, cost: &CostModel) ->
             })
         })
         .collect();
-    out.sort_by(|a, b| a.predicted_ns.total_cmp(&b.predicted_ns));
+    // Rounded to the picosecond: algorithms whose formulas agree (one-shot
+    // and doubling on 2 ranks) tie exactly and keep the order of
+    // `Algorithm::ALL` (a stable sort), instead of taking turns by
+    // floating-point rounding from one size to the next.
+    let key = |c: &Candidate| (c.predicted_ns * 1e3).round();
+    out.sort_by(|a, b| key(a).total_cmp(&key(b)));
     out
 }
 
@@ -990,6 +995,26 @@ mod tests {
         let t = c(CollectiveKind::ReduceScatter, Algorithm::HalvingDoubling, 6);
         let want = 151_000.0 + 2000.0 + 125_000.0 + 1000.0 + 1e5 / 6.0;
         assert!((t - want).abs() < 1e-6, "{t} vs {want}");
+    }
+
+    #[test]
+    fn equal_formulas_tie_in_a_fixed_order() {
+        // On 2 ranks one-shot and doubling both cost α + nβ + nγ; the
+        // choice must not flip between sizes by rounding.
+        let layout = GroupLayout::flat(2);
+        let cost = CostModel::default();
+        for count in (1..200u64).map(|i| i * 513) {
+            let a = CollectiveArgs::new(CollectiveKind::AllReduce, count, DataType::Fp32, 2);
+            let order: Vec<AlgoSpec> = explain(&a, &layout, &cost)
+                .into_iter()
+                .map(|c| c.spec)
+                .collect();
+            let pos = |x| order.iter().position(|s| *s == AlgoSpec::Flat(x));
+            assert!(
+                pos(Algorithm::Oneshot) < pos(Algorithm::Doubling),
+                "count {count}: {order:?}"
+            );
+        }
     }
 
     #[test]

@@ -101,14 +101,24 @@ const VERIFY_MAX_RANKS: u32 = 1024;
 
 /// Why the verifier did not run on a world above [`VERIFY_MAX_RANKS`].
 const VERIFY_SKIPPED: &str = "skipped above 1024 ranks (it checks every rank's schedule; \
-     use hccl sim --mode timing for large worlds)";
+     use hccl test --mode timing for large worlds)";
 
 /// `1 rank`, `4 ranks`.
 fn plural(n: usize, noun: &str) -> String {
     format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
 }
 
+/// Largest world `hccl plan` accepts: the layout and the arguments hold a
+/// few words per rank, so 2^32 ranks asked for 17 GB before failing.
+const MAX_RANKS: u32 = 1 << 20;
+
 fn layout(a: &PlanArgs) -> anyhow::Result<GroupLayout> {
+    if a.ranks > MAX_RANKS {
+        anyhow::bail!(
+            "--ranks {} is more than hccl plan handles ({MAX_RANKS}, 2^20)",
+            a.ranks
+        );
+    }
     if a.servers == 0 || a.ranks % a.servers != 0 {
         anyhow::bail!(
             "--servers {} does not divide --ranks {} evenly",
@@ -159,8 +169,8 @@ fn deps_text(s: &hccl_algos::Step) -> String {
 
 /// The text (or JSON) `hccl plan` prints, and whether the verifier passed.
 pub fn render(a: &PlanArgs) -> anyhow::Result<(String, bool)> {
-    let args = collective_args(a)?;
     let layout = layout(a)?;
+    let args = collective_args(a)?;
     if a.rank >= a.ranks {
         anyhow::bail!(
             "--rank {} is outside the {}; use a rank in 0..={}",
@@ -391,7 +401,7 @@ mod tests {
         let (t, ok) = render(&a).unwrap();
         assert!(ok, "a skipped verifier is not a failure");
         assert!(
-            t.ends_with("verifier: skipped above 1024 ranks (it checks every rank's schedule; use hccl sim --mode timing for large worlds)"),
+            t.ends_with("verifier: skipped above 1024 ranks (it checks every rank's schedule; use hccl test --mode timing for large worlds)"),
             "{t}"
         );
         // Rank 5's ring: 2 x 2047 sends and receives, plus its local copy.
@@ -418,6 +428,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--servers 4 does not divide --ranks 6"), "{e}");
+        let e = render(&args("all_reduce", u32::MAX, 1, "ring", 1))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--ranks 4294967295 is more than"), "{e}");
         let mut a = args("broadcast", 4, 1024, "ring", 1);
         a.rank = 4;
         let e = render(&a).unwrap_err().to_string();

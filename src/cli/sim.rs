@@ -13,9 +13,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use hccl_algos::select::HcclAlgo;
-use hccl_sim::faults::{
-    exec_timeout_ns, run_with_faults, FaultPlan, FaultRun, DEFAULT_EXEC_TIMEOUT_S,
-};
+use hccl_sim::faults::{run_with_faults, FaultPlan, FaultRun, DEFAULT_EXEC_TIMEOUT_S};
 use hccl_sim::hang::{fmt_ns, HangReport};
 use hccl_sim::scenario_file::{OpSpec, ScenarioFile};
 use hccl_sim::Scenario;
@@ -75,21 +73,28 @@ pub struct SimArgs {
     /// Scenario file: several ops and communicators (see examples/scenarios/).
     #[arg(long)]
     pub scenario: Option<PathBuf>,
-    /// HCCL_EXEC_TIMEOUT in seconds of virtual time (0: never); HCCL's
-    /// default is 1836 s.
-    #[arg(long, env = "HCCL_EXEC_TIMEOUT", default_value_t = DEFAULT_EXEC_TIMEOUT_S, value_parser = parse_exec_timeout)]
-    pub exec_timeout: u64,
+    /// HCCL_EXEC_TIMEOUT in seconds of virtual time, fractions allowed as
+    /// on TCP (0: never); HCCL's default is 1836 s.
+    #[arg(long, env = "HCCL_EXEC_TIMEOUT", default_value_t = DEFAULT_EXEC_TIMEOUT_S as f64, value_parser = parse_exec_timeout, allow_hyphen_values = true)]
+    pub exec_timeout: f64,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
 }
 
-/// Whole seconds for `--exec-timeout`; the error names `HCCL_EXEC_TIMEOUT`
-/// too, as clap's names only the flag when the value came from the variable.
-fn parse_exec_timeout(s: &str) -> Result<u64, String> {
-    s.trim().parse().map_err(|_| {
-        format!("'{s}' is not a whole number of seconds; set HCCL_EXEC_TIMEOUT (or --exec-timeout, which wins) to seconds of virtual time, 0 for never")
-    })
+/// Seconds for `--exec-timeout` (finite, not negative); the error names
+/// `HCCL_EXEC_TIMEOUT` too, as clap's names only the flag when the value
+/// came from the variable.
+fn parse_exec_timeout(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a number of seconds (0 or more); set HCCL_EXEC_TIMEOUT (or --exec-timeout, which wins) to seconds of virtual time, 0 for never")),
+    }
+}
+
+/// The timeout in ns of virtual time, `None` for 0 (never).
+fn exec_timeout_ns(seconds: f64) -> Option<u64> {
+    (seconds > 0.0).then(|| (seconds * 1e9).round().max(1.0) as u64)
 }
 
 /// What a run printed and the exit code it asks for.
@@ -214,7 +219,7 @@ pub fn replay_command(a: &SimArgs) -> String {
     add("rank-table", a.rank_table.as_ref().map(path));
     add("fabric", a.fabric.as_ref().map(path));
     add("faults", a.faults.as_ref().map(path));
-    if a.exec_timeout != DEFAULT_EXEC_TIMEOUT_S {
+    if a.exec_timeout != DEFAULT_EXEC_TIMEOUT_S as f64 {
         add("exec-timeout", Some(a.exec_timeout.to_string()));
     }
     add("seed", Some(a.seed.to_string()));
@@ -436,7 +441,7 @@ mod tests {
             let scenario = SimArgs {
                 scenario: Some(root().join("examples/scenarios/two_comms_ok.json")),
                 faults: Some(dir.join(f)),
-                exec_timeout: DEFAULT_EXEC_TIMEOUT_S,
+                exec_timeout: DEFAULT_EXEC_TIMEOUT_S as f64,
                 seed: 1,
                 ..SimArgs::default()
             };
@@ -496,7 +501,7 @@ mod tests {
             let a = SimArgs {
                 scenario: Some(root().join(sc)),
                 faults: faults.map(|f| root().join(f)),
-                exec_timeout: DEFAULT_EXEC_TIMEOUT_S,
+                exec_timeout: DEFAULT_EXEC_TIMEOUT_S as f64,
                 seed: 1,
                 ..SimArgs::default()
             };
@@ -546,11 +551,20 @@ mod tests {
         let bad = words.iter().copied().chain(["--exec-timeout", "abc"]);
         let e = Cli::try_parse_from(bad).err().unwrap().to_string();
         assert!(
-            e.contains("'abc' is not a whole number of seconds; set HCCL_EXEC_TIMEOUT"),
+            e.contains("'abc' is not a number of seconds (0 or more); set HCCL_EXEC_TIMEOUT"),
             "{e}"
         );
         let good = words.iter().copied().chain(["--exec-timeout", " 7"]);
-        assert_eq!(Cli::try_parse_from(good).unwrap().sim.exec_timeout, 7);
+        assert_eq!(Cli::try_parse_from(good).unwrap().sim.exec_timeout, 7.0);
+        // Fractions, as HCCL_EXEC_TIMEOUT=0.5 works on TCP.
+        let half = words.iter().copied().chain(["--exec-timeout", "0.5"]);
+        let half = Cli::try_parse_from(half).unwrap().sim.exec_timeout;
+        assert_eq!(exec_timeout_ns(half), Some(500_000_000));
+        assert_eq!(exec_timeout_ns(0.0), None);
+        for bad in ["-1", "nan", "inf"] {
+            let args = words.iter().copied().chain(["--exec-timeout", bad]);
+            assert!(Cli::try_parse_from(args).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -80,8 +80,9 @@ pub enum CommError {
         /// What is wrong and what to do.
         reason: String,
     },
-    /// The rank table cannot be used (the topology error, printed).
-    #[error("rank table: {0}")]
+    /// The rank table (or another topology input) cannot be used: the
+    /// topology error, printed as is (it names the file's problem).
+    #[error("{0}")]
     RankTable(String),
     /// The call is not available on this backend or configuration.
     #[error("unsupported: {0}")]

@@ -45,7 +45,7 @@ use hccl_algos::algo::AlgoSpec;
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
 use hccl_algos::layout::GroupLayout;
 use hccl_algos::transport::OpContext;
-use hccl_hw::tcp::{AbortHandle, OpBuffers, OpInfo, TcpConfig, TcpRank};
+use hccl_hw::tcp::{AbortHandle, OpBuffers, OpInfo, TcpConfig, TcpError, TcpRank};
 
 pub use element::Element;
 pub use error::CommError;
@@ -270,7 +270,18 @@ impl Comm {
         let cfg = TcpConfig::from_env()?;
         let t = launch::from_rank_table(&bytes, cfg.base_port)?;
         let root = if rank == 0 {
-            RootInfo::serve(&cfg, t.root, t.session, "HCCL_IF_BASE_PORT")?
+            RootInfo::serve(&cfg, t.root, t.session, "HCCL_IF_BASE_PORT").map_err(|e| match e {
+                // The address is the table's, not HCCL_IF_IP's.
+                TcpError::AddrNotLocal { addr, .. } => CommError::Env {
+                    var: "rank table",
+                    value: path.display().to_string(),
+                    reason: format!(
+                        "rank 0 serves the bootstrap at the first server's address, {} (its host_ip, else its server_id), which is not an address of this host; run rank 0 on that server or fix the table",
+                        addr.ip()
+                    ),
+                },
+                e => e.into(),
+            })?
         } else {
             RootInfo {
                 addr: t.root,
@@ -902,9 +913,10 @@ impl Comm {
     /// This communicator's op errors; the new bootstrap's errors.
     pub fn split(&self, color: Option<u32>, key: u32) -> Result<Option<Comm>, CommError> {
         let n = self.shared.size as usize;
-        // 1. Everyone learns everyone's (color, key).
-        let mine = [color.map_or(u32::MAX, |c| c), key];
-        let mut all = vec![0u32; 2 * n];
+        // 1. Everyone learns everyone's (color + 1, key); 0 = no color, so
+        // every u32 is a color.
+        let mine = [color.map_or(0, |c| u64::from(c) + 1), u64::from(key)];
+        let mut all = vec![0u64; 2 * n];
         self.all_gather(&mine, &mut all)?;
         let split_no = lock(&self.shared.tickets).coll;
         let Some(color) = color else {
@@ -915,8 +927,8 @@ impl Comm {
             }
             return Ok(None);
         };
-        let mut members: Vec<(u32, usize)> = (0..n)
-            .filter(|&r| all[2 * r] == color)
+        let mut members: Vec<(u64, usize)> = (0..n)
+            .filter(|&r| all[2 * r] == u64::from(color) + 1)
             .map(|r| (all[2 * r + 1], r))
             .collect();
         members.sort();

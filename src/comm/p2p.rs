@@ -270,6 +270,13 @@ impl Comm {
     /// [`Comm::recv`] on its own thread: receives `buf.len()` elements from
     /// `src` into `buf`, which the handle returns. Runs in call order with
     /// this rank's other ops (see the module docs on ring exchanges).
+    ///
+    /// **Unlike MPI's `Irecv`**, this receive holds back the rank's later
+    /// ops until it completes: `recv_async(prev)` then `send(next)` on
+    /// every rank of a ring waits for `HCCL_EXEC_TIMEOUT`. Post such an
+    /// exchange as one [`Comm::batch_send_recv`] (HCCL's
+    /// `HcclBatchSendRecv`), which starts all its sends and receives at
+    /// once.
     pub fn recv_async<T: Element>(&self, mut buf: Vec<T>, src: u32) -> OpHandle<Vec<T>> {
         let shared = Arc::clone(&self.shared);
         let turn = check(&shared, "Recv", false, &[P2pItem::recv(&mut buf, src)])

@@ -320,3 +320,48 @@ fn all_gather_v_counts_that_differ_across_ranks_fail_every_rank() {
         }
     }
 }
+
+#[test]
+fn split_color_u32_max_is_a_color_like_any_other() {
+    // It once collided with the marker of `None`: rank 0 (no color) was
+    // counted into the u32::MAX group.
+    for backend in [BackendKind::Tcp, BackendKind::Sim] {
+        let out = per_rank(backend, 3, |r, c| {
+            let color = (r != 0).then_some(u32::MAX);
+            let sub = c.split(color, r).map_err(|e| e.to_string())?;
+            match sub {
+                None => Ok(0),
+                Some(s) => {
+                    let mut v = [1u32];
+                    s.all_reduce_in_place(&mut v, ReduceOp::Sum)
+                        .map_err(|e| e.to_string())?;
+                    Ok(s.size() * 100 + v[0])
+                }
+            }
+        });
+        let got: Vec<Option<Result<u32, String>>> = out;
+        assert_eq!(
+            got,
+            vec![Some(Ok(0)), Some(Ok(202)), Some(Ok(202))],
+            "{backend:?}"
+        );
+    }
+}
+
+#[test]
+fn a_rank_table_naming_another_host_says_so() {
+    // examples/rank_table_2x8.json puts server 0 at 192.0.2.10
+    // (TEST-NET-1), which is no address of this host: the error must blame
+    // the table, not HCCL_IF_IP, which the user never set.
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/rank_table_2x8.json"
+    );
+    let e = Comm::init_cluster_info(path, 0).unwrap_err().to_string();
+    assert!(e.starts_with("rank table="), "{e}");
+    assert!(
+        e.contains("192.0.2.10") && e.contains("not an address of this host"),
+        "{e}"
+    );
+    assert!(!e.contains("HCCL_IF_IP"), "{e}");
+}
