@@ -540,6 +540,16 @@ impl Comm {
             }
         };
         let alias = args.alias(rank);
+        // A buffer this rank does not use (a non-root's receive buffer of
+        // Gather or Reduce, its send buffer of Scatter) may have any size
+        // and is left alone, as MPI and NCCL ignore it.
+        let user = match user {
+            UserBufs::Separate(i, o) => UserBufs::Separate(
+                if inb == 0 { &i[..0] } else { i },
+                if outb == 0 { &mut o[..0] } else { o },
+            ),
+            u => u,
+        };
         match &user {
             UserBufs::Separate(i, o) => {
                 need("send buffer", inb, i.len())?;
@@ -832,7 +842,7 @@ impl Comm {
         self.collective_in_place(&a, bytes_mut(buf))
     }
 
-    /// Reduce to `root`: `recv` (root only; empty elsewhere) = op over ranks of `send`.
+    /// Reduce to `root`: `recv` (root only; ignored elsewhere, any size) = op over ranks of `send`.
     ///
     /// # Errors
     /// Root out of range, lengths; transport and consistency errors.
@@ -851,7 +861,7 @@ impl Comm {
     }
 
     /// Scatter from `root`: rank r gets block r of the root's `send`
-    /// (`size * recv.len()` elements on the root, empty elsewhere).
+    /// (`size * recv.len()` elements on the root; ignored elsewhere, any size).
     ///
     /// # Errors
     /// Root out of range, lengths; transport and consistency errors.
@@ -867,7 +877,8 @@ impl Comm {
         self.collective(&a, bytes(send), bytes_mut(recv))
     }
 
-    /// Gather to `root`: the root's `recv` = every rank's `send` in rank order.
+    /// Gather to `root`: the root's `recv` = every rank's `send` in rank
+    /// order (`recv` ignored elsewhere, any size).
     ///
     /// # Errors
     /// Root out of range, lengths; transport and consistency errors.

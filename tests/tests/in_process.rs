@@ -365,3 +365,36 @@ fn a_rank_table_naming_another_host_says_so() {
     );
     assert!(!e.contains("HCCL_IF_IP"), "{e}");
 }
+
+#[test]
+fn non_roots_may_pass_buffers_they_do_not_use_as_in_mpi() {
+    // The common idiom allocates the root's shapes on every rank.
+    for backend in [BackendKind::Tcp, BackendKind::Sim] {
+        let out = per_rank(backend, 3, |r, c| {
+            let mut all = vec![-1i32; 3];
+            c.gather(&[r as i32 * 10], &mut all, 1)
+                .map_err(|e| e.to_string())?;
+            let mut mine = [0i32];
+            c.scatter(&[5, 6, 7], &mut mine, 1)
+                .map_err(|e| e.to_string())?;
+            let mut sum = [0i32; 2];
+            c.reduce(&[1, r as i32], &mut sum, ReduceOp::Sum, 1)
+                .map_err(|e| e.to_string())?;
+            Ok::<_, String>((all, mine[0], sum))
+        });
+        for (r, o) in out.into_iter().enumerate() {
+            let (all, mine, sum) = o
+                .expect("returned")
+                .unwrap_or_else(|e| panic!("{backend:?} rank {r}: {e}"));
+            assert_eq!(mine, [5, 6, 7][r], "{backend:?} rank {r}");
+            if r == 1 {
+                assert_eq!(all, vec![0, 10, 20], "{backend:?}");
+                assert_eq!(sum, [3, 3], "{backend:?}");
+            } else {
+                // Untouched.
+                assert_eq!(all, vec![-1; 3], "{backend:?} rank {r}");
+                assert_eq!(sum, [0, 0], "{backend:?} rank {r}");
+            }
+        }
+    }
+}
