@@ -32,20 +32,38 @@ pub struct EnvLaunch {
     pub session: u128,
 }
 
+/// The first of `names` that is set, parsed; every other one that is set
+/// must agree with it (a stale `RANK=0` exported into an `mpirun` job made
+/// every process rank 0, and the second failed on a busy port).
 fn num(
     get: &dyn Fn(&str) -> Option<String>,
     names: &[&'static str],
 ) -> Result<Option<u32>, CommError> {
+    let mut first: Option<(&'static str, u32)> = None;
     for &n in names {
-        if let Some(v) = get(n).filter(|v| !v.trim().is_empty()) {
-            return v.trim().parse().map(Some).map_err(|_| CommError::Env {
-                var: n,
-                value: v,
-                reason: "not a whole number".into(),
-            });
+        let Some(v) = get(n).filter(|v| !v.trim().is_empty()) else {
+            continue;
+        };
+        let x: u32 = v.trim().parse().map_err(|_| CommError::Env {
+            var: n,
+            value: v.clone(),
+            reason: "not a whole number".into(),
+        })?;
+        match first {
+            None => first = Some((n, x)),
+            Some((f, y)) if y != x => {
+                return Err(CommError::Env {
+                    var: f,
+                    value: y.to_string(),
+                    reason: format!(
+                        "{n}={x} disagrees: two launchers' variables are set; unset {f} (or {n}) so that one launcher numbers the ranks"
+                    ),
+                })
+            }
+            Some(_) => {}
         }
     }
-    Ok(None)
+    Ok(first.map(|(_, x)| x))
 }
 
 /// FNV-1a over `parts`, twice with different seeds, as a 128-bit id.
@@ -234,6 +252,18 @@ mod tests {
         ]))
         .unwrap();
         assert_ne!(m.session, other_job.session);
+        let e = EnvLaunch::from_lookup(&env(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("OMPI_COMM_WORLD_RANK", "1"),
+            ("OMPI_COMM_WORLD_SIZE", "2"),
+        ]))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("RANK=\"0\": OMPI_COMM_WORLD_RANK=1 disagrees"),
+            "{e}"
+        );
         let e = EnvLaunch::from_lookup(&env(&[("RANK", "4"), ("WORLD_SIZE", "4")])).unwrap_err();
         assert!(e.to_string().contains("WORLD_SIZE = 4"), "{e}");
         let e = EnvLaunch::from_lookup(&env(&[("WORLD_SIZE", "4")])).unwrap_err();

@@ -506,6 +506,17 @@ pub fn spawn(n: u32, timeout: Duration) -> anyhow::Result<ExitCode> {
             .env("MASTER_ADDR", "127.0.0.1")
             .env("MASTER_PORT", port.to_string())
             .stderr(std::process::Stdio::piped());
+        // --spawn numbers the ranks: another launcher's numbers (this
+        // program run under mpirun) would disagree with RANK/WORLD_SIZE.
+        for var in [
+            "OMPI_COMM_WORLD_RANK",
+            "OMPI_COMM_WORLD_SIZE",
+            "OMPI_COMM_WORLD_LOCAL_RANK",
+            "PMI_RANK",
+            "PMI_SIZE",
+        ] {
+            cmd.env_remove(var);
+        }
         // Loopback unless the user chose an address or interfaces (HCCL_IF_IP
         // would override HCCL_SOCKET_IFNAME, silently).
         if std::env::var_os("HCCL_IF_IP").is_none()
