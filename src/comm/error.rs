@@ -67,9 +67,22 @@ pub enum CommError {
     /// The TCP transport failed (bootstrap, peer, timeout, mismatch, ...).
     #[error(transparent)]
     Tcp(#[from] TcpError),
-    /// The simulator backend failed.
+    /// The simulator backend failed (`HCCL_E_INTERNAL`).
     #[error("simulator: {0}")]
     Sim(String),
+    /// Simulator backend: an op or message outlived `HCCL_EXEC_TIMEOUT`
+    /// (`HCCL_E_TIMEOUT`, as [`TcpError::Timeout`]).
+    #[error("simulator: {0}")]
+    SimTimeout(String),
+    /// Simulator backend: the ranks disagree on an op's arguments, or
+    /// another rank failed or aborted (`HCCL_E_REMOTE`, as
+    /// [`TcpError::Mismatch`] and [`TcpError::Aborted`]).
+    #[error("simulator: {0}")]
+    SimRemote(String),
+    /// Simulator backend: a rank this op needs dropped its communicator
+    /// (`HCCL_E_TCP_TRANSFER`, as [`TcpError::PeerLost`]).
+    #[error("simulator: {0}")]
+    SimLost(String),
     /// An environment variable is missing or malformed.
     #[error("{var}={value:?}: {reason}")]
     Env {
@@ -132,6 +145,9 @@ impl CommError {
                 | TcpError::BufferFull { .. } => 13,
                 _ => 4,
             },
+            CommError::SimTimeout(_) => 9,
+            CommError::SimRemote(_) => 21,
+            CommError::SimLost(_) => 13,
             CommError::Sim(_) | CommError::Broken(_) => 4,
         }
     }

@@ -32,7 +32,7 @@ use super::CommError;
 
 /// Every rank's output bytes and the op's simulated time (ns), or the
 /// failure every rank reports.
-type Outputs = Result<Arc<(Vec<Vec<u8>>, u64)>, String>;
+type Outputs = Result<Arc<(Vec<Vec<u8>>, u64)>, CommError>;
 
 struct Pending {
     args: CollectiveArgs,
@@ -71,13 +71,13 @@ impl SimState {
     fn broken_error(&self, name: &str) -> Option<CommError> {
         self.broken
             .as_ref()
-            .map(|(by, why)| CommError::Sim(format!("{name}: aborted by rank {by}: {why}")))
+            .map(|(by, why)| CommError::SimRemote(format!("{name}: aborted by rank {by}: {why}")))
     }
 
     /// The error of waiting for `peer` if it dropped its communicator.
     fn gone_error(&self, name: &str, me: u32, peer: u32) -> Option<CommError> {
         self.gone.contains(&peer).then(|| {
-            CommError::Sim(format!(
+            CommError::SimLost(format!(
                 "{name}: rank {me} lost rank {peer} (the peer destroyed its communicator)"
             ))
         })
@@ -156,16 +156,16 @@ impl SimWorld {
             layout: GroupLayout::flat(self.n),
         };
         sc.op_with_inputs(comm, coll, inputs)
-            .map_err(|e| e.to_string())?;
-        let report = sc.run().map_err(|e| e.to_string())?;
+            .map_err(|e| CommError::Sim(e.to_string()))?;
+        let report = sc.run().map_err(|e| CommError::Sim(e.to_string()))?;
         if let Some(stall) = report.stall {
-            return Err(format!("the simulated op hung: {stall:?}"));
+            return Err(CommError::Sim(format!("the simulated op hung: {stall:?}")));
         }
         let op = report.ops.into_iter().next();
         let time_ns = op.as_ref().and_then(|o| o.time_ns).unwrap_or(0);
         op.and_then(|o| o.outputs)
             .map(|outs| Arc::new((outs, time_ns)))
-            .ok_or_else(|| "the simulator returned no outputs".into())
+            .ok_or_else(|| CommError::Sim("the simulator returned no outputs".into()))
     }
 
     /// Runs op `seq` for `rank` with `input`; blocks until every rank has
@@ -199,7 +199,7 @@ impl SimWorld {
                 e.field, e.local, e.remote, p.first
             );
             // Ranks already waiting learn it now, later ones on arrival.
-            p.result.get_or_insert(Err(msg));
+            p.result.get_or_insert(Err(CommError::SimRemote(msg)));
             self.cv.notify_all();
         }
         p.inputs[rank as usize] = Some(input);
@@ -233,7 +233,7 @@ impl SimWorld {
                         outs.0.get(rank as usize).cloned().unwrap_or_default(),
                         outs.1,
                     )),
-                    Err(e) => Err(CommError::Sim(e)),
+                    Err(e) => Err(e),
                 };
             }
             if let Some(e) = s.broken_error(&name) {
@@ -258,10 +258,11 @@ impl SimWorld {
             let wait = match deadline {
                 Some(d) if Instant::now() >= d => {
                     let msg = format!("{name}: timed out waiting for ranks {missing:?} to call the op (HCCL_EXEC_TIMEOUT)");
-                    p.result = Some(Err(msg.clone()));
+                    let e = CommError::SimTimeout(msg);
+                    p.result = Some(Err(e.clone()));
                     p.taken += 1;
                     self.cv.notify_all();
-                    return Err(CommError::Sim(msg));
+                    return Err(e);
                 }
                 Some(d) => d - Instant::now(),
                 None => Duration::from_secs(3600),
@@ -369,7 +370,7 @@ impl SimWorld {
                     m.src, self.secs(), m.dst, m.n, self.bound
                 );
                 self.break_world(&mut s, m.src, &why);
-                return Err(CommError::Sim(why));
+                return Err(CommError::SimTimeout(why));
             }
         }
     }
@@ -405,7 +406,7 @@ impl SimWorld {
                     m.dst, self.secs(), m.n, m.src, m.count, m.dtype
                 );
                 self.break_world(&mut s, m.dst, &why);
-                return Err(CommError::Sim(why));
+                return Err(CommError::SimTimeout(why));
             }
         };
         if mail.count != m.count || mail.dtype != m.dtype {
@@ -419,7 +420,7 @@ impl SimWorld {
                 )
             );
             self.break_world(&mut s, m.dst, &why);
-            return Err(CommError::Sim(why));
+            return Err(CommError::SimRemote(why));
         }
         drop(s);
         let args = CollectiveArgs::p2p(
@@ -435,9 +436,10 @@ impl SimWorld {
         let spec = super::pick_algo(&args, 1)?;
         let mut inputs = vec![Vec::new(); self.n as usize];
         inputs[m.src as usize] = mail.data;
-        let outs = self
-            .simulate(&args, spec, inputs)
-            .map_err(|e| CommError::Sim(format!("{name}: {e}")))?;
+        let outs = self.simulate(&args, spec, inputs).map_err(|e| match e {
+            CommError::Sim(m) => CommError::Sim(format!("{name}: {m}")),
+            e => e,
+        })?;
         Ok(outs.0.get(m.dst as usize).cloned().unwrap_or_default())
     }
 }

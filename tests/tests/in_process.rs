@@ -398,3 +398,28 @@ fn non_roots_may_pass_buffers_they_do_not_use_as_in_mpi() {
         }
     }
 }
+
+#[test]
+fn simulated_failures_carry_the_same_hccl_codes_as_tcp() {
+    // A program branching on HcclResult must see the same code on both
+    // backends: 21 (HCCL_E_REMOTE) for a mismatch, 13 for a lost peer.
+    for backend in [BackendKind::Tcp, BackendKind::Sim] {
+        let out = per_rank(backend, 2, |r, c| {
+            let n = if r == 1 { 5 } else { 4 };
+            c.all_reduce(&vec![1.0f32; n], &mut vec![0.0; n], ReduceOp::Sum)
+                .unwrap_err()
+                .hccl_result()
+        });
+        assert_eq!(out, vec![Some(21), Some(21)], "{backend:?} mismatch");
+        let out = per_rank(backend, 2, |r, c| {
+            if r == 1 {
+                drop(c);
+                return 0;
+            }
+            c.all_reduce(&[1.0f32], &mut [0.0], ReduceOp::Sum)
+                .unwrap_err()
+                .hccl_result()
+        });
+        assert_eq!(out[0], Some(13), "{backend:?} lost peer");
+    }
+}
