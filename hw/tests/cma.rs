@@ -19,7 +19,7 @@ use hccl_algos::layout::GroupLayout;
 use hccl_algos::schedule::{BufKind, Op, Region};
 use hccl_algos::{DataType, ReduceOp};
 use hccl_hw::tcp::cma::{self, LendWord, Token};
-use hccl_hw::tcp::rank::LEND_AHEAD;
+use hccl_hw::tcp::rank::{LEND_AHEAD, SEND_PIECE};
 use hccl_hw::tcp::wire::{
     self, CmaProbe, CtrlKind, FrameHeader, FrameKind, Join, PieceDesc, SessionId, Signature,
     CMA_PROBE_LEN, CTRL_HEADER_LEN, FRAME_HEADER_LEN, LEND_POISON, PIECE_DESC_LEN,
@@ -93,7 +93,7 @@ fn threads_with_the_fast_path_get_exact_results_through_descriptors() {
         // The 20-byte messages went as bytes (at most MAX_INLINE_ON_CMA),
         // the large ones as pieces: 2 peers × (6 MiB + 12).
         assert_eq!(bytes, 2 * big_bytes, "rank {r} bytes lent");
-        assert_eq!(pieces, 2 * big_bytes.div_ceil(256 << 10), "rank {r}");
+        assert_eq!(pieces, 2 * big_bytes.div_ceil(SEND_PIECE as u64), "rank {r}");
     }
 }
 
@@ -430,9 +430,11 @@ fn rank0_sends(
 
 #[test]
 fn lent_pieces_are_the_senders_own_buffer_unchanged_and_the_send_ends_with_the_last_ack() {
-    const PIECE: u64 = 256 << 10;
+    const PIECE: u64 = SEND_PIECE as u64;
     const AHEAD: usize = LEND_AHEAD as usize;
-    let len: u64 = 17 * (1 << 20) + 100; // 69 pieces
+    let len: u64 = 17 * (1 << 20) + 100; // more pieces than LEND_AHEAD
+    let pieces = len.div_ceil(PIECE);
+    assert!(pieces > AHEAD as u64);
     let payload: Vec<u8> = (0..len).map(|i| (i * 7 % 253) as u8).collect();
     let data = payload.clone();
     let base = data.as_ptr() as u64; // the heap block moves with the Vec
@@ -507,9 +509,9 @@ fn lent_pieces_are_the_senders_own_buffer_unchanged_and_the_send_ends_with_the_l
         .unwrap();
     let (r, stats, data) = rank0.join().unwrap();
     r.unwrap();
-    assert_eq!(stats.pieces_lent, 69);
+    assert_eq!(stats.pieces_lent, pieces);
     assert_eq!(stats.bytes_lent, len);
-    assert_eq!(acked, 69);
+    assert_eq!(acked, pieces);
     assert_eq!(stats.outstanding, 0, "nothing lent after the op");
     // After the op the loan is withdrawn: a stale descriptor of it no
     // longer validates, though the bytes are still there.
@@ -527,7 +529,7 @@ fn a_send_whose_last_piece_is_never_acked_does_not_complete() {
     // Two pieces; the fake reads both, acks the first and sends its op
     // start: everything but the last ack. Were the send complete once its
     // descriptors were written, the op would succeed.
-    let len: u64 = (256 << 10) + 4096;
+    let len: u64 = SEND_PIECE as u64 + 4096;
     let c = TcpConfig {
         exec_timeout: Some(Duration::from_secs(1)),
         ..cfg()

@@ -35,8 +35,8 @@ pub const MAX_QUEUED: usize = 1024;
 /// budget, which they acquire in turn).
 pub const MAX_QUEUED_BYTES: u64 = 4 << 20;
 
-/// Most chunk buffers a [`ChunkPool`] keeps (16 MiB at 256 KiB).
-pub const CHUNK_POOL: usize = 64;
+/// Most chunk buffers a [`ChunkPool`] keeps (16 MiB at 1 MiB pieces).
+pub const CHUNK_POOL: usize = 16;
 
 /// Receive chunk buffers shared by a rank's executor (which fills them
 /// with pieces copied out of peers, and gives every consumed chunk of a

@@ -60,7 +60,7 @@ use super::io::{reader, writer, Event, Outgoing};
 use super::root::RootInfo;
 use super::wire::{
     FrameHeader, FrameKind, PieceDesc, SessionId, Signature, FRAME_HEADER_LEN, MAX_ABORT_REASON,
-    MAX_INLINE_ON_CMA, PIECE_DESC_LEN,
+    MAX_CMA_PIECE, MAX_INLINE_ON_CMA, PIECE_DESC_LEN,
 };
 use crate::sync::{ByteBudget, Permit};
 
@@ -72,8 +72,14 @@ pub const LINGER: Duration = Duration::from_secs(10);
 
 /// Bytes of payload per piece handed to a writer: the writer starts on the
 /// first piece while the caller copies the next. Also the size of a piece
-/// lent to a same-host peer (one `process_vm_readv` and one ack each).
-pub const SEND_PIECE: usize = 256 << 10;
+/// lent to a same-host peer (one `process_vm_readv` and one ack each), at
+/// most the wire's [`MAX_CMA_PIECE`] and `HCCL_BUFFSIZE`'s least value
+/// (1 MB), so any peer's budget holds one. 1 MiB rather than 256 KiB:
+/// `tcp_allreduce_bench`, quiet VM, 3 runs, busbw GB/s with 256 KiB vs
+/// 1 MiB: 2 processes 8 MiB 4.8-5.3 vs 6.0-6.5, 16 MiB 4.2-4.7 vs
+/// 5.1-5.2, 32 MiB 2.7-3.6 vs 3.6-3.8; 4 processes 4-16 MiB 2.0-3.7 vs
+/// 3.1-3.6 (a quarter of the descriptors, acks and system calls).
+pub const SEND_PIECE: usize = 1 << 20;
 /// Bound on messages (of any size, zero included) and op starts held
 /// before this rank posts their receives: bytes are bounded by
 /// `HCCL_BUFFSIZE`, this bounds the bookkeeping.
@@ -81,18 +87,19 @@ pub const MAX_EARLY_MESSAGES: usize = 1 << 16;
 // A message short enough to go as bytes on a cross-memory connection must
 // be one piece: one write, never split around an ack.
 const _: () = assert!(SEND_PIECE as u64 >= MAX_INLINE_ON_CMA);
-/// Pieces a send may run ahead of the writer (4 MiB at 256 KiB pieces): the
+const _: () = assert!(SEND_PIECE as u64 <= MAX_CMA_PIECE);
+/// Pieces a send may run ahead of the writer (4 MiB at 1 MiB pieces): the
 /// memory a send holds per peer, whatever the message size.
-pub const PIECES_AHEAD: u32 = 16;
+pub const PIECES_AHEAD: u32 = 4;
 /// Pieces of op buffers lent to a same-host peer and not yet acked (16 MiB
-/// at 256 KiB): they cost this rank no memory, and the peer takes budget
+/// at 1 MiB): they cost this rank no memory, and the peer takes budget
 /// only for the ones it reads. A deeper window than [`PIECES_AHEAD`]
 /// keeps the peer's reads going while acks travel: `tcp_allreduce_bench`,
-/// 2 processes, 32-64 MiB, went from 1.7-2.1 GB/s busbw with 16 to
-/// 2.4-3.1 with 64 (4 processes: no change).
-pub const LEND_AHEAD: u32 = 64;
-/// Send piece buffers kept for reuse (16 MiB at 256 KiB).
-const SEND_POOL: usize = 64;
+/// 2 processes, 32-64 MiB, went from 1.7-2.1 GB/s busbw with 4 MiB lent
+/// ahead to 2.4-3.1 with 16 MiB (4 processes: no change).
+pub const LEND_AHEAD: u32 = 16;
+/// Send piece buffers kept for reuse (16 MiB at 1 MiB).
+const SEND_POOL: usize = 16;
 /// Counters of the same-host fast path (see [`super::cma`]), for tests
 /// and diagnostics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -80,7 +80,7 @@ pub const PIECE_DESC_LEN: usize = 32;
 /// [`PieceDesc`] never expects it, so a reader that finds it discards the
 /// piece (see [`super::cma::LendWord`]).
 pub const LEND_POISON: u64 = 0;
-/// Largest piece a [`PieceDesc`] may name (1 MiB; senders use 256 KiB).
+/// Largest piece a [`PieceDesc`] may name (1 MiB, the size senders use).
 pub const MAX_CMA_PIECE: u64 = 1 << 20;
 /// Largest byte-stream ([`FrameKind::Data`]) payload on a connection with
 /// the cross-memory path: shorter messages cost less as bytes than as a
