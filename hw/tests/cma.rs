@@ -93,7 +93,11 @@ fn threads_with_the_fast_path_get_exact_results_through_descriptors() {
         // The 20-byte messages went as bytes (at most MAX_INLINE_ON_CMA),
         // the large ones as pieces: 2 peers × (6 MiB + 12).
         assert_eq!(bytes, 2 * big_bytes, "rank {r} bytes lent");
-        assert_eq!(pieces, 2 * big_bytes.div_ceil(SEND_PIECE as u64), "rank {r}");
+        assert_eq!(
+            pieces,
+            2 * big_bytes.div_ceil(SEND_PIECE as u64),
+            "rank {r}"
+        );
     }
 }
 
