@@ -226,6 +226,22 @@ fn per_rank<R: Send + 'static>(
         .collect()
 }
 
+/// The error `ranks` got, in order; panics naming the rank if one
+/// succeeded or had not returned ([`per_rank`]'s `None`).
+fn errors<T: std::fmt::Debug>(
+    backend: BackendKind,
+    out: &[Option<Result<T, String>>],
+    ranks: impl IntoIterator<Item = usize>,
+) -> Vec<(usize, String)> {
+    ranks
+        .into_iter()
+        .map(|r| match &out[r] {
+            Some(Err(e)) => (r, e.clone()),
+            other => panic!("{backend:?} rank {r}: {other:?}"),
+        })
+        .collect()
+}
+
 #[test]
 fn a_ranks_bad_buffer_fails_every_rank_at_once_on_both_backends() {
     for backend in [BackendKind::Tcp, BackendKind::Sim] {
@@ -234,11 +250,7 @@ fn a_ranks_bad_buffer_fails_every_rank_at_once_on_both_backends() {
             c.all_reduce(&[1.0f32; 4], &mut recv, ReduceOp::Sum)
                 .map_err(|e| e.to_string())
         });
-        for (r, o) in out.iter().enumerate() {
-            let e = match o {
-                Some(Err(e)) => e,
-                other => panic!("{backend:?} rank {r}: {other:?}"),
-            };
+        for (r, e) in errors(backend, &out, 0..out.len()) {
             assert!(
                 e.contains("receive buffer has 12 bytes"),
                 "{backend:?} rank {r}: {e}"
@@ -257,11 +269,7 @@ fn a_count_mismatch_fails_every_simulated_rank_naming_both() {
         c.all_reduce(&vec![1.0f32; n], &mut vec![0.0; n], ReduceOp::Sum)
             .map_err(|e| e.to_string())
     });
-    for (r, o) in out.iter().enumerate() {
-        let e = match o {
-            Some(Err(e)) => e,
-            other => panic!("rank {r}: {other:?}"),
-        };
+    for (r, e) in errors(BackendKind::Sim, &out, 0..out.len()) {
         assert!(e.contains("count mismatch"), "rank {r}: {e}");
         assert!(
             e.contains("11 on rank 1") && e.contains("10 on rank"),
@@ -281,11 +289,7 @@ fn a_dropped_communicator_is_a_lost_peer_on_both_backends() {
             c.all_reduce(&[1.0f32; 4], &mut [0.0; 4], ReduceOp::Sum)
                 .map_err(|e| e.to_string())
         });
-        for r in [0, 2] {
-            let e = match &out[r] {
-                Some(Err(e)) => e,
-                other => panic!("{backend:?} rank {r}: {other:?}"),
-            };
+        for (r, e) in errors(backend, &out, [0, 2]) {
             assert!(
                 e.contains("rank 1") && e.contains("destroyed its communicator"),
                 "{backend:?} rank {r}: {e}"
@@ -308,11 +312,7 @@ fn all_gather_v_counts_that_differ_across_ranks_fail_every_rank() {
             c.all_gather_v(&send, &mut recv, &counts, &displs)
                 .map_err(|e| e.to_string())
         });
-        for (r, o) in out.iter().enumerate() {
-            let e = match o {
-                Some(Err(e)) => e,
-                other => panic!("{backend:?} rank {r}: {other:?}"),
-            };
+        for (r, e) in errors(backend, &out, 0..out.len()) {
             assert!(
                 e.contains("per-rank counts mismatch"),
                 "{backend:?} rank {r}: {e}"

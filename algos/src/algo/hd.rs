@@ -59,6 +59,16 @@ impl Fold {
         (x, y - x)
     }
 
+    /// The rank of new index `n`'s partner across bit `bit` of the
+    /// power-of-two part, as a function of the bit.
+    fn peers(&self, c: Ctx, n: u32) -> impl Fn(u32) -> Rank + Copy {
+        let r = self.r;
+        move |bit: u32| {
+            let m = n ^ (1 << bit);
+            c.g.rank(if m < r { 2 * m + 1 } else { m + r })
+        }
+    }
+
     /// New index of member `m`, or None if it folds out (even, below 2r).
     fn new_index(&self, m: u32) -> Option<u32> {
         if m < 2 * self.r {
@@ -135,11 +145,7 @@ pub(crate) fn allreduce(
         });
     };
     let folded = me < 2 * f.r;
-    let fr = f.r;
-    let peer_of = move |bit: u32| {
-        let m = n ^ (1 << bit);
-        c.g.rank(if m < fr { 2 * m + 1 } else { m + fr })
-    };
+    let peer_of = f.peers(c, n);
     // Ids of the halving steps' sends and receives, by step.
     let mut rs_send = [0 as StepId; 32];
     let mut rs_recv = [0 as StepId; 32];
@@ -307,11 +313,7 @@ pub(crate) fn allgather(c: Ctx, blocks: Blocks, src: Option<Loc>, dst: Loc) -> B
         });
     };
     let folded = me < 2 * f.r;
-    let fr = f.r;
-    let peer_of = move |bit: u32| {
-        let m = n ^ (1 << bit);
-        c.g.rank(if m < fr { 2 * m + 1 } else { m + fr })
-    };
+    let peer_of = f.peers(c, n);
     let mut start: Vec<StepId> = Vec::new();
     let mut last: Vec<StepId> = Vec::new();
     let (mut lo, mut hi) = (n, n + 1);
@@ -440,11 +442,7 @@ pub(crate) fn reduce_scatter(
         return (0, gen);
     };
     let folded = me < 2 * f.r;
-    let fr = f.r;
-    let peer_of = move |bit: u32| {
-        let m = n ^ (1 << bit);
-        c.g.rank(if m < fr { 2 * m + 1 } else { m + fr })
-    };
+    let peer_of = f.peers(c, n);
     let mut prev: Vec<StepId> = Vec::new();
     let (mut lo, mut hi) = (0u32, f.pow);
     let gen = rounds(l + 2, move |t, e: &mut Emit| {
@@ -600,11 +598,7 @@ pub(crate) fn allreduce_doubling(
         return (0, gen);
     };
     let folded = me < 2 * f.r;
-    let fr = f.r;
-    let peer_of = move |bit: u32| {
-        let m = n ^ (1 << bit);
-        c.g.rank(if m < fr { 2 * m + 1 } else { m + fr })
-    };
+    let peer_of = f.peers(c, n);
     let writes = l + u32::from(folded);
     // Alternate output and scratch so that the last write is the output;
     // in place the first write cannot be the output (it is being sent).
