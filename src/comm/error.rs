@@ -112,6 +112,15 @@ impl From<TopologyError> for CommError {
 }
 
 impl CommError {
+    /// The error a later op of a communicator broken by `self` returns:
+    /// [`CommError::Broken`] naming it (once, if it is already that).
+    pub(crate) fn into_broken(self) -> CommError {
+        match self {
+            CommError::Broken(_) => self,
+            e => CommError::Broken(e.to_string()),
+        }
+    }
+
     /// The matching `HcclResult` code (`hccl_types.h`: 1 `HCCL_E_PARA`,
     /// 5 `HCCL_E_NOT_SUPPORT`, 4 `HCCL_E_INTERNAL`, 9 `HCCL_E_TIMEOUT`,
     /// 10 `HCCL_E_OPEN_FILE_FAILURE`, 11 `HCCL_E_TCP_CONNECT`,

@@ -124,7 +124,11 @@ impl EnvLaunch {
                 reason: format!("must be below WORLD_SIZE = {world_size}"),
             });
         }
-        let local_rank = num(get, &["LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"])?;
+        // Informational only: a stale value is not worth failing a launch.
+        let local_rank = match num(get, &["LOCAL_RANK"])? {
+            Some(l) => Some(l),
+            None => num(get, &["OMPI_COMM_WORLD_LOCAL_RANK"])?,
+        };
         let host = get("MASTER_ADDR")
             .filter(|v| !v.trim().is_empty())
             .unwrap_or_else(|| "127.0.0.1".into());

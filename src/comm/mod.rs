@@ -276,7 +276,7 @@ impl Comm {
                     var: "rank table",
                     value: path.display().to_string(),
                     reason: format!(
-                        "rank 0 serves the bootstrap at the first server's address, {} (its host_ip, else its server_id), which is not an address of this host; run rank 0 on that server or fix the table",
+                        "rank 0 serves the bootstrap at its server's address, {} (the server's host_ip, else its server_id), which is not an address of this host; run rank 0 on that server or fix the table",
                         addr.ip()
                     ),
                 },
@@ -520,7 +520,7 @@ impl Comm {
         user: UserBufs<'_>,
     ) -> Result<(), CommError> {
         if let Some(e) = lock(&shared.error).clone() {
-            return Err(CommError::Broken(e.to_string()));
+            return Err(e.into_broken());
         }
         let op = format!("{:?}", args.kind);
         args.validate()?;
@@ -609,11 +609,11 @@ impl Comm {
                 let scratch = &mut scratch[..need];
                 let sig = args.signature();
                 let describe = |remote: &hccl_hw::tcp::wire::Signature, peer| {
-                    signature::describe(&sig, rank, remote, peer)
+                    signature::describe(&sig, &spec, rank, remote, peer)
                 };
                 let info = OpInfo {
                     name: &op,
-                    sig: signature::encode(&sig),
+                    sig: signature::encode_with_algo(&sig, &spec),
                     describe: &describe,
                 };
                 let bufs = match (user, alias) {
@@ -655,7 +655,7 @@ impl Comm {
         input: &[u8],
         output: &mut [u8],
     ) -> Result<(), CommError> {
-        self.check_world(args)?;
+        self.check_world(args).map_err(|e| self.fail_local(e))?;
         let t = self.take_ticket();
         Comm::run_at(&self.shared, t, args, UserBufs::Separate(input, output))
     }
@@ -670,7 +670,7 @@ impl Comm {
         args: &CollectiveArgs,
         buf: &mut [u8],
     ) -> Result<(), CommError> {
-        self.check_world(args)?;
+        self.check_world(args).map_err(|e| self.fail_local(e))?;
         let args = args.clone().with_in_place(true);
         let t = self.take_ticket();
         Comm::run_at(&self.shared, t, &args, UserBufs::InPlace(buf))
@@ -683,6 +683,8 @@ impl Comm {
         let checked = self.check_world(&args);
         let (turn, seq) = self.take_ticket();
         OpHandle::spawn(format!("hccl-op-{seq}"), move || {
+            // A failed check fails the op's turn, telling the peers.
+            let checked = checked.or_else(|e| Comm::at_turn(&shared, turn, |_| Err(e)));
             let r = checked.and_then(|()| {
                 let mut out = vec![0u8; args.io_bytes(shared.rank).1 as usize];
                 Comm::run_at(
@@ -701,6 +703,18 @@ impl Comm {
             }
             r
         })
+    }
+
+    /// An argument error a collective found before its op was queued still
+    /// takes the op's turn and fails it like any other failed op
+    /// ([`Comm::at_turn`]): the communicator breaks and the other ranks,
+    /// which may be waiting in the op already, fail at once naming this
+    /// rank's error. (A point-to-point argument error stays local: it
+    /// names no peer that waits for it, and the communicator stays usable.)
+    fn fail_local(&self, e: CommError) -> CommError {
+        let (turn, _) = self.take_ticket();
+        let _ = Comm::at_turn(&self.shared, turn, |_| Err::<(), _>(e.clone()));
+        e
     }
 
     fn check_world(&self, args: &CollectiveArgs) -> Result<(), CommError> {
@@ -723,10 +737,11 @@ impl Comm {
     fn per_rank(&self, kind: CollectiveKind, total: usize) -> Result<u64, CommError> {
         let n = self.shared.size as usize;
         if total % n != 0 {
-            return Err(CommError::Shape {
+            let e = CommError::Shape {
                 op: format!("{kind:?}"),
                 detail: format!("{total} elements do not split into {n} equal blocks"),
-            });
+            };
+            return Err(self.fail_local(e));
         }
         Ok((total / n) as u64)
     }

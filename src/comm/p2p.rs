@@ -361,7 +361,7 @@ fn p2p_at(
     let rank = sh.rank;
     Comm::at_turn(sh, turn, |st| {
         if let Some(e) = lock(&sh.error).clone() {
-            return Err(CommError::Broken(e.to_string()));
+            return Err(e.into_broken());
         }
         let State {
             backend,

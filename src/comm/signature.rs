@@ -1,7 +1,10 @@
 //! Op signatures on the wire: 32 bytes, normalized so that byte equality
 //! is exactly `OpSignature::check_consistent` (the op only for reductions,
-//! the root only for rooted kinds).
+//! the root only for rooted kinds) plus the algorithm: ranks that run
+//! different schedules (a different `HCCL_ALGO` on one rank) would
+//! otherwise exchange the wrong messages or wait for ones never sent.
 
+use hccl_algos::algo::{AlgoSpec, Algorithm, Levels};
 use hccl_algos::collective::{CollectiveKind, OpSignature};
 use hccl_algos::schedule::Rank;
 use hccl_algos::{DataType, ReduceOp};
@@ -25,6 +28,36 @@ pub(crate) fn encode(s: &OpSignature) -> Signature {
     b[8..16].copy_from_slice(&s.count.to_le_bytes());
     b[16..24].copy_from_slice(&s.counts.to_le_bytes());
     b
+}
+
+/// [`encode`] with the algorithm in bytes 24..28: `[1, a]` for a flat
+/// algorithm, `[2, l0, l1, l2]` per level (0xFF for `NA`), indices into
+/// `Algorithm::ALL`.
+pub(crate) fn encode_with_algo(s: &OpSignature, spec: &AlgoSpec) -> Signature {
+    let mut b = encode(s);
+    let idx = |a: Option<Algorithm>| {
+        a.and_then(|a| Algorithm::ALL.iter().position(|x| *x == a))
+            .map_or(0xFF, |i| i as u8)
+    };
+    b[24..28].copy_from_slice(&match spec {
+        AlgoSpec::Flat(a) => [1, idx(Some(*a)), 0, 0],
+        AlgoSpec::Hierarchical(l) => [2, idx(l.level0), idx(l.level1), idx(l.level2)],
+    });
+    b
+}
+
+/// The algorithm [`encode_with_algo`] put in `b`, if any.
+pub(crate) fn decode_algo(b: &Signature) -> Option<AlgoSpec> {
+    let algo = |i: u8| Algorithm::ALL.get(i as usize).copied();
+    match b[24] {
+        1 => algo(b[25]).map(AlgoSpec::Flat),
+        2 => Some(AlgoSpec::Hierarchical(Levels {
+            level0: algo(b[25]),
+            level1: algo(b[26]),
+            level2: algo(b[27]),
+        })),
+        _ => None,
+    }
 }
 
 /// Decodes [`encode`]'s bytes (unused fields come back as 0 / sum).
@@ -52,16 +85,25 @@ pub(crate) fn decode(b: &Signature) -> Option<OpSignature> {
 }
 
 /// The mismatch message: field, both values, both ranks.
-pub(crate) fn describe(local: &OpSignature, me: Rank, remote: &Signature, peer: Rank) -> String {
+pub(crate) fn describe(
+    local: &OpSignature,
+    spec: &AlgoSpec,
+    me: Rank,
+    remote: &Signature,
+    peer: Rank,
+) -> String {
     let Some(r) = decode(remote) else {
         return format!("rank {peer} sent an op signature this build cannot read (a different hccl-rs version?)");
     };
-    match OpSignature::check_consistent(local, &r, peer) {
-        Err(e) => format!(
+    match (OpSignature::check_consistent(local, &r, peer), decode_algo(remote)) {
+        (Err(e), _) => format!(
             "{} mismatch, local {} (rank {me}), remote {} (rank {peer}); every rank must call the collective with the same arguments",
             e.field, e.local, e.remote
         ),
-        Ok(()) => format!("rank {peer} runs a different op (signature bytes differ)"),
+        (Ok(()), Some(theirs)) if theirs != *spec => format!(
+            "algorithm mismatch, local {spec} (rank {me}), remote {theirs} (rank {peer}); set HCCL_ALGO alike on every rank"
+        ),
+        (Ok(()), _) => format!("rank {peer} runs a different op (signature bytes differ)"),
     }
 }
 
@@ -154,9 +196,36 @@ mod tests {
     fn describe_names_field_values_and_ranks() {
         let local = sig(CollectiveKind::AllReduce, 6, ReduceOp::Sum, 0);
         let remote = encode(&sig(CollectiveKind::AllReduce, 4, ReduceOp::Sum, 0));
+        let ring = AlgoSpec::Flat(Algorithm::Ring);
         assert_eq!(
-            describe(&local, 2, &remote, 1),
+            describe(&local, &ring, 2, &remote, 1),
             "count mismatch, local 6 (rank 2), remote 4 (rank 1); every rank must call the collective with the same arguments"
+        );
+    }
+
+    #[test]
+    fn the_algorithm_travels_and_a_difference_is_named() {
+        let s = sig(CollectiveKind::AllReduce, 6, ReduceOp::Sum, 0);
+        let specs = [
+            AlgoSpec::Flat(Algorithm::Ring),
+            AlgoSpec::Flat(Algorithm::Doubling),
+            "level0:mesh;level1:H-D_R".parse().unwrap(),
+            "level0:NA;level1:ring;level2:NB".parse().unwrap(),
+        ];
+        for a in &specs {
+            assert_eq!(decode_algo(&encode_with_algo(&s, a)).as_ref(), Some(a));
+            for b in &specs {
+                assert_eq!(
+                    encode_with_algo(&s, a) == encode_with_algo(&s, b),
+                    a == b,
+                    "{a} vs {b}"
+                );
+            }
+        }
+        let remote = encode_with_algo(&s, &specs[0]);
+        assert_eq!(
+            describe(&s, &specs[1], 0, &remote, 3),
+            "algorithm mismatch, local doubling (rank 0), remote ring (rank 3); set HCCL_ALGO alike on every rank"
         );
     }
 }

@@ -38,6 +38,8 @@ struct Pending {
     args: CollectiveArgs,
     /// The rank whose arguments are `args` (the first to call).
     first: u32,
+    /// The algorithm `first` runs the op with.
+    spec: AlgoSpec,
     inputs: Vec<Option<Vec<u8>>>,
     arrived: u32,
     result: Option<Outputs>,
@@ -188,6 +190,7 @@ impl SimWorld {
         let p = s.ops.entry(seq).or_insert_with(|| Pending {
             args: args.clone(),
             first: rank,
+            spec,
             inputs: vec![None; n as usize],
             arrived: 0,
             result: None,
@@ -199,6 +202,13 @@ impl SimWorld {
                 e.field, e.local, e.remote, p.first
             );
             // Ranks already waiting learn it now, later ones on arrival.
+            p.result.get_or_insert(Err(CommError::SimRemote(msg)));
+            self.cv.notify_all();
+        } else if spec != p.spec {
+            let msg = format!(
+                "{name}: algorithm mismatch, {spec} on rank {rank}, {} on rank {}; set HCCL_ALGO alike on every rank",
+                p.spec, p.first
+            );
             p.result.get_or_insert(Err(CommError::SimRemote(msg)));
             self.cv.notify_all();
         }

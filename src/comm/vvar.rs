@@ -180,31 +180,35 @@ impl Comm {
     ) -> Result<(), CommError> {
         const OP: &str = "AllGatherV";
         let n = self.size() as usize;
-        let blocks = Layout {
-            op: OP,
-            counts_field: "recv_counts",
-            displs_field: "recv_displs",
-            counts: recv_counts,
-            displs: recv_displs,
-            buffer: "receive buffer",
-            len: recv.len(),
-            disjoint: true,
-        }
-        .blocks(n)?;
-        let me = self.rank() as usize;
-        if send.len() as u64 != recv_counts[me] {
-            return Err(CommError::Counts {
+        let checked = (|| {
+            let blocks = Layout {
                 op: OP,
-                field: "recv_counts",
-                index: Some(me),
-                value: recv_counts[me],
-                reason: format!(
-                    "this rank (rank {me}) sends {} elements (its send buffer's length)",
-                    send.len()
-                ),
-            });
-        }
-        let args = CollectiveArgs::v_counts(false, recv_counts.to_vec(), T::DTYPE)?;
+                counts_field: "recv_counts",
+                displs_field: "recv_displs",
+                counts: recv_counts,
+                displs: recv_displs,
+                buffer: "receive buffer",
+                len: recv.len(),
+                disjoint: true,
+            }
+            .blocks(n)?;
+            let me = self.rank() as usize;
+            if send.len() as u64 != recv_counts[me] {
+                return Err(CommError::Counts {
+                    op: OP,
+                    field: "recv_counts",
+                    index: Some(me),
+                    value: recv_counts[me],
+                    reason: format!(
+                        "this rank (rank {me}) sends {} elements (its send buffer's length)",
+                        send.len()
+                    ),
+                });
+            }
+            let args = CollectiveArgs::v_counts(false, recv_counts.to_vec(), T::DTYPE)?;
+            Ok((blocks, args))
+        })();
+        let (blocks, args) = checked.map_err(|e| self.fail_local(e))?;
         if packed(&blocks, recv.len()) {
             return self.collective(&args, bytes(send), bytes_mut(recv));
         }
@@ -234,31 +238,35 @@ impl Comm {
     ) -> Result<(), CommError> {
         const OP: &str = "ReduceScatterV";
         let n = self.size() as usize;
-        let blocks = Layout {
-            op: OP,
-            counts_field: "send_counts",
-            displs_field: "send_displs",
-            counts: send_counts,
-            displs: send_displs,
-            buffer: "send buffer",
-            len: send.len(),
-            disjoint: false,
-        }
-        .blocks(n)?;
-        let me = self.rank() as usize;
-        if recv.len() as u64 != send_counts[me] {
-            return Err(CommError::Counts {
+        let checked = (|| {
+            let blocks = Layout {
                 op: OP,
-                field: "send_counts",
-                index: Some(me),
-                value: send_counts[me],
-                reason: format!(
-                    "this rank (rank {me}) receives {} elements (its receive buffer's length)",
-                    recv.len()
-                ),
-            });
-        }
-        let args = CollectiveArgs::v_counts(true, send_counts.to_vec(), T::DTYPE)?.with_op(op);
+                counts_field: "send_counts",
+                displs_field: "send_displs",
+                counts: send_counts,
+                displs: send_displs,
+                buffer: "send buffer",
+                len: send.len(),
+                disjoint: false,
+            }
+            .blocks(n)?;
+            let me = self.rank() as usize;
+            if recv.len() as u64 != send_counts[me] {
+                return Err(CommError::Counts {
+                    op: OP,
+                    field: "send_counts",
+                    index: Some(me),
+                    value: send_counts[me],
+                    reason: format!(
+                        "this rank (rank {me}) receives {} elements (its receive buffer's length)",
+                        recv.len()
+                    ),
+                });
+            }
+            let args = CollectiveArgs::v_counts(true, send_counts.to_vec(), T::DTYPE)?.with_op(op);
+            Ok((blocks, args))
+        })();
+        let (blocks, args) = checked.map_err(|e| self.fail_local(e))?;
         if packed(&blocks, send.len()) {
             return self.collective(&args, bytes(send), bytes_mut(recv));
         }
@@ -292,28 +300,32 @@ impl Comm {
     ) -> Result<(), CommError> {
         const OP: &str = "AllToAllV";
         let n = self.size() as usize;
-        let send_blocks = Layout {
-            op: OP,
-            counts_field: "send_counts",
-            displs_field: "send_displs",
-            counts: send_counts,
-            displs: send_displs,
-            buffer: "send buffer",
-            len: send.len(),
-            disjoint: false,
-        }
-        .blocks(n)?;
-        let recv_blocks = Layout {
-            op: OP,
-            counts_field: "recv_counts",
-            displs_field: "recv_displs",
-            counts: recv_counts,
-            displs: recv_displs,
-            buffer: "receive buffer",
-            len: recv.len(),
-            disjoint: true,
-        }
-        .blocks(n)?;
+        let checked = (|| {
+            let send_blocks = Layout {
+                op: OP,
+                counts_field: "send_counts",
+                displs_field: "send_displs",
+                counts: send_counts,
+                displs: send_displs,
+                buffer: "send buffer",
+                len: send.len(),
+                disjoint: false,
+            }
+            .blocks(n)?;
+            let recv_blocks = Layout {
+                op: OP,
+                counts_field: "recv_counts",
+                displs_field: "recv_displs",
+                counts: recv_counts,
+                displs: recv_displs,
+                buffer: "receive buffer",
+                len: recv.len(),
+                disjoint: true,
+            }
+            .blocks(n)?;
+            Ok((send_blocks, recv_blocks))
+        })();
+        let (send_blocks, recv_blocks) = checked.map_err(|e| self.fail_local(e))?;
         // Row i of `all`: rank i's send counts, then its receive counts.
         let mine: Vec<u64> = send_counts.iter().chain(recv_counts).copied().collect();
         let mut all = vec![0u64; 2 * n * n];

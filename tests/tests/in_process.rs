@@ -423,3 +423,46 @@ fn simulated_failures_carry_the_same_hccl_codes_as_tcp() {
         assert_eq!(out[0], Some(13), "{backend:?} lost peer");
     }
 }
+
+#[test]
+fn argument_errors_found_before_the_op_is_queued_fail_every_rank() {
+    // Checks in the typed wrappers (block shapes, V layouts, world size)
+    // return before an op exists; they must still reach the ranks waiting
+    // in it.
+    type Case = fn(u32, &Comm) -> Result<(), String>;
+    let cases: [(&str, Case); 3] = [
+        ("7 elements do not split into 3 equal blocks", |r, c| {
+            let n = if r == 1 { 7 } else { 6 };
+            c.all_to_all(&vec![1i32; n], &mut vec![0; n])
+                .map_err(|e| e.to_string())
+        }),
+        ("recv_displs", |r, c| {
+            // Rank 1's displacement runs past its receive buffer.
+            let displs = if r == 1 { [0, 1, 9] } else { [0, 1, 2] };
+            c.all_gather_v(&[r as i32], &mut [0i32; 3], &[1, 1, 1], &displs)
+                .map_err(|e| e.to_string())
+        }),
+        ("world_size", |r, c| {
+            let n = if r == 1 { 4 } else { 3 };
+            let args = hccl_algos::collective::CollectiveArgs::new(
+                hccl_algos::collective::CollectiveKind::AllReduce,
+                1,
+                hccl_algos::DataType::Int32,
+                n,
+            );
+            c.collective(&args, &[0; 4], &mut [0; 4])
+                .map_err(|e| e.to_string())
+        }),
+    ];
+    for backend in [BackendKind::Tcp, BackendKind::Sim] {
+        for (want, case) in cases {
+            let out = per_rank(backend, 3, move |r, c| case(r, &c));
+            for (r, e) in errors(backend, &out, 0..3) {
+                assert!(e.contains(want), "{backend:?} {want}: rank {r}: {e}");
+                if r != 1 {
+                    assert!(e.contains("rank 1"), "{backend:?} {want}: rank {r}: {e}");
+                }
+            }
+        }
+    }
+}

@@ -192,6 +192,15 @@ fn count_mismatch_fails_every_rank_with_both_values() {
 }
 
 #[test]
+fn a_rank_with_another_algorithm_fails_every_rank_naming_both() {
+    // The others run the selector's choice for 4 MiB on 3 ranks (not the
+    // mesh on TCP), rank 1 runs mesh: the op signature catches it before
+    // any message is matched, not as a timeout or a length error.
+    let outs = fault(3, "algo", &[]);
+    survivors_fail_with(&outs, usize::MAX, &["algorithm mismatch", "mesh"]);
+}
+
+#[test]
 fn stranger_on_the_root_port_is_ignored() {
     let job = Job::new(
         2,

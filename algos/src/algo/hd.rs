@@ -549,7 +549,9 @@ enum Held {
 /// never waits for its own send; the last one lands in `dst` where it can
 /// (else one local copy). Both partners of a round compute `x ⊕ y` of the
 /// same two values, so every member ends with the same bits (the ops are
-/// commutative). Returns (scratch bytes, generator).
+/// commutative) — NaN payloads aside: x86 keeps the first operand's, so
+/// two NaNs with different payloads can end as either on different
+/// members. Returns (scratch bytes, generator).
 pub(crate) fn allreduce_doubling(
     c: Ctx,
     count: u64,

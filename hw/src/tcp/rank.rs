@@ -613,8 +613,20 @@ impl TcpRank {
                 "the communicator was destroyed or aborted".into(),
             ));
         }
-        if let Some(e) = &self.broken {
-            return Err(TcpError::Broken(e.to_string()));
+        match &self.broken {
+            // A peer aborted this op while this rank finished the last one.
+            Some(TcpError::Aborted {
+                seq, by, reason, ..
+            }) if *seq == ctx.seq => {
+                return Err(TcpError::Aborted {
+                    op: info.name.to_string(),
+                    seq: *seq,
+                    by: *by,
+                    reason: reason.clone(),
+                })
+            }
+            Some(e) => return Err(TcpError::Broken(e.to_string())),
+            None => {}
         }
         if ctx.comm != self.comm || ctx.rank != self.rank {
             return Err(TcpError::InvalidArgument(format!(
@@ -1269,6 +1281,20 @@ impl TcpRank {
                 self.peers[peer as usize]
                     .dead
                     .get_or_insert_with(|| "it aborted".into());
+                // An abort of a later op than the running one: the peer
+                // finished this op (its messages for it came first, in
+                // order on the connection), so this op may still complete;
+                // the next one fails with the abort.
+                let later = |c: u64| !is_p2p_seq(c) && !is_p2p_seq(seq) && seq > c;
+                if cur_seq.is_some_and(later) {
+                    self.broken.get_or_insert(TcpError::Aborted {
+                        op: "op".into(),
+                        seq,
+                        by: peer,
+                        reason,
+                    });
+                    return Ok(());
+                }
                 Err(TcpError::Aborted {
                     op: name,
                     seq: cur_seq.unwrap_or(seq),

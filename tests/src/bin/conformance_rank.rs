@@ -10,7 +10,8 @@
 //! - `fault`: one 4 MiB fp32 AllReduce, with the fault `HCCL_TEST_FAULT`
 //!   on rank `HCCL_TEST_VICTIM`: `kill` (the process aborts mid-op),
 //!   `exit` (exits without destroying: sockets close), `delay` (sleeps
-//!   `HCCL_TEST_DELAY_MS` before the op), `count` (calls with another count).
+//!   `HCCL_TEST_DELAY_MS` before the op), `count` (calls with another
+//!   count), `algo` (sets its own `HCCL_ALGO=mesh`).
 //!   Survivors print `OPERR <error>` and exit 3, or `OPOK` and exit 0.
 //!
 //! Bootstrap failures print `INITERR <error>` and exit 2.
@@ -89,6 +90,8 @@ fn fault(comm: Comm) {
                 std::thread::sleep(Duration::from_millis(ms));
             }
             "count" => count += 1,
+            // This rank alone runs another algorithm (its own HCCL_ALGO).
+            "algo" => std::env::set_var("HCCL_ALGO", "mesh"),
             _ => {}
         }
     }
