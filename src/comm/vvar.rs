@@ -36,7 +36,37 @@ struct Layout<'a> {
     disjoint: bool,
 }
 
-impl Layout<'_> {
+impl<'a> Layout<'a> {
+    /// The send side: `send_counts` / `send_displs` in a send buffer of
+    /// `len` elements; blocks may overlap.
+    fn send(op: &'static str, counts: &'a [u64], displs: &'a [u64], len: usize) -> Self {
+        Layout {
+            op,
+            counts_field: "send_counts",
+            displs_field: "send_displs",
+            counts,
+            displs,
+            buffer: "send buffer",
+            len,
+            disjoint: false,
+        }
+    }
+
+    /// The receive side: `recv_counts` / `recv_displs` in a receive buffer
+    /// of `len` elements; blocks must not overlap.
+    fn recv(op: &'static str, counts: &'a [u64], displs: &'a [u64], len: usize) -> Self {
+        Layout {
+            op,
+            counts_field: "recv_counts",
+            displs_field: "recv_displs",
+            counts,
+            displs,
+            buffer: "receive buffer",
+            len,
+            disjoint: true,
+        }
+    }
+
     fn error(
         &self,
         field: &'static str,
@@ -181,17 +211,7 @@ impl Comm {
         const OP: &str = "AllGatherV";
         let n = self.size() as usize;
         let checked = (|| {
-            let blocks = Layout {
-                op: OP,
-                counts_field: "recv_counts",
-                displs_field: "recv_displs",
-                counts: recv_counts,
-                displs: recv_displs,
-                buffer: "receive buffer",
-                len: recv.len(),
-                disjoint: true,
-            }
-            .blocks(n)?;
+            let blocks = Layout::recv(OP, recv_counts, recv_displs, recv.len()).blocks(n)?;
             let me = self.rank() as usize;
             if send.len() as u64 != recv_counts[me] {
                 return Err(CommError::Counts {
@@ -239,17 +259,7 @@ impl Comm {
         const OP: &str = "ReduceScatterV";
         let n = self.size() as usize;
         let checked = (|| {
-            let blocks = Layout {
-                op: OP,
-                counts_field: "send_counts",
-                displs_field: "send_displs",
-                counts: send_counts,
-                displs: send_displs,
-                buffer: "send buffer",
-                len: send.len(),
-                disjoint: false,
-            }
-            .blocks(n)?;
+            let blocks = Layout::send(OP, send_counts, send_displs, send.len()).blocks(n)?;
             let me = self.rank() as usize;
             if recv.len() as u64 != send_counts[me] {
                 return Err(CommError::Counts {
@@ -301,28 +311,8 @@ impl Comm {
         const OP: &str = "AllToAllV";
         let n = self.size() as usize;
         let checked = (|| {
-            let send_blocks = Layout {
-                op: OP,
-                counts_field: "send_counts",
-                displs_field: "send_displs",
-                counts: send_counts,
-                displs: send_displs,
-                buffer: "send buffer",
-                len: send.len(),
-                disjoint: false,
-            }
-            .blocks(n)?;
-            let recv_blocks = Layout {
-                op: OP,
-                counts_field: "recv_counts",
-                displs_field: "recv_displs",
-                counts: recv_counts,
-                displs: recv_displs,
-                buffer: "receive buffer",
-                len: recv.len(),
-                disjoint: true,
-            }
-            .blocks(n)?;
+            let send_blocks = Layout::send(OP, send_counts, send_displs, send.len()).blocks(n)?;
+            let recv_blocks = Layout::recv(OP, recv_counts, recv_displs, recv.len()).blocks(n)?;
             Ok((send_blocks, recv_blocks))
         })();
         let (send_blocks, recv_blocks) = checked.map_err(|e| self.fail_local(e))?;
