@@ -85,11 +85,16 @@ pub const MAX_CMA_PIECE: u64 = 1 << 20;
 /// Largest byte-stream ([`FrameKind::Data`]) payload on a connection with
 /// the cross-memory path: shorter messages cost less as bytes than as a
 /// piece plus an ack, and one this short is a single write, so it never
-/// holds up the acks going the same way. 64 KiB, measured with
-/// `tcp_allreduce_bench` (2-core VM, 2 runs each): at 256 KiB, 2 processes
-/// got 1.8–2.8 GB/s busbw at 128–512 KiB and 4 processes 0.85–1.24 at
-/// 512 KiB–1 MiB; at 64 KiB 3.9–5.6 and 1.37–1.54; 16 KiB was no better.
-pub const MAX_INLINE_ON_CMA: u64 = 64 << 10;
+/// holds up the acks going the same way. 32 KiB, measured with
+/// `tcp_allreduce_bench` (2-core VM): at 256 KiB, 2 processes got 1.8–2.8
+/// GB/s busbw at 128–512 KiB and 4 processes 0.85–1.24 at 512 KiB–1 MiB;
+/// at 64 KiB 3.9–5.6 and 1.37–1.54. With 1 MiB pieces and doubling for
+/// small AllReduces (3 quiet runs each), 32 KiB against 64 KiB: 2
+/// processes 64 KiB in 25.6–26.3 µs against 39.6–41.1 (the same elsewhere
+/// or better), 4 processes the same up to 128 KiB and 0.9–1.2× the time at
+/// 256 KiB–2 MiB; 16 KiB made 4 processes slower at 32 KiB (93–107 µs
+/// against 71–74).
+pub const MAX_INLINE_ON_CMA: u64 = 32 << 10;
 /// Bytes of the random token a [`CmaProbe`] names.
 pub const CMA_TOKEN_LEN: usize = 32;
 /// Bytes of an encoded [`CmaProbe`].
