@@ -331,6 +331,13 @@ struct Env {
 }
 
 impl Env {
+    /// This env for a phase of kind `kind` (a hierarchical AllReduce runs
+    /// a ReduceScatter phase, ...): its errors name the phase's kind, the
+    /// one the algorithm lacks.
+    fn phase(self, kind: CollectiveKind) -> Env {
+        Env { kind, ..self }
+    }
+
     /// The scratch buffer from its start: phases that take no explicit
     /// scratch run alone (phases are fenced), so they may use it all.
     fn scratch(&self) -> Loc {
@@ -382,7 +389,7 @@ fn phase_rs(
         Algorithm::Nb => Ok(nb::reduce_scatter(
             c, blocks, src, out, scratch, same, divide,
         )),
-        _ => Err(env.unsupported(a)),
+        _ => Err(env.phase(CollectiveKind::ReduceScatter).unsupported(a)),
     }
 }
 
@@ -447,7 +454,7 @@ fn phase_ar(
             same,
             divide,
         )),
-        _ => Err(env.unsupported(a)),
+        _ => Err(env.phase(CollectiveKind::AllReduce).unsupported(a)),
     }
 }
 
@@ -459,7 +466,7 @@ fn phase_ag(env: Env, a: Algorithm, c: Ctx, blocks: Blocks, src: Option<Loc>, ds
         Algorithm::HalvingDoubling => Ok((0, hd::allgather(c, blocks, src, dst))),
         Algorithm::Nhr => Ok((0, nhr::allgather(c, blocks, src, dst, 0))),
         Algorithm::Nb => Ok(nb::allgather(c, blocks, src, dst, env.scratch(), 0)),
-        _ => Err(env.unsupported(a)),
+        _ => Err(env.phase(CollectiveKind::AllGather).unsupported(a)),
     }
 }
 
@@ -486,7 +493,7 @@ fn phase_bcast(
         Algorithm::Tree => Ok((0, tree::broadcast(c, count, root, src, dst, same))),
         Algorithm::Nhr => Ok((0, nhr::broadcast(c, count, root, src, dst, same))),
         Algorithm::Nb => Ok(nb::broadcast(c, count, root, src, dst, env.scratch(), same)),
-        _ => Err(env.unsupported(a)),
+        _ => Err(env.phase(CollectiveKind::Broadcast).unsupported(a)),
     }
 }
 
@@ -519,7 +526,7 @@ fn phase_reduce(
         Algorithm::Tree => Ok(tree::reduce(
             c, count, root, src, dst, scratch, same, divide,
         )),
-        _ => Err(env.unsupported(a)),
+        _ => Err(env.phase(CollectiveKind::Reduce).unsupported(a)),
     }
 }
 

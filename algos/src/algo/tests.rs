@@ -451,3 +451,23 @@ fn doubling_allreduce_exchanges_whole_vectors_in_log2_steps() {
         }
     }
 }
+
+#[test]
+fn a_level_that_lacks_a_phase_names_the_phase() {
+    // level0 of a hierarchical AllReduce runs ReduceScatter and AllGather;
+    // doubling (AllReduce only) cannot, and the error must say which.
+    let args = CollectiveArgs::new(CollectiveKind::AllReduce, 8, DataType::Fp32, 4);
+    let spec: AlgoSpec = "level0:doubling;level1:ring".parse().unwrap();
+    let e = plan(&args, &spec, &GroupLayout::servers(2, 2), 0)
+        .err()
+        .expect("doubling cannot be level0")
+        .to_string();
+    assert!(
+        e.starts_with("algorithm doubling does not implement reduce_scatter"),
+        "{e}"
+    );
+    assert!(
+        !e.split("use one of").nth(1).unwrap().contains("doubling"),
+        "{e}"
+    );
+}
