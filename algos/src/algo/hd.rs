@@ -641,6 +641,8 @@ pub(crate) fn allreduce_doubling(
             let target = next;
             let mut deps = made_deps;
             deps.extend(&readers[slot(target)]);
+            deps.sort_unstable();
+            deps.dedup();
             let step = e.push(
                 Op::RecvReduce {
                     peer,
@@ -676,6 +678,8 @@ pub(crate) fn allreduce_doubling(
         if cur != Held::Dst {
             let mut deps = last.clone();
             deps.extend(&readers[slot(Held::Dst)]);
+            deps.sort_unstable();
+            deps.dedup();
             last = vec![e.push(
                 Op::Copy {
                     src: whole(loc(cur)),
