@@ -1000,22 +1000,41 @@ impl TcpRank {
             .await;
         });
         if linger && !broken {
-            let mut open = self
+            // Peers in this process (`Comm::init_all`) read only while
+            // their own thread runs an op, so an idle one never says
+            // goodbye: waiting for them cost LINGER per communicator when
+            // a program dropped its communicators one after another. What
+            // they sent is drained below instead, so closing sends no reset.
+            let me = std::process::id();
+            let mut waiting: Vec<bool> = self
                 .peers
                 .iter()
                 .enumerate()
-                .filter(|(p, peer)| *p as u32 != self.rank && peer.dead.is_none())
-                .count();
-            while open > 0 && Instant::now() < end {
-                match self.next_event(Some(end.saturating_duration_since(Instant::now()))) {
-                    Some(Event::Closed { .. }) | Some(Event::Protocol { .. }) => open -= 1,
-                    Some(Event::CmaAck { peer, desc }) => {
-                        // Acked: the peer is done with it.
-                        let _ = self.peers[peer as usize].lent.ack(desc);
-                    }
-                    Some(_) => {}
-                    None => break,
+                .map(|(p, peer)| {
+                    p as u32 != self.rank && peer.dead.is_none() && peer.cma_pid != Some(me)
+                })
+                .collect();
+            // The peer whose connection ended, if `ev` says so.
+            let handle = |rank: &mut TcpRank, ev: Event| match ev {
+                Event::Closed { peer, .. } | Event::Protocol { peer, .. } => Some(peer),
+                Event::CmaAck { peer, desc } => {
+                    // Acked: the peer is done with it.
+                    let _ = rank.peers[peer as usize].lent.ack(desc);
+                    None
                 }
+                _ => None,
+            };
+            while waiting.contains(&true) && Instant::now() < end {
+                let wait = end.saturating_duration_since(Instant::now());
+                let Some(ev) = self.next_event(Some(wait)) else {
+                    break;
+                };
+                if let Some(p) = handle(self, ev) {
+                    waiting[p as usize] = false;
+                }
+            }
+            while let Some(ev) = self.next_event(Some(Duration::ZERO)) {
+                handle(self, ev);
             }
         }
         // Only a failed op leaves pieces lent, and its lend word was
