@@ -444,10 +444,7 @@ impl Comm {
             t.abort();
         }
         st.backend = None;
-        lock(&self.shared.error).get_or_insert(CommError::Broken(format!(
-            "rank {} aborted the communicator",
-            self.shared.rank
-        )));
+        lock(&self.shared.error).get_or_insert(CommError::Broken(reason));
         self.shared.turn_cv.notify_all();
     }
 
@@ -683,9 +680,10 @@ impl Comm {
         let checked = self.check_world(&args);
         let (turn, seq) = self.take_ticket();
         OpHandle::spawn(format!("hccl-op-{seq}"), move || {
-            // A failed check fails the op's turn, telling the peers.
+            // A failed check fails the op's turn, telling the peers; either
+            // way `at_turn` runs and passes the turn on.
             let checked = checked.or_else(|e| Comm::at_turn(&shared, turn, |_| Err(e)));
-            let r = checked.and_then(|()| {
+            checked.and_then(|()| {
                 let mut out = vec![0u8; args.io_bytes(shared.rank).1 as usize];
                 Comm::run_at(
                     &shared,
@@ -694,14 +692,7 @@ impl Comm {
                     UserBufs::Separate(&input, &mut out),
                 )
                 .map(|()| out)
-            });
-            if r.is_err() {
-                // Keep later ops from waiting for this turn forever.
-                let mut st = lock(&shared.state);
-                st.turn = st.turn.max(turn + 1);
-                shared.turn_cv.notify_all();
-            }
-            r
+            })
         })
     }
 
