@@ -674,8 +674,15 @@ impl TcpRank {
     }
 
     fn send_control(&mut self, peer: u32, bytes: Vec<u8>) {
+        self.queue_frame(peer, Outgoing::Control(bytes));
+    }
+
+    /// Queues a whole frame that is not part of a message's pieces (a
+    /// control frame or an ack): this thread may write it itself unless a
+    /// byte-stream message to `peer` is half on the wire.
+    fn queue_frame(&mut self, peer: u32, out: Outgoing) {
         let whole = !self.peers[peer as usize].mid_message();
-        self.outbox.push((peer, Outgoing::Control(bytes), whole));
+        self.outbox.push((peer, out, whole));
     }
 
     /// Hands the frames queued in [`TcpRank::outbox`] to the writers, from
@@ -1441,8 +1448,7 @@ impl TcpRank {
         };
         let mut bytes = h.encode().to_vec();
         bytes.extend_from_slice(&desc.encode());
-        let whole = !self.peers[peer as usize].mid_message();
-        self.outbox.push((peer, Outgoing::Ack(bytes), whole));
+        self.queue_frame(peer, Outgoing::Ack(bytes));
     }
 
     /// A piece `desc` of `peer`'s could not be used (`at`: the message's
