@@ -196,19 +196,19 @@ impl SimWorld {
             result: None,
             taken: 0,
         });
-        if let Err(e) = OpSignature::check_consistent(&args.signature(), &p.args.signature(), 0) {
-            let msg = format!(
+        let mismatch = match OpSignature::check_consistent(&args.signature(), &p.args.signature(), 0) {
+            Err(e) => Some(format!(
                 "{name}: {} mismatch, {} on rank {rank}, {} on rank {}; every rank must call the collective with the same arguments",
                 e.field, e.local, e.remote, p.first
-            );
-            // Ranks already waiting learn it now, later ones on arrival.
-            p.result.get_or_insert(Err(CommError::SimRemote(msg)));
-            self.cv.notify_all();
-        } else if spec != p.spec {
-            let msg = format!(
+            )),
+            Ok(()) if spec != p.spec => Some(format!(
                 "{name}: algorithm mismatch, {spec} on rank {rank}, {} on rank {}; set HCCL_ALGO alike on every rank",
                 p.spec, p.first
-            );
+            )),
+            Ok(()) => None,
+        };
+        if let Some(msg) = mismatch {
+            // Ranks already waiting learn it now, later ones on arrival.
             p.result.get_or_insert(Err(CommError::SimRemote(msg)));
             self.cv.notify_all();
         }
