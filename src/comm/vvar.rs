@@ -67,6 +67,21 @@ impl<'a> Layout<'a> {
         }
     }
 
+    /// Checks this rank's own entry (`me`, after [`Layout::blocks`]
+    /// checked the length) against the `len` elements it `does` ("sends")
+    /// with its other buffer (`buffer`, "send buffer").
+    fn own(&self, me: usize, len: usize, does: &str, buffer: &str) -> Result<(), CommError> {
+        if len as u64 == self.counts[me] {
+            return Ok(());
+        }
+        Err(self.error(
+            self.counts_field,
+            Some(me),
+            self.counts[me],
+            format!("this rank (rank {me}) {does} {len} elements (its {buffer}'s length)"),
+        ))
+    }
+
     fn error(
         &self,
         field: &'static str,
@@ -211,20 +226,9 @@ impl Comm {
         const OP: &str = "AllGatherV";
         let n = self.size() as usize;
         let checked = (|| {
-            let blocks = Layout::recv(OP, recv_counts, recv_displs, recv.len()).blocks(n)?;
-            let me = self.rank() as usize;
-            if send.len() as u64 != recv_counts[me] {
-                return Err(CommError::Counts {
-                    op: OP,
-                    field: "recv_counts",
-                    index: Some(me),
-                    value: recv_counts[me],
-                    reason: format!(
-                        "this rank (rank {me}) sends {} elements (its send buffer's length)",
-                        send.len()
-                    ),
-                });
-            }
+            let layout = Layout::recv(OP, recv_counts, recv_displs, recv.len());
+            let blocks = layout.blocks(n)?;
+            layout.own(self.rank() as usize, send.len(), "sends", "send buffer")?;
             let args = CollectiveArgs::v_counts(false, recv_counts.to_vec(), T::DTYPE)?;
             Ok((blocks, args))
         })();
@@ -259,20 +263,14 @@ impl Comm {
         const OP: &str = "ReduceScatterV";
         let n = self.size() as usize;
         let checked = (|| {
-            let blocks = Layout::send(OP, send_counts, send_displs, send.len()).blocks(n)?;
-            let me = self.rank() as usize;
-            if recv.len() as u64 != send_counts[me] {
-                return Err(CommError::Counts {
-                    op: OP,
-                    field: "send_counts",
-                    index: Some(me),
-                    value: send_counts[me],
-                    reason: format!(
-                        "this rank (rank {me}) receives {} elements (its receive buffer's length)",
-                        recv.len()
-                    ),
-                });
-            }
+            let layout = Layout::send(OP, send_counts, send_displs, send.len());
+            let blocks = layout.blocks(n)?;
+            layout.own(
+                self.rank() as usize,
+                recv.len(),
+                "receives",
+                "receive buffer",
+            )?;
             let args = CollectiveArgs::v_counts(true, send_counts.to_vec(), T::DTYPE)?.with_op(op);
             Ok((blocks, args))
         })();
