@@ -187,6 +187,16 @@ impl Deps {
     pub fn ids(&self) -> &[StepId] {
         &self.ids[..self.len as usize]
     }
+
+    /// The same dependencies of a plan moved to start at step `by` (every
+    /// id plus `by`; a fence stays a fence).
+    pub fn shifted(&self, by: StepId) -> Deps {
+        let mut d = *self;
+        for id in &mut d.ids[..d.len as usize] {
+            *id += by;
+        }
+        d
+    }
 }
 
 /// One step of a rank's plan.

@@ -139,8 +139,8 @@ fn check_tcp_frame(data: &[u8]) {
     }
     if let Ok(t) = wire::decode_table(data) {
         assert!(
-            t.len() <= data.len() / 19,
-            "{} addresses from {} bytes",
+            t.len() <= data.len() / 23,
+            "{} table entries from {} bytes",
             t.len(),
             data.len()
         );

@@ -5,7 +5,10 @@
 //! ```
 //!
 //! Defaults: 2 ranks, 8 KiB .. 64 MiB (doubling), `auto` (the selector,
-//! as `Comm` uses it; or an algorithm name such as `ring`, `mesh`). The parent starts
+//! as `Comm` uses it; or an algorithm name such as `ring`, `mesh`). Plans
+//! are sliced as `Comm` slices them (`hccl_hw::tcp::plan_op`);
+//! `BENCH_SLICE_BYTES=b` slices every AllReduce longer than `b` bytes
+//! instead (0: none). The parent starts
 //! the bootstrap root and spawns NRANKS copies of itself; every rank times
 //! `iters` back-to-back AllReduces per size (256 MiB / size, 5..2000) after
 //! a tenth as many warm-up ones (at least 3), and rank 0
@@ -24,12 +27,13 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use hccl_algos::algo::slice::plan_sliced;
 use hccl_algos::algo::{plan, AlgoSpec, Algorithm};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
 use hccl_algos::layout::GroupLayout;
 use hccl_algos::transport::OpContext;
 use hccl_algos::{DataType, ReduceOp};
-use hccl_hw::tcp::{choose_algo, OpBuffers, OpInfo, RootInfo, TcpConfig, TcpRank};
+use hccl_hw::tcp::{choose_algo, plan_op, OpBuffers, OpInfo, RootInfo, TcpConfig, TcpRank};
 use memmap2::{Advice, MmapMut, MmapOptions};
 
 const COMM: u64 = 0xBE7C;
@@ -104,6 +108,11 @@ fn child(rank: u32) {
             "bytes", "count", "time_us", "algbw_GB/s", "busbw_GB/s"
         );
     }
+    // BENCH_SLICE_BYTES=b: slices of b bytes (0: none) instead of what
+    // `plan_op` does, for measuring `SLICE_BYTES`.
+    let slice_bytes: Option<u64> = std::env::var("BENCH_SLICE_BYTES")
+        .ok()
+        .map(|v| v.parse().expect("BENCH_SLICE_BYTES"));
     let mut bytes = min;
     while bytes <= max {
         let count = bytes / 4;
@@ -122,7 +131,12 @@ fn child(rank: u32) {
         let iters = ((256u64 << 20) / bytes).clamp(5, 2000);
         let warmups = (iters / 10).max(3);
         let run = |t: &mut TcpRank, seq: u64, output: &mut [u8], scratch: &mut Vec<u8>| {
-            let (sizes, p) = plan(&args, &algo, &GroupLayout::flat(n), rank).expect("plan");
+            let layout = GroupLayout::flat(n);
+            let (sizes, p) = match slice_bytes {
+                Some(b) => plan_sliced(&args, &algo, &layout, rank, b),
+                None => plan_op(&args, &algo, &layout, rank, t.ranks_fit_cpus()),
+            }
+            .expect("plan");
             scratch.resize(sizes.scratch as usize, 0);
             let ctx = OpContext {
                 comm: COMM,

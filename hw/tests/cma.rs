@@ -208,6 +208,7 @@ fn fake_rank1(info: &RootInfo) -> (TcpStream, u32, Token) {
         nranks: 2,
         rank: 1,
         data_addr: listener.local_addr().unwrap(),
+        cpus: 1,
     };
     root.write_all(&wire::encode_ctrl(CtrlKind::Join, session, &join.encode()))
         .unwrap();

@@ -9,7 +9,7 @@
 use std::net::SocketAddr;
 
 use hccl_hw::tcp::wire::{
-    self, CmaProbe, CtrlKind, FrameHeader, FrameKind, Join, PieceDesc, RejectCode,
+    self, CmaProbe, CtrlKind, FrameHeader, FrameKind, Join, PieceDesc, RejectCode, TableEntry,
 };
 
 include!("../../fuzz/bodies/tcp_frame.rs");
@@ -84,6 +84,7 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
                     nranks: 4,
                     rank: 2,
                     data_addr: addr,
+                    cpus: 8,
                 }
                 .encode(),
             ),
@@ -93,7 +94,16 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
             wire::encode_ctrl(
                 CtrlKind::Table,
                 SESSION,
-                &wire::encode_table(&[addr, addr6]),
+                &wire::encode_table(&[
+                    TableEntry {
+                        data_addr: addr,
+                        cpus: 8,
+                    },
+                    TableEntry {
+                        data_addr: addr6,
+                        cpus: 192,
+                    },
+                ]),
             ),
         ),
         (
@@ -173,7 +183,7 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
             "bad_table_count".into(),
             patch("ctrl_table", 28, &1000u32.to_le_bytes()),
         ),
-        ("bad_addr_family".into(), patch("ctrl_join", 36, &[5])),
+        ("bad_addr_family".into(), patch("ctrl_join", 40, &[5])),
         (
             "bad_reserved_nonzero".into(),
             patch("frame_data", 44, &[1, 2, 3, 4]),

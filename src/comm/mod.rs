@@ -595,7 +595,8 @@ impl Comm {
             }
             Some(Backend::Tcp(t)) => {
                 let layout = GroupLayout::flat(shared.size);
-                let (sizes, plan) = hccl_algos::algo::plan(args, &spec, &layout, rank)?;
+                let (sizes, plan) =
+                    hccl_hw::tcp::plan_op(args, &spec, &layout, rank, t.ranks_fit_cpus())?;
                 // Grown, never re-zeroed: schedules write scratch before
                 // reading it (the verifier checks), and zeroing a one-shot's
                 // p − 1 vectors per op costs as much as the op.

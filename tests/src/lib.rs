@@ -84,6 +84,24 @@ pub fn cases(world: u32) -> Vec<Case> {
         add(K::AllGather, count, dtype, ReduceOp::Sum, 0, true);
         add(K::Reduce, count, dtype, ReduceOp::Prod, 0, true);
     }
+    // Longer than host TCP's slice (1 MiB): sliced when the ranks fit
+    // their CPUs (`hccl_hw::tcp::plan_op`).
+    add(
+        K::AllReduce,
+        1_500_001,
+        DataType::Fp32,
+        ReduceOp::Sum,
+        0,
+        false,
+    );
+    add(
+        K::AllReduce,
+        700_001,
+        DataType::Fp32,
+        ReduceOp::Avg,
+        0,
+        true,
+    );
     add(K::AllReduce, 1000, DataType::Fp64, ReduceOp::Avg, 0, false);
     add(K::AllReduce, 1000, DataType::Int64, ReduceOp::Min, 0, false);
     add(K::Barrier, 0, DataType::Uint8, ReduceOp::Sum, 0, false);

@@ -19,6 +19,7 @@ mod nb;
 mod nhr;
 mod pipeline;
 mod ring;
+pub mod slice;
 #[cfg(test)]
 mod tests;
 mod tree;

@@ -12,7 +12,7 @@ use tokio::time::{timeout_at, Instant};
 use super::config::{TcpConfig, PORT_RANGE};
 use super::error::TcpError;
 use super::root::{bind, fallback_ip, RootInfo};
-use super::wire::{self, CtrlKind, Join, RejectCode, SessionId};
+use super::wire::{self, CtrlKind, Join, RejectCode, SessionId, TableEntry};
 
 /// Extra time a rank waits past its own `HCCL_CONNECT_TIMEOUT` for the
 /// root's verdict, so that the root (whose clock started first) decides.
@@ -37,6 +37,25 @@ pub struct Mesh {
     /// address table, the same on every rank): the number of hosts, as
     /// far as addresses tell.
     pub hosts: u32,
+    /// Whether on every host the ranks are no more than its CPUs (the
+    /// fewest that any of its ranks reported); the same on every rank.
+    pub ranks_fit_cpus: bool,
+}
+
+/// This process's CPUs as it reports them to the root (at least 1).
+pub fn cpus() -> u32 {
+    std::thread::available_parallelism().map_or(1, |c| c.get().try_into().unwrap_or(u32::MAX))
+}
+
+/// [`Mesh::ranks_fit_cpus`] of a table: hosts are listener IPs.
+pub fn ranks_fit_cpus(table: &[TableEntry]) -> bool {
+    let mut hosts: std::collections::BTreeMap<std::net::IpAddr, (u32, u32)> = Default::default();
+    for e in table {
+        let (ranks, cpus) = hosts.entry(e.data_addr.ip()).or_insert((0, u32::MAX));
+        *ranks += 1;
+        *cpus = (*cpus).min(e.cpus);
+    }
+    hosts.values().all(|(ranks, cpus)| ranks <= cpus)
 }
 
 /// Binds the data listener: on `ip`, port chosen by the OS when
@@ -105,7 +124,7 @@ async fn join_root(
     nranks: u32,
     rank: u32,
     data_addr: SocketAddr,
-) -> Result<Vec<SocketAddr>, TcpError> {
+) -> Result<Vec<TableEntry>, TcpError> {
     let secs = cfg.connect_timeout.as_secs_f64();
     let deadline = Instant::now() + cfg.connect_timeout;
     let mut s = connect_root(root, rank, deadline, secs).await?;
@@ -114,6 +133,7 @@ async fn join_root(
         nranks,
         rank,
         data_addr,
+        cpus: cpus(),
     };
     wire::write_ctrl(&mut s, CtrlKind::Join, root.session, &join.encode())
         .await
@@ -345,7 +365,8 @@ pub async fn bootstrap(
         .map_err(|e| TcpError::io("data listener address", e))?;
     let listener =
         TcpListener::from_std(std_listener).map_err(|e| TcpError::io("data listener", e))?;
-    let table = join_root(cfg, root, nranks, rank, data_addr).await?;
+    let entries = join_root(cfg, root, nranks, rank, data_addr).await?;
+    let table: Vec<SocketAddr> = entries.iter().map(|e| e.data_addr).collect();
     let deadline = Instant::now() + cfg.connect_timeout;
     let mut streams: Vec<Option<TcpStream>> = (0..nranks).map(|_| None).collect();
     let session = root.session;
@@ -376,12 +397,40 @@ pub async fn bootstrap(
         streams,
         local_addr: data_addr,
         hosts,
+        ranks_fit_cpus: ranks_fit_cpus(&entries),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranks_fit_cpus_per_host_with_the_least_cpus_reported() {
+        let e = |ip: &str, cpus| TableEntry {
+            data_addr: SocketAddr::new(ip.parse().unwrap(), 1),
+            cpus,
+        };
+        assert!(ranks_fit_cpus(&[e("10.0.0.1", 2), e("10.0.0.1", 2)]));
+        assert!(!ranks_fit_cpus(&[e("10.0.0.1", 2), e("10.0.0.1", 1)]));
+        assert!(!ranks_fit_cpus(&[
+            e("10.0.0.1", 2),
+            e("10.0.0.1", 2),
+            e("10.0.0.1", 2)
+        ]));
+        // Two hosts of two ranks each on 2 CPUs fit; a third rank on one
+        // of them does not.
+        let two = [
+            e("10.0.0.1", 2),
+            e("10.0.0.2", 2),
+            e("10.0.0.1", 2),
+            e("10.0.0.2", 2),
+        ];
+        assert!(ranks_fit_cpus(&two));
+        let mut three = two.to_vec();
+        three.push(e("10.0.0.2", 64));
+        assert!(!ranks_fit_cpus(&three));
+    }
 
     #[test]
     fn a_rank_told_the_root_is_on_port_0_fails_at_once() {

@@ -367,6 +367,8 @@ pub struct TcpRank {
     local_ip: std::net::IpAddr,
     /// Distinct listener IPs in the communicator (see [`TcpRank::hosts`]).
     hosts: u32,
+    /// See [`TcpRank::ranks_fit_cpus`].
+    ranks_fit_cpus: bool,
     /// Written send pieces, for reuse.
     send_pool: Vec<Vec<u8>>,
     /// [`SPIN_BEFORE_SLEEP`] when this host runs other ranks too.
@@ -500,6 +502,7 @@ impl TcpRank {
             ev_tx,
             local_ip: mesh.local_addr.ip(),
             hosts: mesh.hosts,
+            ranks_fit_cpus: mesh.ranks_fit_cpus,
             send_pool: Vec::new(),
             spin,
             spin_busy,
@@ -546,6 +549,15 @@ impl TcpRank {
     /// algorithm choice ([`super::choose_algo`]).
     pub fn hosts(&self) -> u32 {
         self.hosts
+    }
+
+    /// Whether on every host the communicator's ranks are no more than the
+    /// CPUs their processes may use (each rank reports its
+    /// `available_parallelism` to the root; a host's figure is the least
+    /// of its ranks'). The same on every rank, like [`TcpRank::hosts`]; it
+    /// steers [`super::plan_op`]'s slicing.
+    pub fn ranks_fit_cpus(&self) -> bool {
+        self.ranks_fit_cpus
     }
 
     /// This rank.

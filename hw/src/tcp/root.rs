@@ -26,7 +26,7 @@ use tokio::time::{timeout_at, Instant};
 
 use super::config::TcpConfig;
 use super::error::TcpError;
-use super::wire::{self, CtrlKind, Join, RejectCode, SessionId, WireError};
+use super::wire::{self, CtrlKind, Join, RejectCode, SessionId, TableEntry, WireError};
 
 /// Grace period after a successful bootstrap during which late or extra
 /// ranks still get a clear "session expired" answer.
@@ -223,7 +223,7 @@ pub(crate) fn bind(
 
 /// A joined rank's connection, kept open until the table or the verdict is sent.
 struct Joined {
-    data_addr: SocketAddr,
+    entry: TableEntry,
     stream: TcpStream,
 }
 
@@ -304,9 +304,9 @@ async fn serve(listener: StdListener, info: RootInfo, timeout: Duration) {
                     tokio::spawn(reject(s, session, RejectCode::Refused, r));
                     continue;
                 }
-                joined.insert(j.rank, Joined { data_addr: j.data_addr, stream: s });
+                joined.insert(j.rank, Joined { entry: TableEntry { data_addr: j.data_addr, cpus: j.cpus }, stream: s });
                 if joined.len() as u32 == n {
-                    let table: Vec<SocketAddr> = joined.values().map(|j| j.data_addr).collect();
+                    let table: Vec<TableEntry> = joined.values().map(|j| j.entry).collect();
                     let body = wire::encode_table(&table);
                     for (_, mut j) in std::mem::take(&mut joined) {
                         let body = body.clone();

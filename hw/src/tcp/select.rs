@@ -1,9 +1,11 @@
 //! Algorithm choice for host TCP: `HCCL_ALGO` if it names one for the
 //! collective, else `hccl_algos::select` with host-TCP link costs.
 
-use hccl_algos::algo::{AlgoSpec, Algorithm};
+use hccl_algos::algo::slice::plan_sliced;
+use hccl_algos::algo::{plan, AlgoError, AlgoSpec, Algorithm};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
 use hccl_algos::layout::GroupLayout;
+use hccl_algos::schedule::{BufferSizes, Rank, RankPlan};
 use hccl_algos::select::{explain, predict, select, CostModel, HcclAlgo, LinkCost};
 
 use super::error::TcpError;
@@ -62,6 +64,44 @@ pub const ONESHOT_MAX_BYTES: u64 = 128 << 10;
 /// 128 KiB; 8 processes 331–353 vs 307–532 at 8 KiB, 1064–1180 vs
 /// 2181–2298 at 128 KiB; 2 processes equal (one exchange either way).
 pub const DOUBLING_MAX_BYTES: u64 = 128 << 10;
+
+/// Slice length (bytes) of an AllReduce that [`plan_op`] slices: the op
+/// runs as independent AllReduces of at most this many bytes whose steps
+/// interleave (`hccl_algos::algo::slice`), so each slice's reduce-scatter
+/// result is sent on while it is still in the CPU's cache. Measured with
+/// `tcp_allreduce_bench` (2 processes, ring, 2-core VM, quiet, 3 runs
+/// each, interleaved, µs per op) with no slicing / 512 KiB / 1 MiB / 2 MiB
+/// slices: 16 MiB 3598–4068 / 2454–2566 / 2041–2445 / 2382–2924 (one run
+/// of each of 1 and 2 MiB hit a slow spell: 3511, 5496); 32 MiB
+/// 10104–10511 / 6423–6930 / 6039–8438 / 6251–9369; 64 MiB 16299–31611 /
+/// 16772–17928 / 15159–20690 / 15560–20476; 1–8 MiB equal within the
+/// noise but for 512 KiB slices at 2 MiB (437–484 vs 356–400). With more
+/// ranks than CPUs (4 processes on 2 cores, H-D_R) every slice's extra
+/// messages cost context switches and 1–4 MiB slices were up to 1.5×
+/// slower at 1–8 MiB, so [`plan_op`] slices only when the ranks fit
+/// their CPUs.
+pub const SLICE_BYTES: u64 = 1 << 20;
+
+/// Plans one rank's part of `args` with `algo` for host TCP: an AllReduce
+/// longer than [`SLICE_BYTES`] in slices of at most that length when
+/// `ranks_fit_cpus` ([`super::TcpRank::ranks_fit_cpus`], the same on every
+/// rank), anything else as `hccl_algos::algo::plan`.
+///
+/// # Errors
+/// As `hccl_algos::algo::plan`.
+pub fn plan_op(
+    args: &CollectiveArgs,
+    algo: &AlgoSpec,
+    layout: &GroupLayout,
+    rank: Rank,
+    ranks_fit_cpus: bool,
+) -> Result<(BufferSizes, RankPlan), AlgoError> {
+    if ranks_fit_cpus {
+        plan_sliced(args, algo, layout, rank, SLICE_BYTES)
+    } else {
+        plan(args, algo, layout, rank)
+    }
+}
 
 /// The algorithm to run `args` with over TCP on a communicator whose ranks
 /// listen on `hosts` distinct addresses ([`super::TcpRank::hosts`]; all

@@ -56,7 +56,7 @@ pub const MAGIC: [u8; 4] = *b"HCCL";
 /// added the cross-memory probe after the hello (see [`CmaProbe`]);
 /// version 3 lends the sender's own buffer: a [`PieceDesc`] grew from 16
 /// to 32 bytes (the lend word's address and expected value).
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// A random 128-bit id shared by all ranks of one bootstrap.
 pub type SessionId = u128;
 /// Bytes of the op signature carried by every data frame.
@@ -65,7 +65,7 @@ pub const SIG_LEN: usize = 32;
 pub type Signature = [u8; SIG_LEN];
 /// Size of a control message header.
 pub const CTRL_HEADER_LEN: usize = 28;
-/// Largest control body accepted (1 MiB: a table of ~55,000 ranks).
+/// Largest control body accepted (1 MiB: a table of ~45,000 ranks).
 pub const MAX_CTRL_BODY: u32 = 1 << 20;
 /// Size of a data frame header.
 pub const FRAME_HEADER_LEN: usize = 88;
@@ -301,14 +301,17 @@ pub struct Join {
     pub rank: u32,
     /// Where its data listener is.
     pub data_addr: SocketAddr,
+    /// CPUs the rank's process may run on (`available_parallelism`).
+    pub cpus: u32,
 }
 
 impl Join {
     /// Body bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(8 + ADDR_LEN);
+        let mut v = Vec::with_capacity(12 + ADDR_LEN);
         v.extend_from_slice(&self.nranks.to_le_bytes());
         v.extend_from_slice(&self.rank.to_le_bytes());
+        v.extend_from_slice(&self.cpus.to_le_bytes());
         encode_addr(&self.data_addr, &mut v);
         v
     }
@@ -318,23 +321,37 @@ impl Join {
     /// # Errors
     /// [`WireError::Malformed`] if the body is not exactly a join.
     pub fn decode(b: &[u8]) -> Result<Join, WireError> {
-        if b.len() != 8 + ADDR_LEN {
+        if b.len() != 12 + ADDR_LEN {
             return Err(WireError::Malformed("join"));
         }
         Ok(Join {
             nranks: u32_at(b, 0),
             rank: u32_at(b, 4),
-            data_addr: decode_addr(&b[8..])?,
+            cpus: u32_at(b, 8),
+            data_addr: decode_addr(&b[12..])?,
         })
     }
 }
 
-/// Body of a table: every rank's data address, by rank.
-pub fn encode_table(addrs: &[SocketAddr]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(4 + addrs.len() * ADDR_LEN);
-    v.extend_from_slice(&(addrs.len() as u32).to_le_bytes());
-    for a in addrs {
-        encode_addr(a, &mut v);
+/// One rank's entry of the root's table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableEntry {
+    /// Where its data listener is.
+    pub data_addr: SocketAddr,
+    /// CPUs its process may run on, as it joined ([`Join::cpus`]).
+    pub cpus: u32,
+}
+
+/// Bytes of a [`TableEntry`] on the wire.
+const ENTRY_LEN: usize = 4 + ADDR_LEN;
+
+/// Body of a table: every rank's entry, by rank.
+pub fn encode_table(entries: &[TableEntry]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(4 + entries.len() * ENTRY_LEN);
+    v.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    for e in entries {
+        v.extend_from_slice(&e.cpus.to_le_bytes());
+        encode_addr(&e.data_addr, &mut v);
     }
     v
 }
@@ -343,15 +360,23 @@ pub fn encode_table(addrs: &[SocketAddr]) -> Vec<u8> {
 ///
 /// # Errors
 /// [`WireError::Malformed`] if the count and length disagree.
-pub fn decode_table(b: &[u8]) -> Result<Vec<SocketAddr>, WireError> {
+pub fn decode_table(b: &[u8]) -> Result<Vec<TableEntry>, WireError> {
     if b.len() < 4 {
         return Err(WireError::Malformed("table"));
     }
     let n = u32_at(b, 0) as usize;
-    if b.len() != 4 + n.saturating_mul(ADDR_LEN) {
+    if b.len() != 4 + n.saturating_mul(ENTRY_LEN) {
         return Err(WireError::Malformed("table"));
     }
-    b[4..].chunks(ADDR_LEN).map(decode_addr).collect()
+    b[4..]
+        .chunks(ENTRY_LEN)
+        .map(|e| {
+            Ok(TableEntry {
+                cpus: u32_at(e, 0),
+                data_addr: decode_addr(&e[4..])?,
+            })
+        })
+        .collect()
 }
 
 /// Body of a reject.
@@ -746,11 +771,18 @@ mod tests {
             nranks: 4,
             rank: 3,
             data_addr: "[::1]:5000".parse().unwrap(),
+            cpus: 96,
         };
         assert_eq!(Join::decode(&j.encode()), Ok(j));
-        let t: Vec<SocketAddr> = vec![
-            "127.0.0.1:1".parse().unwrap(),
-            "10.1.2.3:65535".parse().unwrap(),
+        let t: Vec<TableEntry> = vec![
+            TableEntry {
+                data_addr: "127.0.0.1:1".parse().unwrap(),
+                cpus: 2,
+            },
+            TableEntry {
+                data_addr: "10.1.2.3:65535".parse().unwrap(),
+                cpus: u32::MAX,
+            },
         ];
         assert_eq!(decode_table(&encode_table(&t)), Ok(t));
         assert_eq!(decode_hello(&encode_hello(1, 2)), Ok((1, 2)));
