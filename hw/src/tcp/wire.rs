@@ -141,9 +141,9 @@ pub enum WireError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum CtrlKind {
-    /// Rank to root: nranks, rank, data listen address.
+    /// Rank to root: nranks, rank, CPUs, data listen address.
     Join = 1,
-    /// Root to ranks: every rank's data address.
+    /// Root to ranks: every rank's CPUs and data address.
     Table = 2,
     /// Root to rank: refused, timed out or expired ([`RejectCode`] + reason).
     Reject = 3,
