@@ -324,6 +324,61 @@ fn bootstrap_timeout_names_missing_ranks_and_late_rank_gets_expired() {
     assert!(late.to_string().starts_with("session expired"), "{late}");
 }
 
+/// A rank that joins and then dies (its connection to the root closes)
+/// ends the bootstrap for every other rank at once, naming it, instead
+/// of leaving them to wait for `HCCL_CONNECT_TIMEOUT`.
+#[test]
+fn a_rank_that_leaves_the_bootstrap_fails_the_others_naming_it() {
+    use hccl_hw::tcp::wire::{self, CtrlKind, Join};
+    let cfg = TcpConfig {
+        connect_timeout: Duration::from_secs(60),
+        ..cfg()
+    };
+    let info = root(&cfg);
+    let mut doomed = TcpStream::connect(info.addr).unwrap();
+    // Of 4 ranks: 2 joins and dies, 0 and 1 wait, 3 never comes.
+    let join = Join {
+        nranks: 4,
+        rank: 2,
+        data_addr: "127.0.0.1:9".parse().unwrap(),
+        cpus: 1,
+    };
+    doomed
+        .write_all(&wire::encode_ctrl(
+            CtrlKind::Join,
+            info.session,
+            &join.encode(),
+        ))
+        .unwrap();
+    let hs: Vec<_> = [0u32, 1]
+        .into_iter()
+        .map(|r| {
+            let cfg = cfg.clone();
+            std::thread::spawn(move || TcpRank::connect(cfg, &info, 4, r, COMM).unwrap_err())
+        })
+        .collect();
+    // Let them join first (either order gives the same words, below).
+    std::thread::sleep(Duration::from_millis(300));
+    drop(doomed);
+    for h in hs {
+        let e = h.join().unwrap();
+        assert!(
+            matches!(
+                e,
+                TcpError::BootstrapRankLeft { .. } | TcpError::SessionExpired { .. }
+            ),
+            "{e}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("rank 2 (from 127.0.0.1:")
+                && text.contains("left before every rank joined: its process exited")
+                && text.contains("(3 of 4 ranks had joined)"),
+            "{text}"
+        );
+    }
+}
+
 #[test]
 fn strangers_are_closed_and_never_become_ranks() {
     let cfg = cfg();

@@ -146,6 +146,7 @@ impl CommError {
                 | TcpError::Interface { .. }
                 | TcpError::SessionExpired { .. }
                 | TcpError::Rejected { .. }
+                | TcpError::BootstrapRankLeft { .. }
                 | TcpError::RootUnreachable { .. }
                 | TcpError::PeerConnect { .. } => 11,
                 TcpError::PeerLost { .. }

@@ -198,6 +198,11 @@ async fn join_root(
                     rank,
                     reason,
                 },
+                RejectCode::RankLeft => TcpError::BootstrapRankLeft {
+                    root: root.addr,
+                    rank,
+                    reason,
+                },
             })
         }
         _ => Err(TcpError::Protocol {

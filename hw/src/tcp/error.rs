@@ -102,6 +102,17 @@ pub enum TcpError {
         /// The root's words.
         reason: String,
     },
+    /// Another rank left the bootstrap (closed its connection to the root)
+    /// before every rank joined, so the root ended the session.
+    #[error("bootstrap failed for rank {rank}: the root at {root} ended the session because {reason}; fix what stopped that rank (see its output), then restart all ranks with a fresh root info")]
+    BootstrapRankLeft {
+        /// The root address.
+        root: SocketAddr,
+        /// This rank.
+        rank: u32,
+        /// The root's words: which rank left, from where, how many had joined.
+        reason: String,
+    },
     /// The root refused this rank (bad rank, duplicate, nranks disagree, wrong session).
     #[error("root at {root} refused rank {rank}: {reason}")]
     Rejected {

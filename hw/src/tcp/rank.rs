@@ -424,7 +424,8 @@ impl TcpRank {
     ///
     /// # Errors
     /// Bootstrap errors: [`TcpError::BootstrapTimeout`],
-    /// [`TcpError::SessionExpired`], [`TcpError::Bind`], ...
+    /// [`TcpError::BootstrapRankLeft`], [`TcpError::SessionExpired`],
+    /// [`TcpError::Bind`], ...
     pub fn connect(
         cfg: TcpConfig,
         root: &RootInfo,

@@ -20,6 +20,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tokio::io::AsyncReadExt;
+use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::time::{timeout_at, Instant};
@@ -224,7 +226,44 @@ pub(crate) fn bind(
 /// A joined rank's connection, kept open until the table or the verdict is sent.
 struct Joined {
     entry: TableEntry,
-    stream: TcpStream,
+    /// Where its join came from.
+    from: SocketAddr,
+    /// Where the table (or a reject) goes.
+    stream: OwnedWriteHalf,
+    /// Reports the rank on the root's `left` channel if it closes its
+    /// connection before the table is sent.
+    watch: tokio::task::JoinHandle<()>,
+}
+
+impl Joined {
+    /// Keeps `s` of a rank that joined as `j` from `from`, watching it.
+    fn new(j: &Join, s: TcpStream, from: SocketAddr, left: &mpsc::Sender<u32>) -> Joined {
+        let (mut rd, stream) = s.into_split();
+        let (left, rank) = (left.clone(), j.rank);
+        let watch = tokio::spawn(async move {
+            // A joined rank sends nothing before the table: whatever a read
+            // returns (end of stream, an error, stray bytes) means it is gone.
+            let _ = rd.read(&mut [0u8; 1]).await;
+            let _ = left.send(rank).await;
+        });
+        Joined {
+            entry: TableEntry {
+                data_addr: j.data_addr,
+                cpus: j.cpus,
+            },
+            from,
+            stream,
+            watch,
+        }
+    }
+
+    /// Sends `kind` with `body` (in the background) and stops watching.
+    fn answer(mut self, kind: CtrlKind, session: SessionId, body: Vec<u8>) {
+        self.watch.abort();
+        tokio::spawn(async move {
+            let _ = wire::write_ctrl(&mut self.stream, kind, session, &body).await;
+        });
+    }
 }
 
 async fn handshake(
@@ -274,9 +313,11 @@ async fn serve(listener: StdListener, info: RootInfo, timeout: Duration) {
     let session = info.session;
     let deadline = Instant::now() + timeout;
     let (tx, mut rx) = mpsc::channel::<(Join, TcpStream, SocketAddr)>(64);
+    let (left_tx, mut left_rx) = mpsc::channel::<u32>(64);
     let mut nranks: Option<u32> = None;
     let mut joined: BTreeMap<u32, Joined> = BTreeMap::new();
     let verdict: String;
+    let failed: bool;
     loop {
         tokio::select! {
             acc = listener.accept() => {
@@ -297,27 +338,41 @@ async fn serve(listener: StdListener, info: RootInfo, timeout: Duration) {
                 } else if j.rank >= n {
                     Some(format!("rank {} is out of range for {n} ranks", j.rank))
                 } else if joined.contains_key(&j.rank) {
-                    Some(format!("rank {} already joined (from {})", j.rank, joined[&j.rank].stream.peer_addr().map(|a| a.to_string()).unwrap_or_default()))
+                    Some(format!("rank {} already joined (from {})", j.rank, joined[&j.rank].from))
                 } else { None };
                 if let Some(r) = refuse {
                     tracing::warn!("hccl root {}: refusing {peer}: {r}", info.addr);
                     tokio::spawn(reject(s, session, RejectCode::Refused, r));
                     continue;
                 }
-                joined.insert(j.rank, Joined { entry: TableEntry { data_addr: j.data_addr, cpus: j.cpus }, stream: s });
+                joined.insert(j.rank, Joined::new(&j, s, peer, &left_tx));
                 if joined.len() as u32 == n {
                     let table: Vec<TableEntry> = joined.values().map(|j| j.entry).collect();
                     let body = wire::encode_table(&table);
-                    for (_, mut j) in std::mem::take(&mut joined) {
-                        let body = body.clone();
-                        tokio::spawn(async move {
-                            let _ = wire::write_ctrl(&mut j.stream, CtrlKind::Table, session, &body).await;
-                        });
+                    for (_, j) in std::mem::take(&mut joined) {
+                        j.answer(CtrlKind::Table, session, body.clone());
                     }
                     tracing::debug!("hccl root {}: all {n} ranks joined", info.addr);
                     verdict = format!("all {n} ranks had already joined");
+                    failed = false;
                     break;
                 }
+            }
+            Some(rank) = left_rx.recv() => {
+                let Some(gone) = joined.remove(&rank) else { continue };
+                gone.watch.abort();
+                let msg = format!(
+                    "rank {rank} (from {}) left before every rank joined: its process exited or closed its connection to the root ({} of {} ranks had joined)",
+                    gone.from, joined.len() + 1, nranks.unwrap_or(0)
+                );
+                tracing::error!("hccl root {}: {msg}", info.addr);
+                let body = wire::encode_reject(RejectCode::RankLeft, &msg);
+                for (_, j) in std::mem::take(&mut joined) {
+                    j.answer(CtrlKind::Reject, session, body.clone());
+                }
+                verdict = msg;
+                failed = true;
+                break;
             }
             _ = tokio::time::sleep_until(deadline) => {
                 let n = nranks.unwrap_or(0);
@@ -328,23 +383,17 @@ async fn serve(listener: StdListener, info: RootInfo, timeout: Duration) {
                 );
                 tracing::error!("hccl root {}: {msg}", info.addr);
                 let body = wire::encode_reject(RejectCode::Timeout, &msg);
-                for (_, mut j) in std::mem::take(&mut joined) {
-                    let body = body.clone();
-                    tokio::spawn(async move {
-                        let _ = wire::write_ctrl(&mut j.stream, CtrlKind::Reject, session, &body).await;
-                    });
+                for (_, j) in std::mem::take(&mut joined) {
+                    j.answer(CtrlKind::Reject, session, body.clone());
                 }
                 verdict = msg;
+                failed = true;
                 break;
             }
         }
     }
     // Late or extra ranks get a clear answer for a while.
-    let grace = if verdict.starts_with("bootstrap timed out") {
-        timeout
-    } else {
-        GRACE_AFTER_SUCCESS
-    };
+    let grace = if failed { timeout } else { GRACE_AFTER_SUCCESS };
     let end = Instant::now() + grace;
     let expired = format!("session {session:032x} is over: {verdict}");
     while let Ok(Ok((s, peer))) = timeout_at(end, listener.accept()).await {

@@ -177,6 +177,9 @@ pub enum RejectCode {
     Expired = 2,
     /// Bad request: rank out of range, duplicate rank, nranks disagree.
     Refused = 3,
+    /// A rank that had joined closed its connection to the root before
+    /// every rank joined (its process exited or crashed).
+    RankLeft = 4,
 }
 
 /// A checked control header.
@@ -395,6 +398,7 @@ pub fn decode_reject(b: &[u8]) -> Result<(RejectCode, String), WireError> {
         Some(1) => RejectCode::Timeout,
         Some(2) => RejectCode::Expired,
         Some(3) => RejectCode::Refused,
+        Some(4) => RejectCode::RankLeft,
         _ => return Err(WireError::Malformed("reject")),
     };
     Ok((code, String::from_utf8_lossy(&b[1..]).into_owned()))
