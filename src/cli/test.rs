@@ -735,9 +735,6 @@ fn run_tcp(a: &TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             format!("{flag} is for the simulator and cannot be used with --transport tcp"),
         ));
     }
-    if let Err(m) = tcp::check_supported(coll) {
-        return Ok(usage_error(bin, m));
-    }
     // Before any rank starts: every rank would report the same bad value.
     if let Err(e) = HcclAlgo::from_env() {
         return Ok(usage_error(bin, e));

@@ -32,28 +32,6 @@ use super::workload::{self, TestCollective};
 /// spawning again.
 pub const SPAWNED_VAR: &str = "HCCL_TEST_SPAWNED";
 
-/// The collectives `--transport tcp` runs.
-pub const SUPPORTED: [TestCollective; 6] = [
-    TestCollective::AllReduce,
-    TestCollective::AllGather,
-    TestCollective::ReduceScatter,
-    TestCollective::Broadcast,
-    TestCollective::Alltoall,
-    TestCollective::Barrier,
-];
-
-/// `Err(message)` naming the supported collectives when `coll` is not one.
-pub fn check_supported(coll: TestCollective) -> Result<(), String> {
-    if SUPPORTED.contains(&coll) {
-        return Ok(());
-    }
-    let names: Vec<&str> = SUPPORTED.iter().map(|c| c.name()).collect();
-    Err(format!(
-        "{coll} is not supported with --transport tcp; supported: {} (or use --transport sim)",
-        names.join(", ")
-    ))
-}
-
 /// What every rank runs (identical on every rank: same flags).
 pub struct Sweep<'a> {
     /// The collective.
