@@ -607,7 +607,7 @@ impl Comm {
                 let scratch = &mut scratch[..need];
                 let sig = args.signature();
                 let describe = |remote: &hccl_hw::tcp::wire::Signature, peer| {
-                    signature::describe(&sig, &spec, rank, remote, peer)
+                    signature::describe(args, &sig, &spec, rank, remote, peer)
                 };
                 let info = OpInfo {
                     name: &op,

@@ -5,7 +5,7 @@
 //! otherwise exchange the wrong messages or wait for ones never sent.
 
 use hccl_algos::algo::{AlgoSpec, Algorithm, Levels};
-use hccl_algos::collective::{CollectiveKind, OpSignature};
+use hccl_algos::collective::{CollectiveArgs, CollectiveKind, OpSignature};
 use hccl_algos::schedule::Rank;
 use hccl_algos::{DataType, ReduceOp};
 use hccl_hw::tcp::wire::Signature;
@@ -84,8 +84,12 @@ pub(crate) fn decode(b: &Signature) -> Option<OpSignature> {
     })
 }
 
-/// The mismatch message: field, both values, both ranks.
+/// The mismatch message: field, both values, both ranks. `args` are this
+/// rank's (whose signature is `local`): the wire carries only a hash of
+/// the V counts, so for them the message gives this rank's counts and
+/// says that the peer's differ.
 pub(crate) fn describe(
+    args: &CollectiveArgs,
     local: &OpSignature,
     spec: &AlgoSpec,
     me: Rank,
@@ -96,6 +100,11 @@ pub(crate) fn describe(
         return format!("rank {peer} sent an op signature this build cannot read (a different hccl-rs version?)");
     };
     match (OpSignature::check_consistent(local, &r, peer), decode_algo(remote)) {
+        (Err(e), _) if local.counts != r.counts && e.field == "per-rank counts" => format!(
+            "{} mismatch, local {} (rank {me}), remote different ones (rank {peer}); every rank must call the collective with the same arguments",
+            e.field,
+            local_counts(args)
+        ),
         (Err(e), _) => format!(
             "{} mismatch, local {} (rank {me}), remote {} (rank {peer}); every rank must call the collective with the same arguments",
             e.field, e.local, e.remote
@@ -104,6 +113,27 @@ pub(crate) fn describe(
             "algorithm mismatch, local {spec} (rank {me}), remote {theirs} (rank {peer}); set HCCL_ALGO alike on every rank"
         ),
         (Ok(()), _) => format!("rank {peer} runs a different op (signature bytes differ)"),
+    }
+}
+
+/// The V counts of `args` as a list (AllGatherV / ReduceScatterV) or its
+/// AllToAllV send matrix row by row, at most 64 numbers.
+pub(crate) fn local_counts(args: &CollectiveArgs) -> String {
+    let list = |v: &mut dyn Iterator<Item = u64>, n: usize| {
+        let shown: Vec<String> = v.take(64).map(|c| c.to_string()).collect();
+        let more = if n > 64 { ", ..." } else { "" };
+        format!("[{}{more}]", shown.join(", "))
+    };
+    match (&args.counts, &args.send_matrix) {
+        (Some(c), _) => format!("counts {}", list(&mut c.counts().iter().copied(), c.len())),
+        (None, Some(m)) => {
+            let n = m.n();
+            let mut all = (0..n)
+                .flat_map(|i| (0..n).map(move |j| (i, j)))
+                .map(|(i, j)| m.get(i, j));
+            format!("send matrix (row by row) {}", list(&mut all, n * n))
+        }
+        (None, None) => "none".into(),
     }
 }
 
@@ -169,6 +199,22 @@ pub(crate) fn describe_p2p(dtype: DataType, me: Rank, remote: &Signature, peer: 
 mod tests {
     use super::*;
 
+    fn args(count: u64) -> CollectiveArgs {
+        CollectiveArgs::new(CollectiveKind::AllReduce, count, DataType::Fp32, 4)
+    }
+
+    #[test]
+    fn a_v_count_mismatch_shows_the_local_counts() {
+        let mine = CollectiveArgs::v_counts(false, vec![3, 0, 5], DataType::Fp32).unwrap();
+        let theirs = CollectiveArgs::v_counts(false, vec![3, 1, 5], DataType::Fp32).unwrap();
+        let remote = encode(&theirs.signature());
+        let ring = AlgoSpec::Flat(Algorithm::Ring);
+        assert_eq!(
+            describe(&mine, &mine.signature(), &ring, 0, &remote, 2),
+            "per-rank counts mismatch, local counts [3, 0, 5] (rank 0), remote different ones (rank 2); every rank must call the collective with the same arguments"
+        );
+    }
+
     fn sig(kind: CollectiveKind, count: u64, op: ReduceOp, root: u32) -> OpSignature {
         OpSignature {
             kind,
@@ -198,7 +244,7 @@ mod tests {
         let remote = encode(&sig(CollectiveKind::AllReduce, 4, ReduceOp::Sum, 0));
         let ring = AlgoSpec::Flat(Algorithm::Ring);
         assert_eq!(
-            describe(&local, &ring, 2, &remote, 1),
+            describe(&args(6), &local, &ring, 2, &remote, 1),
             "count mismatch, local 6 (rank 2), remote 4 (rank 1); every rank must call the collective with the same arguments"
         );
     }
@@ -224,7 +270,7 @@ mod tests {
         }
         let remote = encode_with_algo(&s, &specs[0]);
         assert_eq!(
-            describe(&s, &specs[1], 0, &remote, 3),
+            describe(&args(6), &s, &specs[1], 0, &remote, 3),
             "algorithm mismatch, local doubling (rank 0), remote ring (rank 3); set HCCL_ALGO alike on every rank"
         );
     }

@@ -197,6 +197,14 @@ impl SimWorld {
             taken: 0,
         });
         let mismatch = match OpSignature::check_consistent(&args.signature(), &p.args.signature(), 0) {
+            // Both ranks' counts are here: show them, not their hashes.
+            Err(e) if e.field == "per-rank counts" => Some(format!(
+                "{name}: {} mismatch, {} on rank {rank}, {} on rank {}; every rank must call the collective with the same arguments",
+                e.field,
+                super::signature::local_counts(args),
+                super::signature::local_counts(&p.args),
+                p.first
+            )),
             Err(e) => Some(format!(
                 "{name}: {} mismatch, {} on rank {rank}, {} on rank {}; every rank must call the collective with the same arguments",
                 e.field, e.local, e.remote, p.first
