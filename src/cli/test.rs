@@ -494,30 +494,6 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         (_, 0) => "off (-c 0); check column NULL".to_string(),
         _ => "every element of every rank against the sequential reference, verifiable inputs (exact in every dtype)".to_string(),
     };
-    let mut out = std::io::stdout().lock();
-    for line in output::header_lines(
-        &format!(
-            "hccl test {coll} (hccl-rs {}, simulator)",
-            env!("CARGO_PKG_VERSION")
-        ),
-        &info,
-        &settings,
-        &check_note,
-    ) {
-        writeln!(out, "{line}")?;
-    }
-    if let Some(note) = &algo_note {
-        writeln!(out, "{note}")?;
-    }
-    writeln!(
-        out,
-        "# iterations: {} warmup + {} timed ops back to back in virtual time; time = slowest rank's timed window / {}",
-        a.warmup_iters, a.iters, a.iters
-    )?;
-    writeln!(out, "#")?;
-    writeln!(out, "{}", output::table_header())?;
-    out.flush()?;
-
     // Rows to run: sizes × algorithms.
     let mut plan: Vec<(u64, AlgoSpec, String)> = Vec::new();
     let mut last_size = None;
@@ -547,6 +523,35 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             }
         }
     }
+    let names: Vec<String> = plan
+        .iter()
+        .map(|(_, spec, _)| display_algo(kind, spec))
+        .collect();
+    let table = output::Table::new(names.iter().map(String::as_str));
+    let mut out = std::io::stdout().lock();
+    for line in output::header_lines(
+        &format!(
+            "hccl test {coll} (hccl-rs {}, simulator)",
+            env!("CARGO_PKG_VERSION")
+        ),
+        &info,
+        &settings,
+        &check_note,
+    ) {
+        writeln!(out, "{line}")?;
+    }
+    if let Some(note) = &algo_note {
+        writeln!(out, "{note}")?;
+    }
+    writeln!(
+        out,
+        "# iterations: {} warmup + {} timed ops back to back in virtual time; time = slowest rank's timed window / {}",
+        a.warmup_iters, a.iters, a.iters
+    )?;
+    writeln!(out, "#")?;
+    writeln!(out, "{}", table.header())?;
+    out.flush()?;
+
     let bar = if std::io::stderr().is_terminal() && plan.len() > 1 {
         let b = ProgressBar::new(plan.len() as u64);
         b.set_style(
@@ -612,7 +617,7 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             check: measured.check,
         };
         failed |= matches!(row.check, Check::Failed(_));
-        let line = output::format_row(&row);
+        let line = table.row(&row);
         bar.suspend(|| {
             let mut o = std::io::stdout().lock();
             let _ = writeln!(o, "{line}");

@@ -35,7 +35,8 @@ pub struct Row {
     pub check: Check,
 }
 
-/// Column widths of the table; a value wider than its column widens it.
+/// Column titles and widths of the table; a value wider than its column
+/// widens it (the algorithm column: [`Table`]).
 const COLS: [(&str, usize); 10] = [
     ("size(B)", 13),
     ("count(elems)", 13),
@@ -49,43 +50,64 @@ const COLS: [(&str, usize); 10] = [
     ("check", 0),
 ];
 
-/// The table's column titles, aligned like [`format_row`].
-pub fn table_header() -> String {
-    let mut s = String::new();
-    for (i, (name, w)) in COLS.iter().enumerate() {
-        if i < 8 {
-            s.push_str(&format!("{name:>w$} "));
-        } else {
-            s.push_str(&format!(" {name:<w$}"));
-        }
-    }
-    s.trim_end().to_string()
+/// The table's column layout: [`COLS`] with the algorithm column as wide
+/// as the longest algorithm name of the run, so the check column stays
+/// aligned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Table {
+    algo_width: usize,
 }
 
-/// One table line.
-pub fn format_row(r: &Row) -> String {
-    let dash = || "-".to_string();
-    let cells = [
-        r.size_bytes.to_string(),
-        r.count.to_string(),
-        r.dtype.clone(),
-        r.redop.clone().unwrap_or_else(dash),
-        r.root.map_or_else(dash, |x| x.to_string()),
-        format!("{:.2}", r.time_us),
-        format!("{:.3}", r.algbw_gbps),
-        format!("{:.3}", r.busbw_gbps),
-        r.algorithm.clone(),
-        r.check.to_string(),
-    ];
-    let mut s = String::new();
-    for (i, (cell, (_, w))) in cells.iter().zip(COLS.iter()).enumerate() {
-        if i < 8 {
-            s.push_str(&format!("{cell:>w$} "));
+impl Table {
+    /// The layout for rows whose algorithm names are `names`.
+    pub fn new<'a>(names: impl IntoIterator<Item = &'a str>) -> Table {
+        let least = COLS[8].1;
+        let algo_width = names.into_iter().map(str::len).fold(least, usize::max);
+        Table { algo_width }
+    }
+
+    fn width(&self, col: usize) -> usize {
+        if col == 8 {
+            self.algo_width
         } else {
-            s.push_str(&format!(" {cell:<w$}"));
+            COLS[col].1
         }
     }
-    s.trim_end().to_string()
+
+    /// The column titles, aligned like [`Table::row`].
+    pub fn header(&self) -> String {
+        self.line(COLS.iter().map(|(name, _)| name.to_string()))
+    }
+
+    /// One table line.
+    pub fn row(&self, r: &Row) -> String {
+        let dash = || "-".to_string();
+        self.line([
+            r.size_bytes.to_string(),
+            r.count.to_string(),
+            r.dtype.clone(),
+            r.redop.clone().unwrap_or_else(dash),
+            r.root.map_or_else(dash, |x| x.to_string()),
+            format!("{:.2}", r.time_us),
+            format!("{:.3}", r.algbw_gbps),
+            format!("{:.3}", r.busbw_gbps),
+            r.algorithm.clone(),
+            r.check.to_string(),
+        ])
+    }
+
+    fn line(&self, cells: impl IntoIterator<Item = String>) -> String {
+        let mut s = String::new();
+        for (i, cell) in cells.into_iter().enumerate() {
+            let w = self.width(i);
+            if i < 8 {
+                s.push_str(&format!("{cell:>w$} "));
+            } else {
+                s.push_str(&format!(" {cell:<w$}"));
+            }
+        }
+        s.trim_end().to_string()
+    }
 }
 
 /// The cluster part of the header and JSON.
@@ -276,8 +298,9 @@ mod tests {
 
     #[test]
     fn rows_line_up_under_the_header() {
-        let h = table_header();
-        let r = format_row(&row());
+        let t = Table::new(["mesh"]);
+        let h = t.header();
+        let r = t.row(&row());
         // Right-aligned numeric columns end where their titles end.
         for (title, cell) in [
             ("size(B)", "67108864"),
@@ -293,5 +316,24 @@ mod tests {
         // Left-aligned columns start where their titles start.
         let a = h.find("algorithm").unwrap();
         assert_eq!(&r[a..a + 4], "mesh");
+    }
+
+    /// A name longer than the column's 26 characters widens it for every
+    /// row, so the check column stays aligned.
+    #[test]
+    fn a_long_algorithm_name_widens_its_column_for_every_row() {
+        let long = "level0:mesh;level1:H-D_R;level2:ring";
+        let t = Table::new(["mesh", long]);
+        let h = t.header();
+        let short = t.row(&row());
+        let wide = t.row(&Row {
+            algorithm: long.into(),
+            ..row()
+        });
+        let check = h.find("check").unwrap();
+        assert_eq!(&short[check..], "success", "{h}\n{short}");
+        assert_eq!(&wide[check..], "success", "{h}\n{wide}");
+        // The default width without long names.
+        assert_eq!(Table::new(["ring"]).header(), Table::new([]).header());
     }
 }

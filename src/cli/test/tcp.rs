@@ -131,6 +131,26 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
         );
     }
     let kind = s.coll.kind();
+    // The rows (one per distinct size: as on the simulator, sizes round
+    // down to whole elements, and a requested size that rounds to nothing
+    // is skipped; an explicit -b 0 keeps its 0-byte row) and their
+    // algorithms, known before the header sizes the table.
+    let mut todo = Vec::with_capacity(s.sizes.len());
+    let mut last_size = None;
+    for &bytes in s.sizes {
+        let args = workload::args_for(s.coll, bytes, s.dtype, s.op, s.root, n)?;
+        let moved = args.message_bytes();
+        if last_size.replace(moved) == Some(moved) || (moved == 0 && bytes > 0) {
+            continue;
+        }
+        let spec = comm.algorithm(&args)?;
+        todo.push((bytes, args, spec));
+    }
+    let names: Vec<String> = todo
+        .iter()
+        .map(|(_, _, spec)| super::display_algo(kind, spec))
+        .collect();
+    let table = output::Table::new(names.iter().map(String::as_str));
     let mut out = std::io::stdout().lock();
     if rank == 0 {
         writeln!(
@@ -157,21 +177,11 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
         )?;
         writeln!(out, "# check: {}", s.check_note)?;
         writeln!(out, "#")?;
-        writeln!(out, "{}", output::table_header())?;
+        writeln!(out, "{}", table.header())?;
         out.flush()?;
     }
-    let mut rows = Vec::with_capacity(s.sizes.len());
-    let mut last_size = None;
-    for &bytes in s.sizes {
-        let args = workload::args_for(s.coll, bytes, s.dtype, s.op, s.root, n)?;
-        // As on the simulator: sizes round down to whole elements, one row
-        // per distinct size, and a requested size that rounds to nothing
-        // is skipped (an explicit -b 0 keeps its 0-byte row).
-        let moved = args.message_bytes();
-        if last_size.replace(moved) == Some(moved) || (moved == 0 && bytes > 0) {
-            continue;
-        }
-        let spec = comm.algorithm(&args)?;
+    let mut rows = Vec::with_capacity(todo.len());
+    for (bytes, args, spec) in todo {
         let (in_bytes, out_bytes) = args.io_bytes(rank);
         // Every rank derives all inputs from the seed: its own to send,
         // the others' to compute its expected output.
@@ -254,7 +264,7 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
             check,
         };
         if rank == 0 {
-            writeln!(out, "{}", output::format_row(&row))?;
+            writeln!(out, "{}", table.row(&row))?;
             out.flush()?;
         }
         rows.push(row);
