@@ -136,8 +136,28 @@ pub struct CmaStats {
 /// 84–87 µs, up to 3 ms 59–62 µs, and 2.1–2.5 GB/s at 2–8 MiB (was
 /// 1.1–1.9). A busy look of 1 ms without yielding was as fast at 1–16 MiB
 /// but made some 2-process runs take 100–250 µs per 8 KiB op (the loopback
-/// packets waited for the CPU).
+/// packets waited for the CPU). With more ranks than CPUs the look is
+/// shorter: [`SPIN_OVERSUBSCRIBED`].
 pub const SPIN_BEFORE_SLEEP: Duration = Duration::from_millis(3);
+
+/// [`SPIN_BEFORE_SLEEP`] when this host runs more ranks than it has CPUs.
+/// A rank that yields stays runnable, so a CPU whose ranks all wait for
+/// ranks on another CPU looks busy: the kernel never moves a rank with work
+/// onto it, and the two waiting ranks hand the CPU to each other (pinned
+/// with `taskset`, 4 processes on 2 cores, H-D_R, 16 MiB: ranks 0 and 1 on
+/// one core made 71,000 context switches and 14.3 ms per op, ranks 0 and 2
+/// 8,000 and 8.6 ms). Once a waiting rank sleeps its CPU can go idle and
+/// the kernel's load balancer moves work onto it. Measured with
+/// `tcp_allreduce_bench` (4 processes, unpinned, quiet, 8–10 interleaved
+/// runs, medians in µs at 8 KiB / 128 KiB / 1 MiB / 4 MiB / 16 MiB):
+/// looking for 3 ms 803 µs at 1 MiB, 2066 at 4 MiB, 11687 at 16 MiB (half
+/// the runs over 11,000); 200 µs 49 / 141 / 809 / 1762 / 8555; 100 µs
+/// 51 / 147 / 623 / 1759 / 8102; 50 µs 50 / 140 / 641 / 1715 / 8325;
+/// 20 µs 48 / 169 / 644 / 1731 / 7980; 10 µs 54 / 164 / 629 / 1742 / 8661.
+/// With 3 and 8 processes 50 µs and 3 ms were within the runs' spread;
+/// with 2 (ranks fit the CPUs) a shorter look made 4 and 16 MiB a few runs
+/// slower, so 3 ms stays there.
+pub const SPIN_OVERSUBSCRIBED: Duration = Duration::from_micros(50);
 
 /// The first part of [`SPIN_BEFORE_SLEEP`], looked through without yielding
 /// the CPU, when this host's ranks fit its CPUs (zero otherwise).
@@ -371,7 +391,8 @@ pub struct TcpRank {
     ranks_fit_cpus: bool,
     /// Written send pieces, for reuse.
     send_pool: Vec<Vec<u8>>,
-    /// [`SPIN_BEFORE_SLEEP`] when this host runs other ranks too.
+    /// [`SPIN_BEFORE_SLEEP`] (or [`SPIN_OVERSUBSCRIBED`]) when this host
+    /// runs other ranks too.
     spin: Option<Duration>,
     /// [`SPIN_BUSY`] when this host's ranks fit its CPUs, else zero.
     spin_busy: Duration,
@@ -476,12 +497,12 @@ impl TcpRank {
         }
         let local_ranks = 1 + peers.iter().filter(|p| p.cma_send).count();
         let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
-        let spin = (local_ranks > 1).then_some(SPIN_BEFORE_SLEEP);
-        let spin_busy = if local_ranks <= cpus {
-            SPIN_BUSY
+        let (look, spin_busy) = if local_ranks <= cpus {
+            (SPIN_BEFORE_SLEEP, SPIN_BUSY)
         } else {
-            Duration::ZERO
+            (SPIN_OVERSUBSCRIBED, Duration::ZERO)
         };
+        let spin = (local_ranks > 1).then_some(look);
         Ok(TcpRank {
             rank,
             nranks,
