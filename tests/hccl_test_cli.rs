@@ -34,6 +34,23 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// Every collective, as `hccl test` names them.
+const COLLECTIVES: [&str; 13] = [
+    "all_reduce",
+    "all_gather",
+    "all_gatherv",
+    "reduce_scatter",
+    "reduce_scatterv",
+    "broadcast",
+    "reduce",
+    "scatter",
+    "gather",
+    "alltoall",
+    "alltoallv",
+    "send_recv",
+    "barrier",
+];
+
 /// Table rows: non-comment lines after the column titles.
 fn rows(out: &str) -> Vec<String> {
     out.lines()
@@ -172,23 +189,8 @@ fn bad_flags_exit_2_with_one_line_and_usage() {
 
 #[test]
 fn every_collective_passes_its_check_on_1x8_and_2x4() {
-    let colls = [
-        "all_reduce",
-        "all_gather",
-        "all_gatherv",
-        "reduce_scatter",
-        "reduce_scatterv",
-        "broadcast",
-        "reduce",
-        "scatter",
-        "gather",
-        "alltoall",
-        "alltoallv",
-        "send_recv",
-        "barrier",
-    ];
     for (servers, npus) in [("1", "8"), ("2", "4")] {
-        for c in colls {
+        for c in COLLECTIVES {
             // 1000 B: not a multiple of 8 ranks x 4 B, so blocks are uneven.
             let o = hccl(&[
                 c,
@@ -645,21 +647,7 @@ fn tcp_spawn_two_processes_checks_every_row() {
 /// Every collective runs over TCP and its check passes on every row.
 #[test]
 fn tcp_runs_every_collective_checked() {
-    for coll in [
-        "all_reduce",
-        "all_gather",
-        "all_gatherv",
-        "reduce_scatter",
-        "reduce_scatterv",
-        "broadcast",
-        "reduce",
-        "scatter",
-        "gather",
-        "alltoall",
-        "alltoallv",
-        "send_recv",
-        "barrier",
-    ] {
+    for coll in COLLECTIVES {
         let o = hccl(&[
             coll,
             "-b",

@@ -302,6 +302,16 @@ async fn reject(mut s: TcpStream, session: SessionId, code: RejectCode, reason: 
     let _ = wire::write_ctrl(&mut s, CtrlKind::Reject, session, &body).await;
 }
 
+/// Ends the session for every rank that joined: logs `msg` and sends it to
+/// them as a reject with `code`.
+fn reject_all(info: &RootInfo, joined: &mut BTreeMap<u32, Joined>, code: RejectCode, msg: &str) {
+    tracing::error!("hccl root {}: {msg}", info.addr);
+    let body = wire::encode_reject(code, msg);
+    for (_, j) in std::mem::take(joined) {
+        j.answer(CtrlKind::Reject, info.session, body.clone());
+    }
+}
+
 async fn serve(listener: StdListener, info: RootInfo, timeout: Duration) {
     let listener = match TcpListener::from_std(listener) {
         Ok(l) => l,
@@ -365,11 +375,7 @@ async fn serve(listener: StdListener, info: RootInfo, timeout: Duration) {
                     "rank {rank} (from {}) left before every rank joined: its process exited or closed its connection to the root ({} of {} ranks had joined)",
                     gone.from, joined.len() + 1, nranks.unwrap_or(0)
                 );
-                tracing::error!("hccl root {}: {msg}", info.addr);
-                let body = wire::encode_reject(RejectCode::RankLeft, &msg);
-                for (_, j) in std::mem::take(&mut joined) {
-                    j.answer(CtrlKind::Reject, session, body.clone());
-                }
+                reject_all(&info, &mut joined, RejectCode::RankLeft, &msg);
                 verdict = msg;
                 failed = true;
                 break;
@@ -381,11 +387,7 @@ async fn serve(listener: StdListener, info: RootInfo, timeout: Duration) {
                     "bootstrap timed out after {} s: {} of {} ranks connected, missing {:?}",
                     timeout.as_secs_f64(), joined.len(), n, missing
                 );
-                tracing::error!("hccl root {}: {msg}", info.addr);
-                let body = wire::encode_reject(RejectCode::Timeout, &msg);
-                for (_, j) in std::mem::take(&mut joined) {
-                    j.answer(CtrlKind::Reject, session, body.clone());
-                }
+                reject_all(&info, &mut joined, RejectCode::Timeout, &msg);
                 verdict = msg;
                 failed = true;
                 break;
