@@ -94,13 +94,18 @@ pub enum TopologyError {
     /// A rank table is not well-formed JSON of the expected shape (syntax,
     /// wrong types, unknown or missing fields). Line and column are 1-based.
     #[error(
-        "rank table: {message} at line {line}, column {column}; a rank table is a JSON object whose values are all strings (HCCL format 1.0 or 1.2)"
+        "rank table: {}{message} at line {line}, column {column}; a rank table is a JSON object whose values are all strings (HCCL format 1.0 or 1.2)",
+        if path.is_empty() { String::new() } else { format!("{path}: ") }
     )]
     RankTableSyntax {
         /// 1-based line of the error (0 when unknown).
         line: usize,
         /// 1-based column of the error (0 when unknown).
         column: usize,
+        /// JSON path of the value at fault, as the semantic checks name
+        /// it (`server_list[1].device[7].rank_id`); empty at the top level
+        /// or when the text is not JSON.
+        path: String,
         /// What the JSON parser found.
         message: String,
     },

@@ -467,9 +467,41 @@ fn syntax(input: &[u8]) -> (usize, usize, String) {
             line,
             column,
             message,
+            ..
         }) => (line, column, message),
         other => panic!("expected RankTableSyntax, got {other:?}"),
     }
+}
+
+/// A value of the wrong type is named by its JSON path, as the semantic
+/// checks name theirs.
+#[test]
+fn type_errors_name_the_json_path() {
+    let mut v = base();
+    v["server_list"][1]["device"][1]["rank_id"] = json!(15);
+    let text = serde_json::to_vec(&v).unwrap();
+    let e = RankTable::from_slice(&text).unwrap_err();
+    match &e {
+        TopologyError::RankTableSyntax { path, .. } => {
+            assert_eq!(path, "server_list[1].device[1].rank_id")
+        }
+        other => panic!("expected RankTableSyntax, got {other:?}"),
+    }
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with(
+            "rank table: server_list[1].device[1].rank_id: invalid type: integer `15`, expected a string at line 1"
+        ),
+        "{msg}"
+    );
+    // An unknown field: its parent's path and the field's name.
+    let mut v = base();
+    v["server_list"][0]["device"][0]["rank_Id"] = json!("0");
+    let e = RankTable::from_slice(&serde_json::to_vec(&v).unwrap()).unwrap_err();
+    assert!(
+        e.to_string().contains("server_list[0].device[0]") && e.to_string().contains("rank_Id"),
+        "{e}"
+    );
 }
 
 #[test]

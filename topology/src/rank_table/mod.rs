@@ -152,7 +152,9 @@ pub struct RankTable {
     raw: RawRankTable,
 }
 
-fn syntax_error(e: &serde_json::Error, bytes: &[u8]) -> TopologyError {
+/// `path`: where `inner` occurred, in serde_path_to_error's notation (`.`
+/// for the top level).
+fn syntax_error(inner: &serde_json::Error, path: String, bytes: &[u8]) -> TopologyError {
     // A failed full parse of a table with an unsupported version is reported
     // as that, since the fields of an unknown version may legitimately differ.
     if let Ok(probe) = serde_json::from_slice::<VersionProbe>(bytes) {
@@ -169,9 +171,11 @@ fn syntax_error(e: &serde_json::Error, bytes: &[u8]) -> TopologyError {
         }
     }
     TopologyError::RankTableSyntax {
-        line: e.line(),
-        column: e.column(),
-        message: e
+        line: inner.line(),
+        column: inner.column(),
+        // `.` is serde_path_to_error's top level.
+        path: if path == "." { String::new() } else { path },
+        message: inner
             .to_string()
             .split(" at line ")
             .next()
@@ -197,8 +201,12 @@ impl RankTable {
     /// # Errors
     /// As [`RankTable::parse`].
     pub fn from_slice(bytes: &[u8]) -> Result<RankTable, TopologyError> {
-        let raw: RawRankTable =
-            serde_json::from_slice(bytes).map_err(|e| syntax_error(&e, bytes))?;
+        let mut de = serde_json::Deserializer::from_slice(bytes);
+        let raw: RawRankTable = serde_path_to_error::deserialize(&mut de)
+            .map_err(|e| syntax_error(e.inner(), e.path().to_string(), bytes))?;
+        // Text after the table is an error, as in `serde_json::from_slice`.
+        de.end()
+            .map_err(|e| syntax_error(&e, String::new(), bytes))?;
         validate::validate(raw).map_err(|problems| TopologyError::RankTableInvalid { problems })
     }
 
