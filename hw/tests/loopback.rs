@@ -13,7 +13,7 @@ use hccl_algos::schedule::{BufKind, Deps, Op, RankPlan, Region, Step};
 use hccl_hw::tcp::{OpBuffers, OpInfo, RootInfo, TcpConfig, TcpError, TcpRank};
 
 mod common;
-use common::{cfg, ctx, describe, f32s, recv_plan, root, run_allreduce, send_plan, COMM};
+use common::{cfg, ctx, describe, f32s, op_info, recv_plan, root, run_allreduce, send_plan, COMM};
 
 /// Runs `f(rank)` on `n` threads after connecting each.
 fn with_ranks<R: Send + 'static>(
@@ -261,6 +261,51 @@ fn lost_peer_fails_the_waiting_rank_with_bytes_and_seq() {
     assert!(s.starts_with("AllReduce #3: rank 0 lost rank 1 (the peer destroyed its communicator) while sending 24 bytes"), "{s}");
 }
 
+/// A timeout names every peer it waits for; more than three messages from
+/// one peer (a sliced op has dozens in flight) are summed up in tag order.
+#[test]
+fn a_timeout_sums_up_many_messages_from_one_peer_in_tag_order() {
+    let cfg = TcpConfig {
+        exec_timeout: Some(Duration::from_millis(500)),
+        ..cfg()
+    };
+    let out = with_ranks(2, cfg, |t, r| {
+        let mut t = t.unwrap();
+        if r == 1 {
+            // Never sends; stays connected past rank 0's timeout.
+            std::thread::sleep(Duration::from_millis(1500));
+            return None;
+        }
+        let tags = [100u32, 2, 20, 1, 10];
+        let steps: Vec<Step> = tags
+            .iter()
+            .enumerate()
+            .map(|(i, &tag)| Step {
+                op: Op::Recv {
+                    peer: 1,
+                    tag,
+                    dst: Region::new(BufKind::Output, 4 * i as u64, 4),
+                },
+                deps: Deps::NONE,
+            })
+            .collect();
+        let plan: RankPlan = Box::new(steps.into_iter());
+        let mut output = vec![0u8; 20];
+        let bufs = OpBuffers::separate(&[], &mut output, &mut []);
+        Some(
+            t.run(&ctx(0, 0), &op_info([0; 32]), bufs, plan)
+                .unwrap_err(),
+        )
+    });
+    let e = out[0].as_ref().unwrap();
+    assert!(matches!(e, TcpError::Timeout { rank: 0, .. }), "{e}");
+    assert!(
+        e.to_string()
+            .contains("rank 1 (5 messages, tags 1..=100: received 0 of 20 bytes)"),
+        "{e}"
+    );
+}
+
 #[test]
 fn slow_rank_past_exec_timeout_fails_waiters_then_itself() {
     let cfg = TcpConfig {
@@ -377,6 +422,33 @@ fn a_rank_that_leaves_the_bootstrap_fails_the_others_naming_it() {
             "{text}"
         );
     }
+}
+
+/// A "root" that accepts the connection but never answers (another
+/// program on the port) is named as such, not as a bootstrap timeout of
+/// "0 of n ranks, missing []".
+#[test]
+fn a_listener_that_never_answers_is_not_taken_for_a_root() {
+    // The kernel completes connections into the backlog without accept().
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let info = RootInfo {
+        addr: silent.local_addr().unwrap(),
+        session: 7,
+    };
+    let cfg = TcpConfig {
+        connect_timeout: Duration::from_millis(500),
+        ..cfg()
+    };
+    let e = TcpRank::connect(cfg, &info, 2, 1, COMM).unwrap_err();
+    assert!(
+        matches!(e, TcpError::RootUnreachable { rank: 1, .. }),
+        "{e}"
+    );
+    assert!(
+        e.to_string()
+            .contains("accepted the connection but never answered as an hccl-rs root"),
+        "{e}"
+    );
 }
 
 #[test]

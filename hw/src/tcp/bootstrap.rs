@@ -150,12 +150,13 @@ async fn join_root(
     )
     .await;
     let (h, body) = match reply {
+        // A root always answers by its deadline (the table or a verdict).
         Err(_) => {
-            return Err(TcpError::BootstrapTimeout {
+            return Err(TcpError::RootUnreachable {
+                root: root.addr,
+                rank,
                 secs,
-                joined: 0,
-                nranks,
-                missing: vec![],
+                reason: "the process there accepted the connection but never answered as an hccl-rs root: another program on that port, or a root that hung".into(),
             })
         }
         Ok(Err(Err(e))) => {

@@ -256,14 +256,34 @@ impl Joined {
             watch,
         }
     }
+}
 
-    /// Sends `kind` with `body` (in the background) and stops watching.
-    fn answer(mut self, kind: CtrlKind, session: SessionId, body: Vec<u8>) {
-        self.watch.abort();
-        tokio::spawn(async move {
-            let _ = wire::write_ctrl(&mut self.stream, kind, session, &body).await;
-        });
+/// Longest the root spends writing its answers (the table, or a verdict)
+/// to the ranks that joined.
+const ANSWER_FLUSH: Duration = Duration::from_secs(1);
+
+/// Sends `kind` with `body` to every rank in `joined` (emptying it) and
+/// stops watching them. The writes are awaited, one after another, before
+/// the root goes on: a rank in the root's own process may exit as soon as
+/// it has its answer (a failed bootstrap), and the others must have theirs
+/// by then. Each is a small message into an empty socket buffer, so it
+/// takes microseconds; [`ANSWER_FLUSH`] bounds a stuck one.
+async fn answer_all(
+    joined: &mut BTreeMap<u32, Joined>,
+    kind: CtrlKind,
+    session: SessionId,
+    body: &[u8],
+) {
+    let all = std::mem::take(joined);
+    for j in all.values() {
+        j.watch.abort();
     }
+    let _ = tokio::time::timeout(ANSWER_FLUSH, async {
+        for (_, mut j) in all {
+            let _ = wire::write_ctrl(&mut j.stream, kind, session, body).await;
+        }
+    })
+    .await;
 }
 
 async fn handshake(
@@ -304,12 +324,15 @@ async fn reject(mut s: TcpStream, session: SessionId, code: RejectCode, reason: 
 
 /// Ends the session for every rank that joined: logs `msg` and sends it to
 /// them as a reject with `code`.
-fn reject_all(info: &RootInfo, joined: &mut BTreeMap<u32, Joined>, code: RejectCode, msg: &str) {
+async fn reject_all(
+    info: &RootInfo,
+    joined: &mut BTreeMap<u32, Joined>,
+    code: RejectCode,
+    msg: &str,
+) {
     tracing::error!("hccl root {}: {msg}", info.addr);
     let body = wire::encode_reject(code, msg);
-    for (_, j) in std::mem::take(joined) {
-        j.answer(CtrlKind::Reject, info.session, body.clone());
-    }
+    answer_all(joined, CtrlKind::Reject, info.session, &body).await;
 }
 
 async fn serve(listener: StdListener, info: RootInfo, timeout: Duration) {
@@ -359,9 +382,7 @@ async fn serve(listener: StdListener, info: RootInfo, timeout: Duration) {
                 if joined.len() as u32 == n {
                     let table: Vec<TableEntry> = joined.values().map(|j| j.entry).collect();
                     let body = wire::encode_table(&table);
-                    for (_, j) in std::mem::take(&mut joined) {
-                        j.answer(CtrlKind::Table, session, body.clone());
-                    }
+                    answer_all(&mut joined, CtrlKind::Table, session, &body).await;
                     tracing::debug!("hccl root {}: all {n} ranks joined", info.addr);
                     verdict = format!("all {n} ranks had already joined");
                     failed = false;
@@ -375,7 +396,7 @@ async fn serve(listener: StdListener, info: RootInfo, timeout: Duration) {
                     "rank {rank} (from {}) left before every rank joined: its process exited or closed its connection to the root ({} of {} ranks had joined)",
                     gone.from, joined.len() + 1, nranks.unwrap_or(0)
                 );
-                reject_all(&info, &mut joined, RejectCode::RankLeft, &msg);
+                reject_all(&info, &mut joined, RejectCode::RankLeft, &msg).await;
                 verdict = msg;
                 failed = true;
                 break;
@@ -387,7 +408,7 @@ async fn serve(listener: StdListener, info: RootInfo, timeout: Duration) {
                     "bootstrap timed out after {} s: {} of {} ranks connected, missing {:?}",
                     timeout.as_secs_f64(), joined.len(), n, missing
                 );
-                reject_all(&info, &mut joined, RejectCode::Timeout, &msg);
+                reject_all(&info, &mut joined, RejectCode::Timeout, &msg).await;
                 verdict = msg;
                 failed = true;
                 break;
