@@ -1795,17 +1795,31 @@ impl TcpOp<'_, '_> {
                 }
             }
         }
-        let mut waits: Vec<String> = r
-            .posted
-            .iter()
-            .map(|(k, p)| {
-                format!(
-                    "rank {} (tag {}: received {} of {} bytes)",
-                    k.peer, k.tag, p.got, p.len
-                )
-            })
-            .collect();
-        waits.sort();
+        // Posted receives by peer, in tag order; a sliced op can have
+        // dozens in flight per peer, so more than three are summed up.
+        let mut by_peer: std::collections::BTreeMap<u32, Vec<(u32, u64, u64)>> = Default::default();
+        for (k, p) in &r.posted {
+            by_peer
+                .entry(k.peer)
+                .or_default()
+                .push((k.tag, p.got, p.len));
+        }
+        let mut waits: Vec<String> = Vec::new();
+        for (peer, mut msgs) in by_peer {
+            msgs.sort_unstable();
+            if msgs.len() <= 3 {
+                waits.extend(msgs.iter().map(|(tag, got, len)| {
+                    format!("rank {peer} (tag {tag}: received {got} of {len} bytes)")
+                }));
+            } else {
+                let (got, len) = msgs.iter().fold((0, 0), |(g, l), m| (g + m.1, l + m.2));
+                let (first, last) = (msgs[0].0, msgs[msgs.len() - 1].0);
+                waits.push(format!(
+                    "rank {peer} ({} messages, tags {first}..={last}: received {got} of {len} bytes)",
+                    msgs.len()
+                ));
+            }
+        }
         let pred = (r.rank + r.nranks - 1) % r.nranks;
         if r.nranks > 1
             && !is_p2p_seq(self.ctx.seq)
