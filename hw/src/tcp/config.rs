@@ -134,13 +134,15 @@ fn bad(var: &'static str, value: &str, reason: &str) -> TcpError {
     }
 }
 
-fn seconds(var: &'static str, v: &str) -> Result<f64, TcpError> {
+/// Seconds in `[0, 1e9]`, or in `(0, 1e9]` when `zero_ok` is false.
+fn seconds(var: &'static str, v: &str, zero_ok: bool) -> Result<f64, TcpError> {
     let s: f64 = v
         .trim()
         .parse()
         .map_err(|_| bad(var, v, "not a number of seconds"))?;
-    if !s.is_finite() || !(0.0..=1e9).contains(&s) {
-        return Err(bad(var, v, "seconds must be in [0, 1e9]"));
+    if !s.is_finite() || !(0.0..=1e9).contains(&s) || (s == 0.0 && !zero_ok) {
+        let range = if zero_ok { "[0, 1e9]" } else { "(0, 1e9]" };
+        return Err(bad(var, v, &format!("seconds must be in {range}")));
     }
     Ok(s)
 }
@@ -161,14 +163,11 @@ impl TcpConfig {
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<TcpConfig, TcpError> {
         let mut c = TcpConfig::default();
         if let Some(v) = get("HCCL_CONNECT_TIMEOUT") {
-            let s = seconds("HCCL_CONNECT_TIMEOUT", &v)?;
-            if s <= 0.0 {
-                return Err(bad("HCCL_CONNECT_TIMEOUT", &v, "must be > 0 seconds"));
-            }
+            let s = seconds("HCCL_CONNECT_TIMEOUT", &v, false)?;
             c.connect_timeout = Duration::from_secs_f64(s);
         }
         if let Some(v) = get("HCCL_EXEC_TIMEOUT") {
-            let s = seconds("HCCL_EXEC_TIMEOUT", &v)?;
+            let s = seconds("HCCL_EXEC_TIMEOUT", &v, true)?;
             c.exec_timeout = (s > 0.0).then(|| Duration::from_secs_f64(s));
         }
         if let Some(v) = get("HCCL_IF_IP").filter(|v| !v.trim().is_empty()) {
@@ -283,7 +282,13 @@ mod tests {
         let e = TcpConfig::from_lookup(env(&[("HCCL_IF_BASE_PORT", "65530")])).unwrap_err();
         assert!(e.to_string().contains("65519"), "{e}");
         assert!(TcpConfig::from_lookup(env(&[("HCCL_CONNECT_TIMEOUT", "-1")])).is_err());
-        assert!(TcpConfig::from_lookup(env(&[("HCCL_CONNECT_TIMEOUT", "0")])).is_err());
+        for v in ["0", "-3", "nan"] {
+            let e = TcpConfig::from_lookup(env(&[("HCCL_CONNECT_TIMEOUT", v)])).unwrap_err();
+            assert!(
+                e.to_string().contains("seconds must be in (0, 1e9]"),
+                "{v}: {e}"
+            );
+        }
     }
 
     #[test]
