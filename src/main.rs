@@ -25,7 +25,8 @@ enum Command {
     Topo(cli::topo::TopoCommand),
     /// Print a rank's schedule for a collective, its cost estimate and the verifier's verdict.
     Plan(cli::plan::PlanArgs),
-    /// Benchmark a collective over a size sweep, as CANN's hccl_test / nccl-tests, on a simulated cluster.
+    /// Benchmark a collective over a size sweep (see `cli::test::ABOUT`).
+    #[command(about = cli::test::ABOUT)]
     Test(Box<cli::test::TestArgs>),
     /// Run collectives on the simulated fabric, optionally under a fault plan; print results or the hang report (exit 2 on a hang, 3 on mismatched arguments).
     Sim(Box<cli::sim::SimArgs>),

@@ -1,5 +1,6 @@
 //! `hccl-test ARGS`: the same program as `hccl test ARGS` (CANN's
-//! `hccl_test` / nccl-tests on the simulator), as its own binary.
+//! `hccl_test` / nccl-tests, on the simulator or over TCP), as its own
+//! binary.
 
 use std::process::ExitCode;
 
@@ -12,7 +13,8 @@ mod test;
 fn main() -> ExitCode {
     let cmd = test::TestArgs::augment_args(
         clap::Command::new("hccl-test").version(env!("CARGO_PKG_VERSION")),
-    );
+    )
+    .about(test::ABOUT);
     let args = match test::TestArgs::from_arg_matches(&cmd.get_matches()) {
         Ok(a) => a,
         Err(e) => e.exit(),

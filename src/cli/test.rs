@@ -83,10 +83,13 @@ pub enum TransportArg {
     Tcp,
 }
 
+/// What `hccl test` / `hccl-test` does, for `--help`.
+pub const ABOUT: &str = "Benchmark a collective over a size sweep, as CANN's hccl_test / nccl-tests: on a simulated cluster, or over TCP between processes (--transport tcp)";
+
 /// Arguments of `hccl test` (hccl_test's flags, plus the simulator's).
 #[derive(Debug, Clone, Args)]
 #[command(
-    after_help = "Sizes take K, M, G suffixes (powers of 1024). Times are simulated (hccl-sim).\n\
+    after_help = "Sizes take K, M, G suffixes (powers of 1024). Times are simulated (hccl-sim), or measured with --transport tcp.\n\
                   Example: hccl test all_reduce -b 8K -e 64M -f 2 -d fp32 -o sum -p 8"
 )]
 pub struct TestArgs {

@@ -19,10 +19,10 @@ pub enum TopoCommand {
 #[command(group(clap::ArgGroup::new("source").required(true).args(["preset", "rank_table", "fabric"])))]
 pub struct ShowArgs {
     /// Preset name: atlas800t-a2, atlas800-910a, atlas900-a3-superpod, ring, full-mesh, leaf-spine, torus2d.
-    #[arg(long, requires = "servers")]
-    preset: Option<String>,
-    /// Number of servers of the preset.
     #[arg(long)]
+    preset: Option<String>,
+    /// Number of servers of the preset (default 1, as in `hccl test`).
+    #[arg(long, requires = "preset")]
     servers: Option<u32>,
     /// Generic shapes: NPUs per server (default 1).
     #[arg(long)]
@@ -80,7 +80,9 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
     } else if let Some(path) = &args.fabric {
         Fabric::from_fabric_file(path).with_context(|| format!("reading {}", path.display()))?
     } else {
-        anyhow::bail!("give one of --preset NAME --servers N, --rank-table FILE or --fabric FILE");
+        anyhow::bail!(
+            "give one of --preset NAME [--servers N], --rank-table FILE or --fabric FILE"
+        );
     };
     write!(std::io::stdout().lock(), "{}", summary(&fabric))?;
     if let Some(path) = &args.dot {

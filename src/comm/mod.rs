@@ -177,6 +177,17 @@ fn comm_id(name: &str) -> u64 {
 /// flat (`hccl_algos::select::HcclAlgo::spec_fitting`). `hosts` is
 /// [`hccl_hw::tcp::TcpRank::hosts`] on TCP; the simulator backend passes 1
 /// and runs what TCP would run with every rank on one host.
+/// The process's `HCCL_*` settings, checked before a communicator is
+/// built: the transport's ([`TcpConfig::from_env`]), `HCCL_ALGO` and the
+/// profiling variables, so a bad value fails the constructor, not the
+/// first op.
+fn settings() -> Result<TcpConfig, CommError> {
+    let cfg = TcpConfig::from_env()?;
+    hccl_hw::tcp::select::check_algo_env()?;
+    profile::check_env()?;
+    Ok(cfg)
+}
+
 fn pick_algo(args: &CollectiveArgs, hosts: u32) -> Result<AlgoSpec, CommError> {
     Ok(hccl_hw::tcp::choose_algo(args, hosts)?)
 }
@@ -187,7 +198,8 @@ impl Comm {
             Backend::Tcp(t) => (Some(t.abort_handle()), t.hosts(), None),
             Backend::Sim(w) => (None, 1, Some(Arc::clone(w))),
         };
-        // A bad HCCL_PROFILING_* value fails every op with its message.
+        // `settings()` checked HCCL_PROFILING_* already; should the
+        // directory have gone since, every op fails with the message.
         let (profile, error) = match CommProfile::from_env(&name, rank) {
             Ok(p) => (p, None),
             Err(m) => (None, Some(CommError::Broken(format!("profiling: {m}")))),
@@ -247,7 +259,7 @@ impl Comm {
                 "HCCL_BACKEND=sim runs every rank in one process: use Comm::init_all".into(),
             ));
         }
-        Comm::tcp("world", TcpConfig::from_env()?, root_info, nranks, rank)
+        Comm::tcp("world", settings()?, root_info, nranks, rank)
     }
 
     /// Joins the communicator described by an HCCL rank table (JSON, version
@@ -267,7 +279,7 @@ impl Comm {
             value: path.display().to_string(),
             reason: format!("cannot read: {e}"),
         })?;
-        let cfg = TcpConfig::from_env()?;
+        let cfg = settings()?;
         let t = launch::from_rank_table(&bytes, cfg.base_port)?;
         let root = if rank == 0 {
             RootInfo::serve(&cfg, t.root, t.session, "HCCL_IF_BASE_PORT").map_err(|e| match e {
@@ -313,7 +325,7 @@ impl Comm {
                 "init_all(0): a communicator has at least one rank".into(),
             ));
         }
-        let mut cfg = TcpConfig::from_env()?;
+        let mut cfg = settings()?;
         match backend {
             BackendKind::Sim => {
                 let w = SimWorld::new(ndev, cfg.exec_timeout, cfg.unexpected_bound)?;
@@ -354,7 +366,7 @@ impl Comm {
     /// Missing or bad variables; `MASTER_PORT` in use; bootstrap failures.
     pub fn from_env() -> Result<Comm, CommError> {
         let l = launch::EnvLaunch::from_env()?;
-        let cfg = TcpConfig::from_env()?;
+        let cfg = settings()?;
         if BackendKind::from_env()? == BackendKind::Sim {
             return Err(CommError::Unsupported(
                 "HCCL_BACKEND=sim runs every rank in one process: use Comm::init_all".into(),

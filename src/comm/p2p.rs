@@ -332,7 +332,7 @@ fn check(sh: &Shared, op: &str, batch: bool, items: &[P2pItem<'_>]) -> Result<()
             .ok_or_else(|| CommError::Shape {
                 op: label(op, batch, i, it.kind()),
                 detail: format!(
-                    "count {} x {} bytes of {:?} overflows u64",
+                    "count {} x {} bytes of {} overflows u64",
                     it.count,
                     it.dtype.size(),
                     it.dtype

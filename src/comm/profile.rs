@@ -18,7 +18,8 @@ use hccl_algos::algo::AlgoSpec;
 use hccl_algos::collective::CollectiveArgs;
 use hccl_sim::busbw_factor;
 
-use crate::profiling::{OpRecord, ProfileWriter, ProfilingConfig};
+use super::error::CommError;
+use crate::profiling::{OpRecord, ProfileWriter, ProfilingConfig, ProfilingError};
 
 /// The op's time as this rank knows it.
 pub(crate) enum OpTime {
@@ -35,9 +36,40 @@ pub(crate) struct CommProfile {
 }
 
 /// The profiling settings, read once per process.
-fn config() -> &'static Result<Option<ProfilingConfig>, String> {
-    static CONFIG: OnceLock<Result<Option<ProfilingConfig>, String>> = OnceLock::new();
-    CONFIG.get_or_init(|| ProfilingConfig::from_env().map_err(|e| e.to_string()))
+fn config() -> &'static Result<Option<ProfilingConfig>, ProfilingError> {
+    static CONFIG: OnceLock<Result<Option<ProfilingConfig>, ProfilingError>> = OnceLock::new();
+    CONFIG.get_or_init(ProfilingConfig::from_env)
+}
+
+/// Checks the `HCCL_PROFILING_*` settings (and that the output directory
+/// can be created) before a communicator is built, so that a bad value
+/// fails its constructor like any other `HCCL_*` variable.
+///
+/// # Errors
+/// [`CommError::Env`] naming the variable and its value.
+pub(crate) fn check_env() -> Result<(), CommError> {
+    match config() {
+        Ok(None) => Ok(()),
+        Ok(Some(cfg)) => std::fs::create_dir_all(&cfg.dir).map_err(|e| CommError::Env {
+            var: crate::profiling::ENV_OUTPUT_PATH,
+            value: cfg.dir.display().to_string(),
+            reason: format!("cannot create the directory: {e}; set it to a writable directory"),
+        }),
+        Err(ProfilingError::BadValue {
+            var,
+            value,
+            accepted,
+        }) => Err(CommError::Env {
+            var,
+            value: value.clone(),
+            reason: format!("not accepted; use {accepted}"),
+        }),
+        Err(e) => Err(CommError::Env {
+            var: crate::profiling::ENV_ENABLE,
+            value: std::env::var(crate::profiling::ENV_ENABLE).unwrap_or_default(),
+            reason: e.to_string(),
+        }),
+    }
 }
 
 impl CommProfile {
@@ -46,8 +78,10 @@ impl CommProfile {
     /// # Errors
     /// A bad `HCCL_PROFILING_*` value, as text naming the variable.
     pub(crate) fn from_env(comm: &str, rank: u32) -> Result<Option<CommProfile>, String> {
-        let Some(cfg) = config().clone()? else {
-            return Ok(None);
+        let cfg = match config() {
+            Ok(Some(c)) => c.clone(),
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(e.to_string()),
         };
         // Find an unusable directory now, not when the file is written at
         // destroy (where an error can only be logged).

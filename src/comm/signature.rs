@@ -168,7 +168,7 @@ pub(crate) fn p2p_mismatch(
     }
     if dtypes.0 != dtypes.1 {
         diffs.push(format!(
-            "dtype: rank {src} sends {:?}, rank {dst} receives {:?}",
+            "dtype: rank {src} sends {}, rank {dst} receives {}",
             dtypes.0, dtypes.1
         ));
     }
@@ -188,7 +188,7 @@ pub(crate) fn describe_p2p(dtype: DataType, me: Rank, remote: &Signature, peer: 
     };
     if r.kind != CollectiveKind::SendRecv {
         return format!(
-            "rank {peer} sent a {:?} message where rank {me} expects a point-to-point message",
+            "rank {peer} sent a {} message where rank {me} expects a point-to-point message",
             r.kind
         );
     }

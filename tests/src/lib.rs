@@ -261,23 +261,18 @@ pub fn on_threads<R: Send + 'static>(
     hs.into_iter().map(|h| h.join().unwrap()).collect()
 }
 
-/// For tests whose environment makes every op fail before it runs: the
-/// error of a 4-element fp32 Sum AllReduce on each rank of a fresh 2-rank
-/// simulator communicator, called in turn, with what it left in the
-/// receive buffer (zeros before).
+/// For tests whose environment makes building a communicator fail: the
+/// error of a 2-rank simulator `init_all` and of a TCP one (both check the
+/// `HCCL_*` settings before anything else).
 ///
 /// # Panics
-/// If the communicator cannot be created or an op succeeds.
-pub fn failing_all_reduces_on_sim() -> Vec<(String, [f32; 4])> {
-    let comms = Comm::init_all_on(BackendKind::Sim, 2).expect("init_all");
-    comms
-        .iter()
-        .map(|c| {
-            let mut recv = [0.0f32; 4];
-            let e = c
-                .all_reduce(&[1.0f32; 4], &mut recv, ReduceOp::Sum)
-                .expect_err("the op should fail");
-            (e.to_string(), recv)
+/// If a communicator is built.
+pub fn init_errors() -> Vec<String> {
+    [BackendKind::Sim, BackendKind::Tcp]
+        .into_iter()
+        .map(|b| match Comm::init_all_on(b, 2) {
+            Ok(_) => panic!("{b:?}: the communicator should not be built"),
+            Err(e) => e.to_string(),
         })
         .collect()
 }

@@ -173,7 +173,7 @@ fn mismatched_count_or_dtype_fails_on_the_receiver(backend: BackendKind) {
     });
     let (e, buf) = out[0].clone().unwrap().unwrap_err();
     assert!(
-        e.contains("dtype: rank 1 sends Uint32, rank 0 receives Fp32"),
+        e.contains("dtype: rank 1 sends uint32, rank 0 receives fp32"),
         "{e}"
     );
     assert_eq!(buf, [0.5; 4]);
