@@ -103,6 +103,24 @@ pub fn plan_op(
     }
 }
 
+/// `HCCL_ALGO`, parsed.
+fn algo_env() -> Result<Option<HcclAlgo>, TcpError> {
+    HcclAlgo::from_env().map_err(|e| TcpError::Config {
+        var: "HCCL_ALGO",
+        value: std::env::var("HCCL_ALGO").unwrap_or_default(),
+        reason: e.to_string().trim_start_matches("HCCL_ALGO: ").to_string(),
+    })
+}
+
+/// Checks that `HCCL_ALGO` parses (a communicator's constructor calls it,
+/// so a bad value fails there rather than at the first op).
+///
+/// # Errors
+/// [`TcpError::Config`] naming `HCCL_ALGO` and its value.
+pub fn check_algo_env() -> Result<(), TcpError> {
+    algo_env().map(drop)
+}
+
 /// The algorithm to run `args` with over TCP on a communicator whose ranks
 /// listen on `hosts` distinct addresses ([`super::TcpRank::hosts`]; all
 /// ranks compute the same): `HCCL_ALGO` if set, else the selector's choice
@@ -115,11 +133,7 @@ pub fn plan_op(
 /// # Errors
 /// [`TcpError::Config`] if `HCCL_ALGO` does not parse.
 pub fn choose_algo(args: &CollectiveArgs, hosts: u32) -> Result<AlgoSpec, TcpError> {
-    let env = HcclAlgo::from_env().map_err(|e| TcpError::Config {
-        var: "HCCL_ALGO",
-        value: std::env::var("HCCL_ALGO").unwrap_or_default(),
-        reason: e.to_string().trim_start_matches("HCCL_ALGO: ").to_string(),
-    })?;
+    let env = algo_env()?;
     let cost = CostModel {
         level0: TCP_COST,
         level1: TCP_COST,
