@@ -15,7 +15,7 @@
 use half::f16;
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 
-use super::native::Native;
+use super::native::{Divisor, Native};
 use crate::dtype::ReduceOp;
 
 /// bf16 bits to f32, exact: bf16 is the top half of an f32.
@@ -64,8 +64,8 @@ impl Native<2> for Bf16 {
         Bf16(Native::<4>::min(self.0, other.0))
     }
     #[inline(always)]
-    fn div(self, divisor: u32) -> Self {
-        Bf16(self.0 / divisor as f32)
+    fn div(self, divisor: &Divisor) -> Self {
+        Bf16(self.0 / divisor.value as f32)
     }
 }
 

@@ -586,3 +586,41 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(if cfg!(debug_assertions) { 64 } else { 256 }))]
+
+    /// Integer division by a prepared divisor equals i128 division
+    /// truncated toward zero, for every integer type, any value (the
+    /// extremes included) and any divisor.
+    #[test]
+    fn integer_divide_matches_wide_division(
+        values in proptest::collection::vec(any::<i64>(), 0..40),
+        divisor in prop_oneof![Just(1u32), Just(2), Just(3), Just(7), Just(u32::MAX), 1u32..],
+    ) {
+        let mut values = values;
+        values.extend([i64::MIN, i64::MAX, -1, 0, 1]);
+        let d = i128::from(divisor);
+        for dtype in [
+            DataType::Int8, DataType::Int16, DataType::Int32, DataType::Int64,
+            DataType::Uint8, DataType::Uint16, DataType::Uint32, DataType::Uint64,
+        ] {
+            let size = dtype.size() as usize;
+            // Each value's low bytes, read back as the type.
+            let mut buf: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()[..size].to_vec()).collect();
+            let signed = matches!(dtype, DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64);
+            let as_wide = |b: &[u8]| -> i128 {
+                let mut w = [0u8; 16];
+                w[..size].copy_from_slice(b);
+                if signed && b[size - 1] & 0x80 != 0 {
+                    w[size..].fill(0xff);
+                }
+                i128::from_le_bytes(w)
+            };
+            let want: Vec<i128> = buf.chunks_exact(size).map(|b| as_wide(b) / d).collect();
+            divide(dtype, &mut buf, divisor).unwrap();
+            let got: Vec<i128> = buf.chunks_exact(size).map(as_wide).collect();
+            prop_assert_eq!(got, want, "{} / {}", dtype, divisor);
+        }
+    }
+}
