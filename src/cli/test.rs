@@ -499,6 +499,7 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     };
     // Rows to run: sizes × algorithms.
     let mut plan: Vec<(u64, AlgoSpec, String)> = Vec::new();
+    let mut asked = Vec::with_capacity(sizes.len());
     let mut last_size = None;
     for &bytes in &sizes {
         let args = match args_of(bytes) {
@@ -511,8 +512,10 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         if last_size.replace(args.message_bytes()) == Some(args.message_bytes())
             || (args.message_bytes() == 0 && bytes > 0 && kind != CollectiveKind::Barrier)
         {
+            asked.push((bytes, None));
             continue;
         }
+        asked.push((bytes, Some(args.message_bytes())));
         match &choice {
             AlgoChoice::Selector => {
                 let s = select::select(&args, &layout, &costs, None);
@@ -545,6 +548,11 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     }
     if let Some(note) = &algo_note {
         writeln!(out, "{note}")?;
+    }
+    if kind != CollectiveKind::Barrier {
+        if let Some(note) = workload::size_note(&asked, a.datatype) {
+            writeln!(out, "{note}")?;
+        }
     }
     writeln!(
         out,

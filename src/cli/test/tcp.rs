@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use hccl::Comm;
+use hccl_algos::collective::CollectiveKind;
 use hccl_algos::layout::GroupLayout;
 use hccl_algos::reference;
 use hccl_algos::select::HcclAlgo;
@@ -136,13 +137,16 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
     // is skipped; an explicit -b 0 keeps its 0-byte row) and their
     // algorithms, known before the header sizes the table.
     let mut todo = Vec::with_capacity(s.sizes.len());
+    let mut asked = Vec::with_capacity(s.sizes.len());
     let mut last_size = None;
     for &bytes in s.sizes {
         let args = workload::args_for(s.coll, bytes, s.dtype, s.op, s.root, n)?;
         let moved = args.message_bytes();
         if last_size.replace(moved) == Some(moved) || (moved == 0 && bytes > 0) {
+            asked.push((bytes, None));
             continue;
         }
+        asked.push((bytes, Some(moved)));
         let spec = comm.algorithm(&args)?;
         todo.push((bytes, args, spec));
     }
@@ -167,6 +171,11 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
         writeln!(out, "# settings: {}", s.settings)?;
         if let Some(note) = algo_note(s, n) {
             writeln!(out, "{note}")?;
+        }
+        if kind != CollectiveKind::Barrier {
+            if let Some(note) = workload::size_note(&asked, s.dtype) {
+                writeln!(out, "{note}")?;
+            }
         }
         writeln!(
             out,

@@ -187,6 +187,36 @@ pub fn args_for(
     Ok(args)
 }
 
+/// A `# note:` line when some rows move other bytes than the size asked for
+/// (`-b/-e/-f/-i`): counts are whole elements, split over the ranks for
+/// the collectives that split their buffer, and the V variants' uneven
+/// counts move around the size; a size that rounds to nothing, or to the
+/// bytes of the row before, makes no row. `asked` pairs each size asked
+/// for with the bytes its row moves (`None`: no row). At most four sizes
+/// are named.
+pub fn size_note(asked: &[(u64, Option<u64>)], dtype: DataType) -> Option<String> {
+    let odd: Vec<String> = asked
+        .iter()
+        .filter(|(want, got)| *got != Some(*want))
+        .map(|(want, got)| match got {
+            Some(b) => format!("{want} B runs as {b} B"),
+            None => format!("{want} B makes no row"),
+        })
+        .collect();
+    if odd.is_empty() {
+        return None;
+    }
+    let more = match odd.len() {
+        n if n > 4 => format!(", and {} more", n - 4),
+        _ => String::new(),
+    };
+    Some(format!(
+        "# note: a row moves whole {dtype} elements ({} B) split over the ranks (the V variants: uneven counts around the size), so {}{more}; the size column shows what each row moved",
+        dtype.size(),
+        odd[..odd.len().min(4)].join(", ")
+    ))
+}
+
 /// Every algorithm spec worth running for `kind` on `layout` (`--algo
 /// all`): each flat algorithm that implements it and, on a regular
 /// multi-server layout, each level0 (mesh, ring) × level1 pair that plans.
@@ -234,6 +264,35 @@ pub fn all_specs(args: &CollectiveArgs, layout: &GroupLayout) -> Vec<AlgoSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_size_note_names_what_rows_moved_instead() {
+        assert_eq!(
+            size_note(&[(8, Some(8)), (16, Some(16))], DataType::Fp32),
+            None
+        );
+        let note = size_note(
+            &[
+                (8, Some(8)),
+                (10, None),
+                (13, Some(12)),
+                (1, None),
+                (3, None),
+                (5, None),
+                (7, None),
+            ],
+            DataType::Fp32,
+        )
+        .unwrap();
+        assert!(
+            note.starts_with("# note: a row moves whole fp32 elements (4 B)"),
+            "{note}"
+        );
+        assert!(
+            note.contains("so 10 B makes no row, 13 B runs as 12 B, 1 B makes no row, 3 B makes no row, and 2 more;"),
+            "{note}"
+        );
+    }
 
     #[test]
     fn counts_follow_hccl_test() {
