@@ -30,8 +30,15 @@ fn spec() -> impl Strategy<Value = GenerateSpec> {
                     base as u16,
                 ))
             } else {
-                // .1 of any /24: room for 254 >= 11 * 16 addresses
-                IpAddr::V4(Ipv4Addr::from((base & !0xff) | 1))
+                // .1 of any /24 but the servers' (192.0.2.0/24): room
+                // for 254 >= 11 * 16 addresses, none a server's.
+                let net = base & !0xff;
+                let net = if net == u32::from(Ipv4Addr::new(192, 0, 2, 0)) {
+                    net ^ 0x100
+                } else {
+                    net
+                };
+                IpAddr::V4(Ipv4Addr::from(net | 1))
             });
             GenerateSpec {
                 servers,
@@ -186,5 +193,10 @@ fn generator_rejects_bad_arguments() {
             Version::V1_0,
         ),
         "past 255.255.255.254",
+    );
+    // Device IPs are the NPUs' own: a range that covers a server is refused.
+    bad(
+        RankTable::generate(&two, 8, Some(two[0]), Version::V1_0),
+        "the 16 device IPs from it include server 192.0.2.1 (rank 0's)",
     );
 }

@@ -572,3 +572,34 @@ fn missing_file_is_io_error() {
         Err(TopologyError::Io { .. })
     ));
 }
+
+/// A device IP that is a server's host address (its host_ip, or a
+/// server_id written as an IP) is a problem at the device's path, once.
+#[test]
+fn a_device_ip_equal_to_a_host_address_is_a_problem() {
+    let mut v = base();
+    v["server_list"][1]["host_ip"] = json!("198.51.100.1");
+    one(
+        &v,
+        "server_list[0].device[0].device_ip",
+        "equals server_list[1].host_ip; a device IP is the NPU's own network address",
+        None,
+    );
+    let mut v = base();
+    v["server_list"][0]["server_id"] = json!("198.51.100.4");
+    v["server_list"][0]["host_ip"] = json!("198.51.100.4");
+    one(
+        &v,
+        "server_list[1].device[1].device_ip",
+        "equals server_list[0].host_ip",
+        None,
+    );
+    let mut v = base();
+    v["server_list"][1]["server_id"] = json!("198.51.100.2");
+    one(
+        &v,
+        "server_list[0].device[1].device_ip",
+        "equals server_list[1].server_id",
+        None,
+    );
+}

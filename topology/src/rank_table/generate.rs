@@ -75,6 +75,17 @@ fn add_offset(base: IpAddr, offset: u64) -> Option<IpAddr> {
     }
 }
 
+/// `ip − base` when `ip` is `base` or above it in the same family.
+fn offset_of(base: IpAddr, ip: IpAddr) -> Option<u64> {
+    match (base, ip) {
+        (IpAddr::V4(b), IpAddr::V4(i)) => u32::from(i).checked_sub(u32::from(b)).map(u64::from),
+        (IpAddr::V6(b), IpAddr::V6(i)) => {
+            u64::try_from(u128::from(i).checked_sub(u128::from(b))?).ok()
+        }
+        _ => None,
+    }
+}
+
 impl RankTable {
     /// Generates a valid rank table: `servers.len()` servers of
     /// `devices_per_server` NPUs, ranks assigned server by server, device IPs
@@ -142,6 +153,16 @@ impl RankTable {
         }
         if let Some(IpAddr::V4(base)) = spec.device_ip_base {
             check_v4_range(base, world)?;
+        }
+        // Device IPs are the NPUs' own: the range must miss every server.
+        if let Some(base) = spec.device_ip_base {
+            for s in &spec.servers {
+                if let Some(k) = offset_of(base, *s).filter(|&k| k < world) {
+                    return Err(bad(format!(
+                        "device IP base {base}: the {world} device IPs from it include server {s} (rank {k}'s); a device IP is the NPU's own network address, so pick a base whose range misses the servers' addresses"
+                    )));
+                }
+            }
         }
         let v12 = spec.version == Version::V1_2;
         let per_pod = u64::from(spec.servers_per_super_pod.unwrap_or(u32::MAX));

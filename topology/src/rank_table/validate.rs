@@ -440,6 +440,28 @@ pub(crate) fn validate(raw: RawRankTable) -> Result<RankTable, Vec<Problem>> {
         });
         server_ranks.push(ranks);
     }
+    // A device IP is the NPU's own (RoCE) address: one that is a server's
+    // host address (its host_ip, or a server_id written as an IP) is a
+    // copy-paste slip, and the NPUs' traffic would go to the host.
+    for (i, s) in raw.server_list.iter().enumerate() {
+        let ip_of = |v: Option<&str>| v.and_then(|v| v.parse::<IpAddr>().ok());
+        let host_ip = ip_of(s.host_ip.as_deref());
+        let server_ip = ip_of(Some(&s.server_id)).filter(|ip| Some(*ip) != host_ip);
+        for (field, ip) in [("host_ip", host_ip), ("server_id", server_ip)] {
+            let Some(ip) = ip else { continue };
+            if let Some(dev) = ip_seen.get(&ip) {
+                p.push(
+                    problem(
+                        dev,
+                        format!(
+                            "equals server_list[{i}].{field}; a device IP is the NPU's own network address, not a host's"
+                        ),
+                    )
+                    .value(ip.to_string()),
+                );
+            }
+        }
+    }
 
     if !rank_ok {
         let missing: Vec<String> = (0..world as u32)
