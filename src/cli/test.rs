@@ -549,10 +549,8 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     if let Some(note) = &algo_note {
         writeln!(out, "{note}")?;
     }
-    if kind != CollectiveKind::Barrier {
-        if let Some(note) = workload::size_note(&asked, a.datatype) {
-            writeln!(out, "{note}")?;
-        }
+    if let Some(note) = workload::size_note(&asked, a.datatype, kind) {
+        writeln!(out, "{note}")?;
     }
     writeln!(
         out,

@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use hccl::Comm;
-use hccl_algos::collective::CollectiveKind;
 use hccl_algos::layout::GroupLayout;
 use hccl_algos::reference;
 use hccl_algos::select::HcclAlgo;
@@ -172,10 +171,8 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
         if let Some(note) = algo_note(s, n) {
             writeln!(out, "{note}")?;
         }
-        if kind != CollectiveKind::Barrier {
-            if let Some(note) = workload::size_note(&asked, s.dtype) {
-                writeln!(out, "{note}")?;
-            }
+        if let Some(note) = workload::size_note(&asked, s.dtype, kind) {
+            writeln!(out, "{note}")?;
         }
         writeln!(
             out,

@@ -193,8 +193,15 @@ pub fn args_for(
 /// counts move around the size; a size that rounds to nothing, or to the
 /// bytes of the row before, makes no row. `asked` pairs each size asked
 /// for with the bytes its row moves (`None`: no row). At most four sizes
-/// are named.
-pub fn size_note(asked: &[(u64, Option<u64>)], dtype: DataType) -> Option<String> {
+/// are named. None for Barrier, which moves nothing.
+pub fn size_note(
+    asked: &[(u64, Option<u64>)],
+    dtype: DataType,
+    kind: CollectiveKind,
+) -> Option<String> {
+    if kind == CollectiveKind::Barrier {
+        return None;
+    }
     let odd: Vec<String> = asked
         .iter()
         .filter(|(want, got)| *got != Some(*want))
@@ -267,10 +274,11 @@ mod tests {
 
     #[test]
     fn the_size_note_names_what_rows_moved_instead() {
-        assert_eq!(
-            size_note(&[(8, Some(8)), (16, Some(16))], DataType::Fp32),
-            None
-        );
+        let ar = CollectiveKind::AllReduce;
+        let fp32 = DataType::Fp32;
+        assert_eq!(size_note(&[(8, Some(8)), (16, Some(16))], fp32, ar), None);
+        let barrier = CollectiveKind::Barrier;
+        assert_eq!(size_note(&[(8, None)], fp32, barrier), None);
         let note = size_note(
             &[
                 (8, Some(8)),
@@ -282,6 +290,7 @@ mod tests {
                 (7, None),
             ],
             DataType::Fp32,
+            ar,
         )
         .unwrap();
         assert!(
