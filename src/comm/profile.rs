@@ -78,20 +78,14 @@ impl CommProfile {
     /// # Errors
     /// A bad `HCCL_PROFILING_*` value, as text naming the variable.
     pub(crate) fn from_env(comm: &str, rank: u32) -> Result<Option<CommProfile>, String> {
-        let cfg = match config() {
-            Ok(Some(c)) => c.clone(),
-            Ok(None) => return Ok(None),
-            Err(e) => return Err(e.to_string()),
+        // Bad values, and an unusable directory found now rather than
+        // when the file is written at destroy (where an error can only be
+        // logged): the constructors' own check.
+        check_env().map_err(|e| e.to_string())?;
+        let Ok(Some(cfg)) = config() else {
+            return Ok(None);
         };
-        // Find an unusable directory now, not when the file is written at
-        // destroy (where an error can only be logged).
-        std::fs::create_dir_all(&cfg.dir).map_err(|e| {
-            format!(
-                "{}={}: cannot create the directory: {e}; set it to a writable directory",
-                crate::profiling::ENV_OUTPUT_PATH,
-                cfg.dir.display()
-            )
-        })?;
+        let cfg = cfg.clone();
         Ok(Some(CommProfile {
             writer: Mutex::new(Some(ProfileWriter::new(cfg, format!("{comm}_rank{rank}")))),
             created: Instant::now(),
