@@ -3,4 +3,6 @@
 pub mod comm;
 pub mod profiling;
 
-pub use comm::{BackendKind, Comm, CommError, Element, OpHandle, P2pItem, P2pKind, RootInfo};
+pub use comm::{
+    group, BackendKind, Comm, CommError, Element, Group, OpHandle, P2pItem, P2pKind, RootInfo,
+};

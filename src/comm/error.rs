@@ -100,6 +100,12 @@ pub enum CommError {
     /// The call is not available on this backend or configuration.
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// A blocking call waits for communicators of this process that no
+    /// thread drives: the thread that created them with
+    /// [`super::Comm::init_all`] called one and blocks in it (see
+    /// [`super::group`]). The message names the op and the ranks.
+    #[error("{0}")]
+    Undriven(String),
     /// The communicator was aborted or failed before; destroy it.
     #[error("communicator is unusable: {0}")]
     Broken(String),
@@ -132,7 +138,8 @@ impl CommError {
             | CommError::Shape { .. }
             | CommError::Peer { .. }
             | CommError::Counts { .. }
-            | CommError::Env { .. } => 1,
+            | CommError::Env { .. }
+            | CommError::Undriven(_) => 1,
             CommError::Algo(_) | CommError::Unsupported(_) => 5,
             CommError::RankTable(_) => 10,
             CommError::Tcp(e) => match e {

@@ -6,6 +6,7 @@
 //! | `HcclCommInitRootInfo` | [`Comm::init_root_info`] |
 //! | `HcclCommInitClusterInfo` | [`Comm::init_cluster_info`] |
 //! | `HcclCommInitAll` | [`Comm::init_all`] |
+//! | one thread's calls on every communicator, then a stream sync (NCCL `ncclGroupStart`/`End`) | [`group`] |
 //! | (torchrun / mpirun env) | [`Comm::from_env`] |
 //! | `HcclCommSplit` (NCCL `ncclCommSplit`) | [`Comm::split`] |
 //! | `HcclAllReduce`, ... | [`Comm::all_reduce`], ... (typed), [`Comm::collective`] (bytes) |
@@ -30,8 +31,10 @@
 
 mod element;
 mod error;
+mod group;
 mod handle;
 pub mod launch;
+mod local;
 mod p2p;
 mod profile;
 mod signature;
@@ -39,16 +42,18 @@ mod sim_backend;
 mod vvar;
 
 use std::path::Path;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use hccl_algos::algo::AlgoSpec;
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
 use hccl_algos::layout::GroupLayout;
 use hccl_algos::transport::OpContext;
 use hccl_hw::tcp::{AbortHandle, OpBuffers, OpInfo, TcpConfig, TcpError, TcpRank};
+use local::{CallGuard, LocalWorld, Waits};
 
 pub use element::Element;
 pub use error::CommError;
+pub use group::{group, Group};
 pub use handle::OpHandle;
 pub use hccl_algos::{DataType, ReduceOp};
 pub use p2p::{P2pItem, P2pKind};
@@ -137,6 +142,10 @@ struct Shared {
     sim: Option<Arc<SimWorld>>,
     /// Per-op records when `HCCL_PROFILING_ENABLE=1` (see [`profile`]).
     profile: Option<CommProfile>,
+    /// The other communicators of this process's `init_all`, if it made
+    /// this one: a blocking call only this thread could complete fails
+    /// with advice ([`local`]).
+    local: OnceLock<Arc<LocalWorld>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -225,6 +234,7 @@ impl Comm {
                 hosts,
                 sim,
                 profile,
+                local: OnceLock::new(),
             }),
         }
     }
@@ -305,8 +315,14 @@ impl Comm {
 
     /// All `ndev` ranks in this process, one thread each during setup
     /// (HCCL's `HcclCommInitAll`). On TCP they talk over loopback; with
-    /// `HCCL_BACKEND=sim` they run on the simulator. Use each `Comm` from its
-    /// own thread: a collective blocks until every rank has called it.
+    /// `HCCL_BACKEND=sim` they run on the simulator. A blocking collective
+    /// returns when every rank has called it, so drive each `Comm` from its
+    /// own thread, or issue one thread's calls on all of them together with
+    /// [`group`] (HCCL's loop over communicators, whose calls only enqueue
+    /// work on streams). A blocking call from the creating thread that
+    /// waits for communicators of this set that no thread has ever called
+    /// fails within 5 s (or half of `HCCL_EXEC_TIMEOUT`) with
+    /// [`CommError::Undriven`], instead of timing out.
     ///
     /// # Errors
     /// Any rank's bootstrap error.
@@ -326,12 +342,13 @@ impl Comm {
             ));
         }
         let mut cfg = settings()?;
-        match backend {
+        let local = LocalWorld::new(ndev, local::grace(cfg.exec_timeout));
+        let comms: Vec<Comm> = match backend {
             BackendKind::Sim => {
                 let w = SimWorld::new(ndev, cfg.exec_timeout, cfg.unexpected_bound)?;
-                Ok((0..ndev)
+                (0..ndev)
                     .map(|r| Comm::new("world".into(), r, ndev, Backend::Sim(Arc::clone(&w))))
-                    .collect())
+                    .collect()
             }
             BackendKind::Tcp => {
                 if cfg.if_ip.is_none() && cfg.socket_ifname.is_none() {
@@ -350,9 +367,13 @@ impl Comm {
                             Err(CommError::Sim("a setup thread panicked".into()))
                         })
                     })
-                    .collect()
+                    .collect::<Result<_, _>>()?
             }
+        };
+        for c in &comms {
+            let _ = c.shared.local.set(Arc::clone(&local));
         }
+        Ok(comms)
     }
 
     /// Joins the communicator a launcher describes in the environment:
@@ -667,7 +688,9 @@ impl Comm {
     ) -> Result<(), CommError> {
         self.check_world(args).map_err(|e| self.fail_local(e))?;
         let t = self.take_ticket();
-        Comm::run_at(&self.shared, t, args, UserBufs::Separate(input, output))
+        let call = self.enter_blocking(&format!("{:?} #{}", args.kind, t.1), Waits::All);
+        let r = Comm::run_at(&self.shared, t, args, UserBufs::Separate(input, output));
+        Comm::end_blocking(call, r)
     }
 
     /// Runs a collective in place on one buffer placed as
@@ -683,7 +706,57 @@ impl Comm {
         self.check_world(args).map_err(|e| self.fail_local(e))?;
         let args = args.clone().with_in_place(true);
         let t = self.take_ticket();
-        Comm::run_at(&self.shared, t, &args, UserBufs::InPlace(buf))
+        let call = self.enter_blocking(&format!("{:?} #{}", args.kind, t.1), Waits::All);
+        let r = Comm::run_at(&self.shared, t, &args, UserBufs::InPlace(buf));
+        Comm::end_blocking(call, r)
+    }
+
+    /// Marks a blocking call `op` as started for [`local`]'s check (only
+    /// communicators made by [`Comm::init_all`] have one).
+    fn enter_blocking(&self, op: &str, waits: Waits<'_>) -> Option<CallGuard> {
+        let world = self.shared.local.get()?;
+        let (rank, size) = (self.shared.rank, self.shared.size);
+        let head = format!(
+            "{op} on comm '{}' (rank {rank} of {size})",
+            self.shared.name
+        );
+        let describe = move |peers: &[u32]| {
+            format!(
+                "{head} cannot complete: ranks {peers:?} are communicators of this process \
+                 (Comm::init_all) that no thread has called, and the thread that created them \
+                 is blocked in this call. In HCCL such a loop works because a call only \
+                 enqueues work on a stream; here a blocking call returns when the op is done. \
+                 Issue the calls together with hccl::group(|g| ...), call each communicator \
+                 from its own thread, or use the async calls and wait on their handles"
+            )
+        };
+        let sh = Arc::clone(&self.shared);
+        let on_stuck = Box::new(move |msg: String| {
+            lock(&sh.error).get_or_insert(CommError::Undriven(msg.clone()));
+            if let Some(h) = &sh.abort {
+                h.abort();
+            }
+            if let Some(w) = &sh.sim {
+                w.fail(sh.rank, &msg);
+            }
+        });
+        Some(world.enter(rank, waits, describe, on_stuck))
+    }
+
+    /// Marks this rank as driven by an async op, for [`local`]'s check.
+    fn note_async(&self) {
+        if let Some(w) = self.shared.local.get() {
+            w.driven(self.shared.rank);
+        }
+    }
+
+    /// Ends a call [`Comm::enter_blocking`] started: a call failed as stuck
+    /// returns [`CommError::Undriven`], not the abort it was ended with.
+    fn end_blocking<R>(call: Option<CallGuard>, r: Result<R, CommError>) -> Result<R, CommError> {
+        match (r, call.as_ref().and_then(CallGuard::stuck)) {
+            (Err(_), Some(msg)) => Err(CommError::Undriven(msg)),
+            (r, _) => r,
+        }
     }
 
     /// [`Comm::collective`] on its own thread, with owned buffers: returns
@@ -692,6 +765,7 @@ impl Comm {
         let shared = Arc::clone(&self.shared);
         let checked = self.check_world(&args);
         let (turn, seq) = self.take_ticket();
+        self.note_async();
         OpHandle::spawn(format!("hccl-op-{seq}"), move || {
             // A failed check fails the op's turn, telling the peers; either
             // way `at_turn` runs and passes the turn on.

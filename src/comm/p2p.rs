@@ -254,6 +254,7 @@ impl Comm {
         let shared = Arc::clone(&self.shared);
         let turn =
             check(&shared, "Send", false, &[P2pItem::send(&buf, dest)]).map(|()| self.take_turn());
+        self.note_async();
         OpHandle::spawn(format!("hccl-send-{dest}"), move || {
             let turn = turn?;
             p2p_at(
@@ -281,6 +282,7 @@ impl Comm {
         let shared = Arc::clone(&self.shared);
         let turn = check(&shared, "Recv", false, &[P2pItem::recv(&mut buf, src)])
             .map(|()| self.take_turn());
+        self.note_async();
         OpHandle::spawn(format!("hccl-recv-{src}"), move || {
             let turn = turn?;
             p2p_at(
@@ -297,7 +299,10 @@ impl Comm {
     fn p2p_now(&self, op: &str, batch: bool, items: &mut [P2pItem<'_>]) -> Result<(), CommError> {
         check(&self.shared, op, batch, items)?;
         let turn = self.take_turn();
-        p2p_at(&self.shared, turn, op, batch, items)
+        let peers: Vec<u32> = items.iter().map(|it| it.peer).collect();
+        let call = self.enter_blocking(op, super::Waits::Peers(&peers));
+        let r = p2p_at(&self.shared, turn, op, batch, items);
+        Comm::end_blocking(call, r)
     }
 }
 

@@ -13,11 +13,21 @@ fn short_timeouts() {
     std::env::set_var("HCCL_BUFFSIZE", "1");
 }
 
+/// `n` ranks made on another thread: the test thread then waits for a
+/// silent peer as a rank's own thread would, rather than as the creator of
+/// a peer nothing drives (which fails at once, see `init_all_one_thread.rs`).
+fn comms_made_elsewhere(backend: BackendKind, n: u32) -> Vec<Comm> {
+    std::thread::spawn(move || Comm::init_all_on(backend, n))
+        .join()
+        .unwrap()
+        .unwrap()
+}
+
 /// Rank 1 receives from rank 0, which never sends: the receive fails after
 /// about the timeout (well before 30 s), naming rank 0 and the message.
 fn receive_from_a_silent_peer(backend: BackendKind, expect: &[&str]) {
     short_timeouts();
-    let comms = Comm::init_all_on(backend, 2).unwrap();
+    let comms = comms_made_elsewhere(backend, 2);
     let t = Instant::now();
     let mut buf = [0.0f32; 4];
     let e = comms[1].recv(&mut buf, 0).unwrap_err().to_string();
@@ -64,7 +74,7 @@ fn receive_times_out_on_sim() {
 #[test]
 fn unreceived_send_past_buffsize_times_out_on_sim() {
     short_timeouts();
-    let comms = Comm::init_all_on(BackendKind::Sim, 2).unwrap();
+    let comms = comms_made_elsewhere(BackendKind::Sim, 2);
     let big = vec![1u8; 2 << 20];
     let e = comms[0].send(&big, 1).unwrap_err().to_string();
     assert!(
