@@ -12,9 +12,16 @@ use hccl_topology::{GenerateSpec, RankTable, TopologyError, Version};
 #[derive(clap::Subcommand, Debug)]
 pub enum RanktableCommand {
     /// Validate a rank table; exit status 0 when valid, 1 with every problem listed.
+    ///
+    /// Keys outside HCCL's format (tools add pod and container fields) are
+    /// listed as a note and ignored, as HCCL ignores them; `--strict` makes
+    /// them problems.
     Check {
         /// The rank table JSON file.
         file: PathBuf,
+        /// Treat keys outside HCCL's rank table format as problems.
+        #[arg(long)]
+        strict: bool,
     },
     /// Write a valid rank table for the given servers.
     #[command(disable_version_flag = true)]
@@ -52,7 +59,11 @@ fn parse_version(s: &str) -> Result<Version, String> {
 /// Runs one `hccl ranktable` subcommand.
 pub fn run(command: RanktableCommand) -> anyhow::Result<ExitCode> {
     match command {
-        RanktableCommand::Check { file } => match RankTable::from_file(&file) {
+        RanktableCommand::Check { file, strict } => match if strict {
+            RankTable::from_file_strict(&file)
+        } else {
+            RankTable::from_file(&file)
+        } {
             Ok(table) => {
                 let pods = table.super_pods().len();
                 writeln!(
@@ -71,6 +82,13 @@ pub fn run(command: RanktableCommand) -> anyhow::Result<ExitCode> {
                 )?;
                 if let Some(note) = uneven_servers_note(&table) {
                     writeln!(std::io::stdout().lock(), "{note}")?;
+                }
+                if !table.ignored_keys().is_empty() {
+                    writeln!(
+                        std::io::stdout().lock(),
+                        "note: ignored keys outside HCCL's rank table format (--strict rejects them): {}",
+                        table.ignored_keys().join(", ")
+                    )?;
                 }
                 Ok(ExitCode::SUCCESS)
             }

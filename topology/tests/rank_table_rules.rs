@@ -497,9 +497,12 @@ fn type_errors_name_the_json_path() {
     // An unknown field: its parent's path and the field's name.
     let mut v = base();
     v["server_list"][0]["device"][0]["rank_Id"] = json!("0");
-    let e = RankTable::from_slice(&serde_json::to_vec(&v).unwrap()).unwrap_err();
+    let text = serde_json::to_vec(&v).unwrap();
+    let t = RankTable::from_slice(&text).unwrap();
+    assert_eq!(t.ignored_keys(), ["server_list[0].device[0].rank_Id"]);
+    let e = RankTable::from_slice_strict(&text).unwrap_err();
     assert!(
-        e.to_string().contains("server_list[0].device[0]") && e.to_string().contains("rank_Id"),
+        e.to_string().contains("server_list[0].device[0].rank_Id"),
         "{e}"
     );
 }
@@ -512,8 +515,6 @@ fn structural_errors_have_line_and_column() {
     let (line, _, msg) = syntax(b"{\n  \"status\": \"completed\",\n  \"version\": 1.0\n}");
     assert_eq!(line, 3);
     assert!(msg.contains("invalid type"), "{msg}");
-    let (_, _, msg) = syntax(br#"{"status":"completed","version":"1.0","server_count":"1","server_list":[],"extra":"x"}"#);
-    assert!(msg.contains("unknown field `extra`"), "{msg}");
     let (_, _, msg) = syntax(br#"{"status":"completed","version":"1.0","server_list":[]}"#);
     assert!(msg.contains("missing field `server_count`"), "{msg}");
     let (_, _, msg) = syntax(br#"{"status":"completed","version":"1.0","server_count":"1","server_list":[{"server_id":"a","device":[{"device_id":0,"rank_id":"0"}]}]}"#);
@@ -521,8 +522,13 @@ fn structural_errors_have_line_and_column() {
         msg.contains("invalid type: integer `0`, expected a string"),
         "{msg}"
     );
+    // A misspelt key: the missing field, and the key that was there instead.
     let (_, _, msg) = syntax(br#"{"status":"completed","version":"1.0","server_count":"1","server_list":[{"server_id":"a","device":[{"device_id":"0","rank_Id":"0"}]}]}"#);
-    assert!(msg.contains("unknown field `rank_Id`"), "{msg}");
+    assert!(
+        msg.contains("missing field `rank_id`")
+            && msg.contains("keys outside HCCL's format: server_list[0].device[0].rank_Id"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -602,4 +608,141 @@ fn a_device_ip_equal_to_a_host_address_is_a_problem() {
         "equals server_list[1].server_id",
         None,
     );
+}
+
+/// A table as MindSpore's `hccl_tools.py` writes it: keys in its order,
+/// 4-space indent, and `"host_nic_ip": "reserve"` in the server entry.
+const HCCL_TOOLS_2P: &str = r#"{
+    "version": "1.0",
+    "server_count": "1",
+    "server_list": [
+        {
+            "server_id": "10.0.0.5",
+            "device": [
+                {
+                    "device_id": "0",
+                    "device_ip": "192.98.10.1",
+                    "rank_id": "0"
+                },
+                {
+                    "device_id": "1",
+                    "device_ip": "192.98.11.1",
+                    "rank_id": "1"
+                }
+            ],
+            "host_nic_ip": "reserve"
+        }
+    ],
+    "status": "completed"
+}"#;
+
+#[test]
+fn host_nic_ip_reserve_as_hccl_tools_writes_it_is_accepted() {
+    let t = RankTable::parse(HCCL_TOOLS_2P).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((t.world_size(), t.servers().len()), (2, 1));
+    assert!(t.ignored_keys().is_empty());
+    assert!(RankTable::from_slice_strict(HCCL_TOOLS_2P.as_bytes()).is_ok());
+    // Other words are still not addresses.
+    for bad in ["reserved", "RESERVE", "none", ""] {
+        let mut v = base();
+        v["server_list"][0]["host_nic_ip"] = json!(bad);
+        one(
+            &v,
+            "server_list[0].host_nic_ip",
+            "is not an IP address",
+            None,
+        );
+    }
+}
+
+/// MindCluster Ascend Operator's hccl.json (mxdlug_appendices_009: keys in
+/// its order, host_ip, container_ip, hardware_type), plus pod and container
+/// fields of the kind Kubernetes tooling adds.
+fn mindx_table() -> Value {
+    json!({
+        "status": "completed",
+        "server_list": [{
+            "device": [
+                {"device_id": "0", "device_ip": "192.0.2.21", "rank_id": "0"},
+                {"device_id": "1", "device_ip": "192.0.2.22", "rank_id": "1"}],
+            "server_id": "node-a",
+            "host_ip": "198.51.100.7",
+            "container_ip": "203.0.113.9",
+            "hardware_type": "800I-A2-32G",
+            "pod_name": "job-worker-0",
+            "container": {"name": "ascend", "id": "abc"}
+        }],
+        "server_count": "1",
+        "version": "1.0",
+        "job_id": "job-7"
+    })
+}
+
+#[test]
+fn unknown_keys_are_ignored_and_named_strict_mode_rejects_them() {
+    let text = mindx_table().to_string();
+    let t = RankTable::parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(t.world_size(), 2);
+    assert_eq!(
+        t.ignored_keys(),
+        [
+            "job_id",
+            "server_list[0].container",
+            "server_list[0].pod_name"
+        ]
+    );
+    let p = match RankTable::from_slice_strict(text.as_bytes()) {
+        Err(TopologyError::RankTableInvalid { problems }) => problems,
+        other => panic!("expected RankTableInvalid, got {other:?}"),
+    };
+    let paths: Vec<&str> = p.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "job_id",
+            "server_list[0].container",
+            "server_list[0].pod_name"
+        ]
+    );
+    assert!(p[0]
+        .message
+        .contains("not a key of HCCL's rank table format"));
+    // Without the extra keys the layout is valid in strict mode too.
+    let mut v = mindx_table();
+    v.as_object_mut().unwrap().remove("job_id");
+    let s = v["server_list"][0].as_object_mut().unwrap();
+    s.remove("pod_name");
+    s.remove("container");
+    assert!(RankTable::from_slice_strict(v.to_string().as_bytes()).is_ok());
+}
+
+#[test]
+fn a_leading_utf8_bom_is_skipped() {
+    let mut bytes = b"\xEF\xBB\xBF".to_vec();
+    bytes.extend_from_slice(HCCL_TOOLS_2P.as_bytes());
+    let t = RankTable::from_slice(&bytes).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(t.world_size(), 2);
+    // Only at the start: elsewhere it is still not JSON.
+    let mut bytes = HCCL_TOOLS_2P.as_bytes().to_vec();
+    bytes.splice(1..1, *b"\xEF\xBB\xBF");
+    assert!(RankTable::from_slice(&bytes).is_err());
+}
+
+#[test]
+fn other_layouts_are_named_with_how_to_write_format_1_0() {
+    let guide = json!({"cluster": [{
+        "server": "10.0.0.5",
+        "rank_list": [{"rank_id": "0"}],
+        "host_nic_info": {"ip": "10.0.0.5"},
+        "npu_info": [{"device_id": "0", "device_ip": "192.0.2.1"}]
+    }]});
+    let p = one(&guide, "cluster", "HCCL never reads as a rank table", None);
+    assert!(p.message.contains("\"version\": \"1.0\""), "{}", p.message);
+    assert!(p.message.contains("server_list"), "{}", p.message);
+    let template2 = json!({"status": "completed", "group_count": "1", "group_list": [
+        {"group_name": "g", "instance_list": [{"pod_name": "0", "server_id": "10.0.0.5",
+          "devices": [{"device_id": "0", "device_ip": "192.0.2.1"}]}]}]});
+    one(&template2, "group_list", "template 2", None);
+    let global = json!({"version": "1.0", "status": "completed", "server_group_list": []});
+    one(&global, "server_group_list", "global-ranktable", None);
 }

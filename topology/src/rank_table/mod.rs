@@ -16,6 +16,7 @@
 //! ```
 
 mod generate;
+mod keys;
 pub(crate) mod raw;
 mod validate;
 
@@ -150,11 +151,25 @@ pub struct RankTable {
     servers: Vec<Server>,
     super_pods: Vec<SuperPod>,
     raw: RawRankTable,
+    ignored_keys: Vec<String>,
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, TopologyError> {
+    std::fs::read(path).map_err(|error| TopologyError::Io {
+        path: path.to_path_buf(),
+        error,
+    })
 }
 
 /// `path`: where `inner` occurred, in serde_path_to_error's notation (`.`
-/// for the top level).
-fn syntax_error(inner: &serde_json::Error, path: String, bytes: &[u8]) -> TopologyError {
+/// for the top level). `unknown`: keys outside the format, named in the
+/// message since a misspelt key is the usual cause of a missing field.
+fn syntax_error(
+    inner: &serde_json::Error,
+    path: String,
+    bytes: &[u8],
+    unknown: &[String],
+) -> TopologyError {
     // A failed full parse of a table with an unsupported version is reported
     // as that, since the fields of an unknown version may legitimately differ.
     if let Ok(probe) = serde_json::from_slice::<VersionProbe>(bytes) {
@@ -175,22 +190,94 @@ fn syntax_error(inner: &serde_json::Error, path: String, bytes: &[u8]) -> Topolo
         column: inner.column(),
         // `.` is serde_path_to_error's top level.
         path: if path == "." { String::new() } else { path },
-        message: inner
-            .to_string()
-            .split(" at line ")
-            .next()
-            .unwrap_or("")
-            .to_string(),
+        message: {
+            let mut m = inner
+                .to_string()
+                .split(" at line ")
+                .next()
+                .unwrap_or("")
+                .to_string();
+            if !unknown.is_empty() {
+                m.push_str(&format!(
+                    " (keys outside HCCL's format: {})",
+                    unknown.join(", ")
+                ));
+            }
+            m
+        },
     }
+}
+
+/// The UTF-8 byte-order mark some editors write at the start of a file.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// Parses and validates `bytes`. `strict`: keys outside HCCL's format are
+/// problems; otherwise they are ignored with a warning that names them.
+fn load(bytes: &[u8], strict: bool) -> Result<RankTable, TopologyError> {
+    let bytes = bytes.strip_prefix(UTF8_BOM).unwrap_or(bytes);
+    // The untyped value names keys the typed parse ignores and files of
+    // another layout; text that is not JSON is left to the typed parse,
+    // which reports where it breaks.
+    let unknown = match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Ok(value) => {
+            if let Some(p) = keys::foreign_layout(&value) {
+                return Err(TopologyError::RankTableInvalid { problems: vec![p] });
+            }
+            keys::unknown_keys(&value)
+        }
+        Err(_) => Vec::new(),
+    };
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let raw: RawRankTable = serde_path_to_error::deserialize(&mut de)
+        .map_err(|e| syntax_error(e.inner(), e.path().to_string(), bytes, &unknown))?;
+    // Text after the table is an error, as in `serde_json::from_slice`.
+    de.end()
+        .map_err(|e| syntax_error(&e, String::new(), bytes, &unknown))?;
+    if strict && !unknown.is_empty() {
+        let mut problems: Vec<Problem> = unknown.iter().map(|k| unknown_key(k)).collect();
+        if let Err(more) = validate::validate(raw) {
+            problems.extend(more);
+        }
+        return Err(TopologyError::RankTableInvalid { problems });
+    }
+    let mut table =
+        validate::validate(raw).map_err(|problems| TopologyError::RankTableInvalid { problems })?;
+    if !unknown.is_empty() {
+        tracing::warn!(
+            keys = %unknown.join(", "),
+            "rank table: ignoring {} key{} outside HCCL's rank table format: {}",
+            unknown.len(),
+            if unknown.len() == 1 { "" } else { "s" },
+            unknown.join(", ")
+        );
+    }
+    table.ignored_keys = unknown;
+    Ok(table)
+}
+
+/// The strict-mode problem for a key outside HCCL's format.
+fn unknown_key(path: &str) -> Problem {
+    problem(
+        path,
+        "is not a key of HCCL's rank table format (misspelt, or added by another tool); \
+         without --strict it is ignored with a warning",
+    )
 }
 
 impl RankTable {
     /// Parses and validates a rank table from JSON text.
     ///
+    /// Keys outside HCCL's format (tools such as MindX add pod and container
+    /// fields) are ignored with a `tracing` warning that names them; see
+    /// [`RankTable::ignored_keys`] and [`RankTable::from_slice_strict`]. A
+    /// leading UTF-8 byte-order mark is skipped.
+    ///
     /// # Errors
     /// [`TopologyError::RankTableSyntax`] when the text is not JSON of the
     /// rank table shape (with line and column), [`TopologyError::RankTableInvalid`]
-    /// listing every rule broken otherwise.
+    /// listing every rule broken otherwise, or naming the layout when the
+    /// file is another known shape (a `cluster` list, `group_list`,
+    /// `server_group_list`).
     pub fn parse(json: &str) -> Result<RankTable, TopologyError> {
         Self::from_slice(json.as_bytes())
     }
@@ -201,13 +288,17 @@ impl RankTable {
     /// # Errors
     /// As [`RankTable::parse`].
     pub fn from_slice(bytes: &[u8]) -> Result<RankTable, TopologyError> {
-        let mut de = serde_json::Deserializer::from_slice(bytes);
-        let raw: RawRankTable = serde_path_to_error::deserialize(&mut de)
-            .map_err(|e| syntax_error(e.inner(), e.path().to_string(), bytes))?;
-        // Text after the table is an error, as in `serde_json::from_slice`.
-        de.end()
-            .map_err(|e| syntax_error(&e, String::new(), bytes))?;
-        validate::validate(raw).map_err(|problems| TopologyError::RankTableInvalid { problems })
+        load(bytes, false)
+    }
+
+    /// As [`RankTable::from_slice`], but every key outside HCCL's format is a
+    /// problem (`hccl ranktable check --strict`).
+    ///
+    /// # Errors
+    /// As [`RankTable::parse`]; unknown keys are listed first in
+    /// [`TopologyError::RankTableInvalid`].
+    pub fn from_slice_strict(bytes: &[u8]) -> Result<RankTable, TopologyError> {
+        load(bytes, true)
     }
 
     /// Reads, parses and validates a rank table file.
@@ -215,12 +306,23 @@ impl RankTable {
     /// # Errors
     /// [`TopologyError::Io`] if the file cannot be read, else as [`RankTable::parse`].
     pub fn from_file(path: impl AsRef<Path>) -> Result<RankTable, TopologyError> {
-        let path = path.as_ref();
-        let bytes = std::fs::read(path).map_err(|error| TopologyError::Io {
-            path: path.to_path_buf(),
-            error,
-        })?;
-        Self::from_slice(&bytes)
+        Self::from_slice(&read(path.as_ref())?)
+    }
+
+    /// As [`RankTable::from_file`], with keys outside HCCL's format as
+    /// problems (see [`RankTable::from_slice_strict`]).
+    ///
+    /// # Errors
+    /// As [`RankTable::from_file`].
+    pub fn from_file_strict(path: impl AsRef<Path>) -> Result<RankTable, TopologyError> {
+        Self::from_slice_strict(&read(path.as_ref())?)
+    }
+
+    /// The JSON paths of the keys that were ignored because they are not in
+    /// HCCL's format (`server_list[0].pod_name`): parents first, each
+    /// object's keys sorted.
+    pub fn ignored_keys(&self) -> &[String] {
+        &self.ignored_keys
     }
 
     /// Serialises the table back to HCCL JSON (pretty-printed, all values

@@ -6,14 +6,15 @@
 //! configuration", CANN HCCL user guide, versions 1.0 and 1.2 — hiascend.com
 //! hcclug_000013 / hcclug_000014 / hcclug_000067) and the `hccl.json` written by
 //! MindCluster Ascend Operator (mxdlug_appendices_009), which adds `host_ip`,
-//! `container_ip` and `hardware_type`. Unknown fields are rejected so a typo
-//! (`rank_Id`) is an error, not a silently ignored field.
+//! `container_ip` and `hardware_type`. Tools add keys of their own (MindX and
+//! Kubernetes layouts carry pod and container fields), so serde ignores keys
+//! outside these lists; [`super::keys`] names them, as a warning or, in strict
+//! mode, as problems, so a typo (`rank_Id`) is never silently ignored.
 
 use serde::{Deserialize, Serialize};
 
 /// A whole rank table file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct RawRankTable {
     pub status: String,
     pub version: String,
@@ -26,7 +27,6 @@ pub(crate) struct RawRankTable {
 
 /// One entry of `server_list`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct RawServer {
     pub server_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -44,7 +44,6 @@ pub(crate) struct RawServer {
 
 /// One entry of a server's `device` list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct RawDevice {
     pub device_id: String,
     /// Version 1.2 only: the NPU's id inside its super pod.
@@ -67,7 +66,6 @@ pub(crate) struct RawDevice {
 
 /// One entry of `super_pod_list` (version 1.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct RawSuperPod {
     pub super_pod_id: String,
     pub server_list: Vec<RawSuperPodServer>,
@@ -75,10 +73,44 @@ pub(crate) struct RawSuperPod {
 
 /// A server reference inside a super pod.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct RawSuperPodServer {
     pub server_id: String,
 }
+
+/// The keys of [`RawRankTable`], as written in the file.
+pub(crate) const TABLE_KEYS: &[&str] = &[
+    "status",
+    "version",
+    "server_count",
+    "server_list",
+    "super_pod_list",
+];
+/// The keys of [`RawServer`].
+pub(crate) const SERVER_KEYS: &[&str] = &[
+    "server_id",
+    "host_ip",
+    "host_nic_ip",
+    "container_ip",
+    "server_container_ip",
+    "hardware_type",
+    "device",
+];
+/// The keys of [`RawDevice`].
+pub(crate) const DEVICE_KEYS: &[&str] = &[
+    "device_id",
+    "super_device_id",
+    "device_ip",
+    "device_port",
+    "backup_device_ip",
+    "backup_device_port",
+    "host_port",
+    "device_logical_id",
+    "rank_id",
+];
+/// The keys of [`RawSuperPod`].
+pub(crate) const SUPER_POD_KEYS: &[&str] = &["super_pod_id", "server_list"];
+/// The keys of [`RawSuperPodServer`].
+pub(crate) const SUPER_POD_SERVER_KEYS: &[&str] = &["server_id"];
 
 /// Only the version, for a better message when the full parse fails.
 #[derive(Deserialize)]

@@ -34,6 +34,10 @@ pub(crate) fn npus_of_hardware_type(t: &str) -> Option<(u32, &'static str)> {
     }
 }
 
+/// The `host_nic_ip` placeholder MindSpore's rank table generator
+/// (`hccl_tools.py`) writes in every server entry; HCCL accepts it.
+pub(crate) const HOST_NIC_IP_RESERVED: &str = "reserve";
+
 pub(crate) fn unsupported_version(v: &str) -> Problem {
     problem(
         "version",
@@ -187,7 +191,9 @@ pub(crate) fn validate(raw: RawRankTable) -> Result<RankTable, Vec<Problem>> {
         check_ip(
             &mut p,
             &format!("{sp}.host_nic_ip"),
-            s.host_nic_ip.as_deref(),
+            s.host_nic_ip
+                .as_deref()
+                .filter(|v| *v != HOST_NIC_IP_RESERVED),
             None,
         );
         check_ip(
@@ -623,5 +629,6 @@ pub(crate) fn validate(raw: RawRankTable) -> Result<RankTable, Vec<Problem>> {
         servers,
         super_pods,
         raw,
+        ignored_keys: Vec::new(),
     })
 }
