@@ -69,7 +69,8 @@ pub(crate) fn bind_data_listener(
         return bind(SocketAddr::new(ip, 0), "HCCL_IF_BASE_PORT", ip_var);
     }
     let mut last = None;
-    for p in cfg.base_port + 1..cfg.base_port + PORT_RANGE {
+    // Inclusive, in this order: base + 16 overflows at HCCL's largest base.
+    for p in cfg.base_port + 1..=cfg.base_port + (PORT_RANGE - 1) {
         match bind(SocketAddr::new(ip, p), "HCCL_IF_BASE_PORT", ip_var) {
             Ok(l) => return Ok(l),
             Err(e @ TcpError::Bind { .. }) => last = Some(e),
@@ -84,7 +85,7 @@ pub(crate) fn bind_data_listener(
             reason: format!(
                 "ports {}..={} are all taken (last error: {reason})",
                 cfg.base_port + 1,
-                cfg.base_port + PORT_RANGE - 1
+                cfg.base_port + (PORT_RANGE - 1)
             ),
         },
         Some(e) => e,
@@ -469,6 +470,20 @@ mod tests {
             text.contains("set MASTER_PORT to the port rank 0 listens on"),
             "{text}"
         );
+    }
+
+    /// HCCL's largest base port: its 15 data ports end at 65535, and the
+    /// range arithmetic must not overflow.
+    #[test]
+    fn the_largest_base_port_binds_its_last_ports() {
+        let cfg = TcpConfig {
+            base_port: super::super::config::MAX_BASE_PORT,
+            ..TcpConfig::default()
+        };
+        match bind_data_listener(&cfg, "127.0.0.1".parse().unwrap()) {
+            Ok(l) => assert!(l.local_addr().unwrap().port() > cfg.base_port),
+            Err(e) => assert!(e.to_string().contains("65521..=65535"), "{e}"),
+        }
     }
 
     #[test]

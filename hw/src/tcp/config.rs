@@ -6,7 +6,7 @@
 //! | `HCCL_EXEC_TIMEOUT` | seconds one collective may wait for a peer; `0` = never | device sync wait during execution, default 1836 s on current CANN (Atlas A2/A3: 0 = no timeout) |
 //! | `HCCL_IF_IP` | host IP to listen on and to announce to peers | host NIC IP used to reach the root node |
 //! | `HCCL_SOCKET_IFNAME` | interface filter when `HCCL_IF_IP` is unset | same syntax: `eth,enp` prefixes, `^eth` excluded prefixes, `=eth0` exact names, `^=eth0` excluded names |
-//! | `HCCL_IF_BASE_PORT` | first of 16 host ports: the root listens on it, ranks take the next free of the other 15; `0` or unset = the OS chooses | host NIC base port, 16 ports used, default 60000 |
+//! | `HCCL_IF_BASE_PORT` | first of 16 host ports, an integer in `0..=65520`: the root listens on it, ranks take the next free of the other 15; `0` or unset = the OS chooses | host NIC base port, an integer in `1024..=65520` (older CANN: `0..=65520`), 16 ports used, default 60000 |
 //! | `HCCL_BUFFSIZE` | MB of early-arriving (unmatched) message bytes buffered per peer | size of the CCL staging buffer, default 200 MB |
 //! | `HCCL_INTRA_CMA_ENABLE` | `1` (default): peers in processes on this host read sent regions straight out of this process's op buffers (`process_vm_readv`, see [`super::cma`]); `0`: every byte goes through the socket | ours, named by analogy with HCCL's `HCCL_INTRA_PCIE_ENABLE` / `HCCL_INTRA_ROCE_ENABLE` (which pick the intra-server link) |
 //!
@@ -30,6 +30,14 @@ pub const DEFAULT_EXEC_TIMEOUT_S: f64 = 1836.0;
 pub const DEFAULT_BUFFSIZE_MB: u64 = 200;
 /// Number of ports HCCL reserves from `HCCL_IF_BASE_PORT`.
 pub const PORT_RANGE: u16 = 16;
+/// Largest `HCCL_IF_BASE_PORT`: its [`PORT_RANGE`] ports end at 65535
+/// (HCCL's documented upper bound, 65520).
+pub const MAX_BASE_PORT: u16 = u16::MAX - (PORT_RANGE - 1);
+/// What `HCCL_IF_BASE_PORT` accepts, for its error message.
+const BASE_PORT_ACCEPTED: &str =
+    "not accepted; write a port number in 0..=65520: the first of the \
+     16 ports used (HCCL accepts 1024..=65520 and no words such as \"auto\"); 0 or unset lets \
+     the OS choose";
 
 /// An `HCCL_SOCKET_IFNAME` filter.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -184,17 +192,15 @@ impl TcpConfig {
             );
         }
         if let Some(v) = get("HCCL_IF_BASE_PORT").filter(|v| !v.trim().is_empty()) {
-            let p: u16 = v
+            // HCCL takes an integer only (no "auto"): 1024..=65520 on
+            // current CANN (env var reference, HCCL_IF_BASE_PORT; older
+            // releases 0..=65520). 0 is ours: the OS chooses.
+            let p = v
                 .trim()
-                .parse()
-                .map_err(|_| bad("HCCL_IF_BASE_PORT", &v, "not a port number"))?;
-            if p > u16::MAX - PORT_RANGE {
-                return Err(bad(
-                    "HCCL_IF_BASE_PORT",
-                    &v,
-                    "must be at most 65519 (HCCL uses 16 ports from it)",
-                ));
-            }
+                .parse::<u16>()
+                .ok()
+                .filter(|&p| p <= MAX_BASE_PORT)
+                .ok_or_else(|| bad("HCCL_IF_BASE_PORT", &v, BASE_PORT_ACCEPTED))?;
             c.base_port = p;
         }
         if let Some(v) = get("HCCL_BUFFSIZE").filter(|v| !v.trim().is_empty()) {
@@ -279,8 +285,18 @@ mod tests {
         let e = TcpConfig::from_lookup(env(&[("HCCL_IF_IP", "10.0.0")])).unwrap_err();
         assert!(e.to_string().contains("HCCL_IF_IP"), "{e}");
         assert!(e.to_string().contains("10.0.0"), "{e}");
-        let e = TcpConfig::from_lookup(env(&[("HCCL_IF_BASE_PORT", "65530")])).unwrap_err();
-        assert!(e.to_string().contains("65519"), "{e}");
+        for v in ["65521", "65530", "auto", "-1", "60000-60015"] {
+            let e = TcpConfig::from_lookup(env(&[("HCCL_IF_BASE_PORT", v)])).unwrap_err();
+            let s = e.to_string();
+            assert!(
+                s.contains("HCCL_IF_BASE_PORT") && s.contains(v) && s.contains("0..=65520"),
+                "{v}: {s}"
+            );
+            assert!(s.contains("OS choose"), "{v}: {s}");
+        }
+        // HCCL's upper bound: 65520 + 15 = 65535.
+        let c = TcpConfig::from_lookup(env(&[("HCCL_IF_BASE_PORT", "65520")])).unwrap();
+        assert_eq!(c.base_port, 65520);
         assert!(TcpConfig::from_lookup(env(&[("HCCL_CONNECT_TIMEOUT", "-1")])).is_err());
         for v in ["0", "-3", "nan"] {
             let e = TcpConfig::from_lookup(env(&[("HCCL_CONNECT_TIMEOUT", v)])).unwrap_err();
