@@ -33,6 +33,7 @@ mod element;
 mod error;
 mod group;
 mod handle;
+mod hccl_env;
 pub mod launch;
 mod local;
 mod p2p;
@@ -72,18 +73,27 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
-    /// `HCCL_BACKEND` (`tcp` or `sim`), default `tcp`.
+    /// `HCCL_BACKEND` (`tcp` or `sim`, in any case), default `tcp`.
     ///
     /// # Errors
     /// [`CommError::Env`] for another value.
     pub fn from_env() -> Result<BackendKind, CommError> {
-        match std::env::var("HCCL_BACKEND").ok().as_deref().map(str::trim) {
-            None | Some("") | Some("tcp") => Ok(BackendKind::Tcp),
-            Some("sim") => Ok(BackendKind::Sim),
-            Some(v) => Err(CommError::Env {
+        BackendKind::parse(std::env::var("HCCL_BACKEND").ok().as_deref())
+    }
+
+    /// [`BackendKind::from_env`] of a value (`None`: unset).
+    ///
+    /// # Errors
+    /// [`CommError::Env`] for a value other than `tcp` or `sim`.
+    pub fn parse(value: Option<&str>) -> Result<BackendKind, CommError> {
+        let v = value.unwrap_or("").trim();
+        match v.to_ascii_lowercase().as_str() {
+            "" | "tcp" => Ok(BackendKind::Tcp),
+            "sim" => Ok(BackendKind::Sim),
+            _ => Err(CommError::Env {
                 var: "HCCL_BACKEND",
                 value: v.into(),
-                reason: "accepted: tcp, sim".into(),
+                reason: "accepted: tcp, sim (in any case)".into(),
             }),
         }
     }
@@ -194,6 +204,7 @@ fn settings() -> Result<TcpConfig, CommError> {
     let cfg = TcpConfig::from_env()?;
     hccl_hw::tcp::select::check_algo_env()?;
     profile::check_env()?;
+    hccl_env::check_env()?;
     Ok(cfg)
 }
 
