@@ -272,6 +272,8 @@ struct RankMem {
     exec: Executor,
     user: Vec<u8>,
     scratch: Vec<u8>,
+    /// fp16/bf16 partial values of `user` and `scratch` (see [`kernels::Partials`]).
+    parts: [kernels::Partials; 2],
     placement: Placement,
     buffers: BufferSizes,
 }
@@ -355,6 +357,7 @@ impl MemFabric {
                 exec: Executor::with_window(mr.plan, opts.window),
                 user,
                 scratch,
+                parts: Default::default(),
                 placement: p,
                 buffers: b,
             });
@@ -576,17 +579,47 @@ impl MemFabric {
         })
     }
 
+    /// The bytes of `region`, to overwrite: their kept partials are forgotten.
     fn slice_mut(
         &mut self,
         rank: Rank,
         step: StepId,
         region: Region,
     ) -> Result<&mut [u8], MemError> {
+        let (bytes, parts, at) = self.slice_kept(rank, step, region)?;
+        parts.forget(at..at + bytes.len());
+        Ok(bytes)
+    }
+
+    /// The bytes of `region`, its buffer's partials and its byte offset there.
+    fn slice_kept(
+        &mut self,
+        rank: Rank,
+        step: StepId,
+        region: Region,
+    ) -> Result<(&mut [u8], &mut kernels::Partials, usize), MemError> {
         let (space, range) = self.resolve(rank, step, region)?;
         let m = &mut self.ranks[rank as usize];
+        let at = range.start;
         Ok(match space {
-            Space::User => &mut m.user[range],
-            Space::Scratch => &mut m.scratch[range],
+            Space::User => (&mut m.user[range], &mut m.parts[0], at),
+            Space::Scratch => (&mut m.scratch[range], &mut m.parts[1], at),
+        })
+    }
+
+    /// The f32 values of `region` (kept partials where there are any).
+    fn values(&self, rank: Rank, step: StepId, region: Region) -> Result<Vec<f32>, MemError> {
+        let (space, range) = self.resolve(rank, step, region)?;
+        let m = &self.ranks[rank as usize];
+        let at = range.start;
+        let (bytes, parts) = match space {
+            Space::User => (&m.user[range], &m.parts[0]),
+            Space::Scratch => (&m.scratch[range], &m.parts[1]),
+        };
+        kernels::values(self.dtype, bytes, at, Some(parts)).map_err(|source| MemError::Kernel {
+            rank,
+            step,
+            source,
         })
     }
 
@@ -629,11 +662,21 @@ impl MemFabric {
                 let bytes = self.read(p.rank, p.step, src)?;
                 self.slice_mut(p.rank, p.step, dst)?.copy_from_slice(&bytes);
             }
+            Op::LocalReduce { src, dst, op } if kernels::keeps_partials(dtype) => {
+                Self::same_len(p, "local reduce", src, dst)?;
+                let vals = self.values(p.rank, p.step, src)?;
+                let (d, parts, at) = self.slice_kept(p.rank, p.step, dst)?;
+                kernels::fold_kept(dtype, op, d, at, parts, &vals).map_err(Self::kernel_err(p))?;
+            }
             Op::LocalReduce { src, dst, op } => {
                 Self::same_len(p, "local reduce", src, dst)?;
                 let bytes = self.read(p.rank, p.step, src)?;
                 let d = self.slice_mut(p.rank, p.step, dst)?;
                 kernels::reduce(dtype, op, d, &bytes).map_err(Self::kernel_err(p))?;
+            }
+            Op::Divide { dst, divisor } if kernels::keeps_partials(dtype) => {
+                let (d, parts, at) = self.slice_kept(p.rank, p.step, dst)?;
+                kernels::divide_kept(dtype, d, at, parts, divisor).map_err(Self::kernel_err(p))?;
             }
             Op::Divide { dst, divisor } => {
                 let d = self.slice_mut(p.rank, p.step, dst)?;
@@ -658,10 +701,18 @@ impl MemFabric {
             }
             Op::RecvReduce { local, dst, op, .. } => {
                 Self::same_len(recv, "receive-reduce local vs destination", local, dst)?;
-                let mut acc = self.read(recv.rank, recv.step, local)?;
-                kernels::reduce(self.dtype, op, &mut acc, &data).map_err(Self::kernel_err(recv))?;
-                self.slice_mut(recv.rank, recv.step, dst)?
-                    .copy_from_slice(&acc);
+                let local = self.read(recv.rank, recv.step, local)?;
+                let dtype = self.dtype;
+                if kernels::keeps_partials(dtype) {
+                    let (d, parts, at) = self.slice_kept(recv.rank, recv.step, dst)?;
+                    kernels::reduce_into_kept(dtype, op, d, at, parts, &local, &data)
+                        .map_err(Self::kernel_err(recv))?;
+                } else {
+                    let mut acc = local;
+                    kernels::reduce(dtype, op, &mut acc, &data).map_err(Self::kernel_err(recv))?;
+                    self.slice_mut(recv.rank, recv.step, dst)?
+                        .copy_from_slice(&acc);
+                }
             }
             _ => unreachable!("the receive side of a transfer is a Recv or RecvReduce"),
         }

@@ -68,6 +68,7 @@ pub enum RefError {
 /// The element-wise reduction of `inputs` folded in order:
 /// `((inputs[0] op inputs[1]) op inputs[2]) ...`, then, for
 /// [`ReduceOp::Avg`], one division by `divisor` (the world size).
+/// fp16/bf16 fold and divide in f32 and round once at the end.
 /// An empty `inputs` gives an empty result.
 ///
 /// # Errors
@@ -82,6 +83,18 @@ pub fn reduce_in_rank_order(
         return Ok(Vec::new());
     };
     let mut acc = first.to_vec();
+    if kernels::keeps_partials(dtype) {
+        // fp16/bf16: the fold in f32, rounded once (the average too).
+        let mut parts = kernels::Partials::new();
+        for src in rest {
+            let vals = kernels::values(dtype, src, 0, None)?;
+            kernels::fold_kept(dtype, op, &mut acc, 0, &mut parts, &vals)?;
+        }
+        if op == ReduceOp::Avg {
+            kernels::divide_kept(dtype, &mut acc, 0, &mut parts, divisor)?;
+        }
+        return Ok(acc);
+    }
     for src in rest {
         kernels::reduce(dtype, op, &mut acc, src)?;
     }

@@ -18,7 +18,10 @@
 //!   the reduction order. `Max` treats `-0.0 < +0.0` and `Min` the reverse
 //!   (IEEE 754-2019 `maximum`/`minimum`), again so the order cannot show.
 //! - **fp16 / bf16** operands are widened to f32, combined in f32 and rounded
-//!   back (round to nearest, ties to even) once per kernel call.
+//!   back (round to nearest, ties to even) once per kernel call. A transport
+//!   that folds several inputs into one destination keeps the f32 values
+//!   between calls with [`Partials`] and the `*_kept` kernels, so the fold
+//!   rounds once.
 //! - [`ReduceOp::Avg`] is a sum here: an average is `Sum` over all ranks and
 //!   then one [`divide`] by the world size (integers truncate toward zero).
 //!   Schedules never pass `Avg` to a reduce step; accepting it keeps the
@@ -31,6 +34,11 @@
 
 mod half_float;
 mod native;
+mod partials;
+
+pub use partials::{
+    divide_kept, fold_kept, keeps_partials, reduce_into_kept, reduce_kept, values, Partials,
+};
 
 use crate::dtype::{DataType, ReduceOp};
 
