@@ -24,6 +24,9 @@ pub(crate) struct RankMem {
     /// In-place: `(input_at, output_at)` in one space held by `output`.
     alias: Option<(u64, u64)>,
     output_len: u64,
+    /// fp16/bf16 partial values of `output` and `scratch` (see
+    /// [`kernels::Partials`]): a fold of several inputs rounds once.
+    parts: [kernels::Partials; 2],
 }
 
 impl RankMem {
@@ -39,6 +42,7 @@ impl RankMem {
                 local_ops: Vec::new(),
                 alias: None,
                 output_len: sizes.output,
+                parts: Default::default(),
             },
             Some((input_at, output_at)) => {
                 let space = (input_at + sizes.input).max(output_at + sizes.output);
@@ -52,6 +56,7 @@ impl RankMem {
                     local_ops: Vec::new(),
                     alias: Some((input_at, output_at)),
                     output_len: sizes.output,
+                    parts: Default::default(),
                 }
             }
         }
@@ -115,8 +120,48 @@ impl RankMem {
 
     fn write(&mut self, r: Region, bytes: &[u8]) -> Result<(), ApplyError> {
         let (buf, range) = self.range(r)?;
+        if let Some(p) = self.parts_mut(buf) {
+            p.forget(range.clone());
+        }
         self.buf_mut(buf)[range].copy_from_slice(bytes);
         Ok(())
+    }
+
+    /// The kept partials of a written buffer (the input is never written
+    /// unless in place, and then it resolves to the output).
+    fn parts_mut(&mut self, kind: BufKind) -> Option<&mut kernels::Partials> {
+        match kind {
+            BufKind::Input => None,
+            BufKind::Output => Some(&mut self.parts[0]),
+            BufKind::Scratch => Some(&mut self.parts[1]),
+        }
+    }
+
+    /// The bytes of `r`, writable, with their buffer's partials and offset.
+    fn kept_mut(
+        &mut self,
+        r: Region,
+    ) -> Result<(&mut [u8], &mut kernels::Partials, usize), ApplyError> {
+        let (buf, range) = self.range(r)?;
+        if buf == BufKind::Input {
+            // Not reachable from a verified schedule; kept total.
+            return Err(ApplyError::OutOfBounds {
+                region: r,
+                buffer_len: 0,
+            });
+        }
+        let at = range.start;
+        let RankMem {
+            output,
+            scratch,
+            parts,
+            ..
+        } = self;
+        let [po, ps] = parts;
+        Ok(match buf {
+            BufKind::Scratch => (&mut scratch[range], ps, at),
+            _ => (&mut output[range], po, at),
+        })
     }
 
     /// `dst = a (op) b`, where `a` is a region of this rank and `b` bytes.
@@ -128,9 +173,27 @@ impl RankMem {
         a: Region,
         b: &[u8],
     ) -> Result<(), ApplyError> {
+        if kernels::keeps_partials(dtype) {
+            let local = self.read(a)?.to_vec();
+            let (d, parts, at) = self.kept_mut(dst)?;
+            return kernels::reduce_into_kept(dtype, op, d, at, parts, &local, b)
+                .map_err(ApplyError::Kernel);
+        }
         let mut acc = self.read(a)?.to_vec();
         kernels::reduce(dtype, op, &mut acc, b).map_err(ApplyError::Kernel)?;
         self.write(dst, &acc)
+    }
+
+    /// The f32 values of `r`: its kept partials where there are any.
+    fn values(&self, dtype: DataType, r: Region) -> Result<Vec<f32>, ApplyError> {
+        let (buf, range) = self.range(r)?;
+        let at = range.start;
+        let parts = match buf {
+            BufKind::Input => None,
+            BufKind::Output => Some(&self.parts[0]),
+            BufKind::Scratch => Some(&self.parts[1]),
+        };
+        kernels::values(dtype, &self.buf(buf)[range], at, parts).map_err(ApplyError::Kernel)
     }
 
     /// Applies a local step (copy, reduce, divide).
@@ -140,9 +203,18 @@ impl RankMem {
                 let bytes = self.read(src)?.to_vec();
                 self.write(dst, &bytes)
             }
+            Op::LocalReduce { src, dst, op } if kernels::keeps_partials(dtype) => {
+                let vals = self.values(dtype, src)?;
+                let (d, parts, at) = self.kept_mut(dst)?;
+                kernels::fold_kept(dtype, op, d, at, parts, &vals).map_err(ApplyError::Kernel)
+            }
             Op::LocalReduce { src, dst, op } => {
                 let b = self.read(src)?.to_vec();
                 self.reduce_to(dtype, op, dst, dst, &b)
+            }
+            Op::Divide { dst, divisor } if kernels::keeps_partials(dtype) => {
+                let (d, parts, at) = self.kept_mut(dst)?;
+                kernels::divide_kept(dtype, d, at, parts, divisor).map_err(ApplyError::Kernel)
             }
             Op::Divide { dst, divisor } => {
                 let (buf, range) = self.range(dst)?;

@@ -21,6 +21,9 @@ pub struct OpBuffers<'a> {
     scratch: &'a mut [u8],
     /// In-place placement: (input_at, input_len, output_at, output_len) in `user`.
     alias: Option<(u64, u64, u64, u64)>,
+    /// fp16/bf16 partial values of `user` and `scratch` (see
+    /// [`kernels::Partials`]): a fold of several inputs rounds once.
+    parts: [kernels::Partials; 2],
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,6 +58,7 @@ impl<'a> OpBuffers<'a> {
             user: output,
             scratch,
             alias: None,
+            parts: Default::default(),
         }
     }
 
@@ -81,6 +85,7 @@ impl<'a> OpBuffers<'a> {
             user,
             scratch,
             alias: Some((input_at, input_len, output_at, output_len)),
+            parts: Default::default(),
         })
     }
 
@@ -133,26 +138,53 @@ impl<'a> OpBuffers<'a> {
         })
     }
 
-    /// The bytes of `r`, writable.
+    /// The bytes of `r`, writable (to overwrite: their kept fp16/bf16
+    /// partials are forgotten).
     ///
     /// # Errors
     /// Out of bounds, or `r` is in the input.
     pub fn get_mut(&mut self, r: Region) -> Result<&mut [u8], TcpError> {
+        let (d, parts, at) = self.kept_mut(r)?;
+        parts.forget(at..at + d.len());
+        Ok(d)
+    }
+
+    /// The bytes of `r`, writable, with their space's partials and the
+    /// byte offset of `r` there.
+    fn kept_mut(
+        &mut self,
+        r: Region,
+    ) -> Result<(&mut [u8], &mut kernels::Partials, usize), TcpError> {
         self.check_writable(r)?;
         let (space, rg) = self.locate(r)?;
+        let at = rg.start;
+        let [pu, ps] = &mut self.parts;
         Ok(match space {
-            Space::Scratch => &mut self.scratch[rg],
-            _ => &mut self.user[rg],
+            Space::Scratch => (&mut self.scratch[rg], ps, at),
+            _ => (&mut self.user[rg], pu, at),
         })
     }
 
-    /// Calls `f(dst, src)` with `dst` writable and `src` readable; when the
-    /// two overlap in one buffer, `src` is copied first.
+    /// The f32 values of `r`: its kept partials where there are any.
+    fn values(&self, dtype: DataType, r: Region) -> Result<Vec<f32>, TcpError> {
+        let (space, rg) = self.locate(r)?;
+        let at = rg.start;
+        let (bytes, parts) = match space {
+            Space::In => (&self.input[rg], None),
+            Space::User => (&self.user[rg], Some(&self.parts[0])),
+            Space::Scratch => (&self.scratch[rg], Some(&self.parts[1])),
+        };
+        kernels::values(dtype, bytes, at, parts).map_err(kernel_err)
+    }
+
+    /// Calls `f(dst, src, partials)` with `dst` writable, `src` readable
+    /// and `partials` those of `dst`'s space with `dst`'s byte offset there;
+    /// when the two overlap in one buffer, `src` is copied first.
     fn with_pair<T>(
         &mut self,
         src: Region,
         dst: Region,
-        f: impl FnOnce(&mut [u8], &[u8]) -> Result<T, TcpError>,
+        f: impl FnOnce(&mut [u8], &[u8], (&mut kernels::Partials, usize)) -> Result<T, TcpError>,
     ) -> Result<T, TcpError> {
         self.check_writable(dst)?;
         let (ss, sr) = self.locate(src)?;
@@ -161,8 +193,11 @@ impl<'a> OpBuffers<'a> {
             input,
             user,
             scratch,
+            parts,
             ..
         } = self;
+        let [pu, ps] = parts;
+        let kept = (if ds == Space::Scratch { ps } else { pu }, dr.start);
         let (s, d): (&[u8], &mut [u8]) = match (ss, ds) {
             (Space::In, Space::Scratch) => (input, scratch),
             (Space::In, _) => (input, user),
@@ -173,18 +208,18 @@ impl<'a> OpBuffers<'a> {
                 let buf: &mut [u8] = if ds == Space::User { user } else { scratch };
                 if overlap(&sr, &dr) {
                     let tmp = buf[sr].to_vec();
-                    return f(&mut buf[dr], &tmp);
+                    return f(&mut buf[dr], &tmp, kept);
                 }
                 return if sr.start < dr.start {
                     let (lo, hi) = buf.split_at_mut(dr.start);
-                    f(&mut hi[..dr.len()], &lo[sr])
+                    f(&mut hi[..dr.len()], &lo[sr], kept)
                 } else {
                     let (lo, hi) = buf.split_at_mut(sr.start);
-                    f(&mut lo[dr], &hi[..sr.len()])
+                    f(&mut lo[dr], &hi[..sr.len()], kept)
                 };
             }
         };
-        f(&mut d[dr], &s[sr])
+        f(&mut d[dr], &s[sr], kept)
     }
 
     /// `dst = src` (equal lengths required; a copy onto the same bytes is a no-op).
@@ -202,7 +237,8 @@ impl<'a> OpBuffers<'a> {
         if self.locate(src)? == self.locate(dst)? {
             return Ok(());
         }
-        self.with_pair(src, dst, |d, s| {
+        self.with_pair(src, dst, |d, s, (parts, at)| {
+            parts.forget(at..at + d.len());
             d.copy_from_slice(s);
             Ok(())
         })
@@ -224,7 +260,12 @@ impl<'a> OpBuffers<'a> {
         src: Region,
         dst: Region,
     ) -> Result<(), TcpError> {
-        self.with_pair(src, dst, |d, s| {
+        if kernels::keeps_partials(dtype) {
+            let vals = self.values(dtype, src)?;
+            let (d, parts, at) = self.kept_mut(dst)?;
+            return kernels::fold_kept(dtype, op, d, at, parts, &vals).map_err(kernel_err);
+        }
+        self.with_pair(src, dst, |d, s, _| {
             kernels::reduce(dtype, op, d, s).map_err(kernel_err)
         })
     }
@@ -240,6 +281,10 @@ impl<'a> OpBuffers<'a> {
         dst: Region,
         data: &[u8],
     ) -> Result<(), TcpError> {
+        if kernels::keeps_partials(dtype) {
+            let (d, parts, at) = self.kept_mut(dst)?;
+            return kernels::reduce_kept(dtype, op, d, at, parts, data).map_err(kernel_err);
+        }
         kernels::reduce(dtype, op, self.get_mut(dst)?, data).map_err(kernel_err)
     }
 
@@ -258,8 +303,12 @@ impl<'a> OpBuffers<'a> {
         if self.same_bytes(local, dst) {
             return self.reduce_from(dtype, op, dst, data);
         }
-        self.with_pair(local, dst, |d, l| {
-            kernels::reduce_into(dtype, op, d, l, data).map_err(kernel_err)
+        self.with_pair(local, dst, |d, l, (parts, at)| {
+            if kernels::keeps_partials(dtype) {
+                kernels::reduce_into_kept(dtype, op, d, at, parts, l, data).map_err(kernel_err)
+            } else {
+                kernels::reduce_into(dtype, op, d, l, data).map_err(kernel_err)
+            }
         })
     }
 
@@ -268,6 +317,10 @@ impl<'a> OpBuffers<'a> {
     /// # Errors
     /// Bounds, partial elements, zero divisor.
     pub fn divide(&mut self, dtype: DataType, dst: Region, divisor: u32) -> Result<(), TcpError> {
+        if kernels::keeps_partials(dtype) {
+            let (d, parts, at) = self.kept_mut(dst)?;
+            return kernels::divide_kept(dtype, d, at, parts, divisor).map_err(kernel_err);
+        }
         kernels::divide(dtype, self.get_mut(dst)?, divisor).map_err(kernel_err)
     }
 }
