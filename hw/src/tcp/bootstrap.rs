@@ -372,7 +372,12 @@ pub async fn bootstrap(
         .map_err(|e| TcpError::io("data listener address", e))?;
     let listener =
         TcpListener::from_std(std_listener).map_err(|e| TcpError::io("data listener", e))?;
-    let entries = join_root(cfg, root, nranks, rank, data_addr).await?;
+    let joined = join_root(cfg, root, nranks, rank, data_addr).await;
+    // A rank of the root's own process may end that process as soon as it
+    // returns (a failed bootstrap), and the root with it: first let the
+    // root deliver its answer to every other rank.
+    super::root::wait_answered(root).await;
+    let entries = joined?;
     let table: Vec<SocketAddr> = entries.iter().map(|e| e.data_addr).collect();
     let deadline = Instant::now() + cfg.connect_timeout;
     let mut streams: Vec<Option<TcpStream>> = (0..nranks).map(|_| None).collect();

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::time::{timeout_at, Instant};
 
 use super::config::TcpConfig;
@@ -116,6 +116,8 @@ impl RootInfo {
             session,
         };
         let timeout = cfg.connect_timeout;
+        let (answered, rx) = watch::channel(false);
+        answering().insert((local, session), rx);
         std::thread::Builder::new()
             .name(format!("hccl-root-{}", local.port()))
             .spawn(move || {
@@ -123,11 +125,15 @@ impl RootInfo {
                     .enable_all()
                     .build();
                 match rt {
-                    Ok(rt) => rt.block_on(serve(listener, info, timeout)),
+                    Ok(rt) => rt.block_on(serve(listener, info, timeout, answered)),
                     Err(e) => tracing::error!("hccl root {local}: cannot start runtime: {e}"),
                 }
+                answering().remove(&(local, session));
             })
-            .map_err(|e| TcpError::io("starting the root thread", e))?;
+            .map_err(|e| {
+                answering().remove(&(local, session));
+                TcpError::io("starting the root thread", e)
+            })?;
         Ok(info)
     }
 
@@ -221,6 +227,33 @@ pub(crate) fn bind(
     l.set_nonblocking(true)
         .map_err(|e| TcpError::io("listener non-blocking mode", e))?;
     Ok(l)
+}
+
+/// The roots this process serves, by address and session: each flag turns
+/// true once the root has written its answer (the table or the verdict) to
+/// every rank that joined.
+type Answering = BTreeMap<(SocketAddr, SessionId), watch::Receiver<bool>>;
+
+fn answering() -> std::sync::MutexGuard<'static, Answering> {
+    static ROOTS: std::sync::Mutex<Answering> = std::sync::Mutex::new(BTreeMap::new());
+    ROOTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Waits until `root`, if this process serves it, has answered every rank
+/// that joined, at most [`ANSWER_FLUSH`] and a little. A rank in the root's
+/// process calls this before it returns from its bootstrap: its process may
+/// exit on a failed bootstrap at once, and the root's thread with it, so
+/// the root must have delivered the verdict to the other ranks by then.
+pub(crate) async fn wait_answered(root: &RootInfo) {
+    let rx = answering().get(&(root.addr, root.session)).cloned();
+    if let Some(mut rx) = rx {
+        // An error (the root's thread ended) means there is nothing to wait for.
+        let _ = tokio::time::timeout(
+            ANSWER_FLUSH + Duration::from_millis(200),
+            rx.wait_for(|a| *a),
+        )
+        .await;
+    }
 }
 
 /// A joined rank's connection, kept open until the table or the verdict is sent.
@@ -335,7 +368,12 @@ async fn reject_all(
     answer_all(joined, CtrlKind::Reject, info.session, &body).await;
 }
 
-async fn serve(listener: StdListener, info: RootInfo, timeout: Duration) {
+async fn serve(
+    listener: StdListener,
+    info: RootInfo,
+    timeout: Duration,
+    answered: watch::Sender<bool>,
+) {
     let listener = match TcpListener::from_std(listener) {
         Ok(l) => l,
         Err(e) => {
@@ -415,6 +453,7 @@ async fn serve(listener: StdListener, info: RootInfo, timeout: Duration) {
             }
         }
     }
+    let _ = answered.send(true);
     // Late or extra ranks get a clear answer for a while.
     let grace = if failed { timeout } else { GRACE_AFTER_SUCCESS };
     let end = Instant::now() + grace;

@@ -1,0 +1,93 @@
+//! Bootstrap outcomes with every rank a real process (the
+//! `conformance_rank` binary): what each rank is told when the root's own
+//! process exits at once, when a second process claims rank 0, and when
+//! the root port is held by a program that is not an hccl-rs root. Each
+//! child is killed if it outlives its bound.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_conformance_rank");
+
+/// A free port below Linux's ephemeral range, not repeated in this process
+/// (a different range from tests/tcp.rs, which runs at the same time).
+fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let base = 12_000 + (std::process::id() % 400) as u16 * 16;
+    let _ = NEXT.compare_exchange(0, base, Ordering::SeqCst, Ordering::SeqCst);
+    loop {
+        let p = NEXT.fetch_add(16, Ordering::SeqCst);
+        if p > 19_000 {
+            NEXT.store(12_000, Ordering::SeqCst);
+            continue;
+        }
+        if TcpListener::bind(("127.0.0.1", p)).is_ok() {
+            return p;
+        }
+    }
+}
+
+fn spawn(port: u16, world: u32, rank: u32, timeout_s: &str) -> Child {
+    Command::new(BIN)
+        .env("HCCL_IF_IP", "127.0.0.1")
+        .env("HCCL_CONNECT_TIMEOUT", timeout_s)
+        .env("HCCL_EXEC_TIMEOUT", "30")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string())
+        .env("WORLD_SIZE", world.to_string())
+        .env("HCCL_SESSION_ID", format!("boot-{port}"))
+        .env("HCCL_TEST_MODE", "fault")
+        .env("HCCL_TEST_FAULT", "none")
+        .env("RANK", rank.to_string())
+        .env_remove("HCCL_BACKEND")
+        .env_remove("HCCL_TEST_LINGER_MS")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn conformance_rank")
+}
+
+/// Waits for `child` at most `bound`, killing it past that; returns (exit
+/// code, stdout, seconds it ran from `start`).
+fn finish(mut child: Child, bound: Duration) -> (Option<i32>, String) {
+    let end = Instant::now() + bound;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            _ if Instant::now() >= end => {
+                let _ = child.kill();
+                break;
+            }
+            _ => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    let out = child.wait_with_output().expect("child output");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// The root's process exits as soon as its own rank has the timeout
+/// verdict (no linger): every other joined rank must still get the
+/// verdict, not "the root closed the connection".
+#[test]
+fn every_joined_rank_gets_the_verdict_when_the_roots_process_exits_at_once() {
+    for attempt in 0..3 {
+        let port = free_port();
+        let kids: Vec<Child> = (0..5).map(|r| spawn(port, 6, r, "1")).collect();
+        for (r, c) in kids.into_iter().enumerate() {
+            let (code, out) = finish(c, Duration::from_secs(20));
+            assert_eq!(code, Some(2), "attempt {attempt}, rank {r}:\n{out}");
+            assert!(
+                out.contains(
+                    "INITERR bootstrap timed out after 1 s: 5 of 6 ranks connected, missing [5]"
+                ),
+                "attempt {attempt}, rank {r}:\n{out}"
+            );
+        }
+    }
+}
