@@ -155,6 +155,8 @@ impl CommError {
                 | TcpError::Rejected { .. }
                 | TcpError::BootstrapRankLeft { .. }
                 | TcpError::RootUnreachable { .. }
+                | TcpError::NotARoot { .. }
+                | TcpError::RootTaken { .. }
                 | TcpError::PeerConnect { .. } => 11,
                 TcpError::PeerLost { .. }
                 | TcpError::LengthMismatch { .. }

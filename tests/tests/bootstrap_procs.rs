@@ -91,3 +91,58 @@ fn every_joined_rank_gets_the_verdict_when_the_roots_process_exits_at_once() {
         }
     }
 }
+
+/// Waits until something listens on `port`.
+fn wait_listening(port: u16) {
+    let end = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < end, "nothing listened on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A second process with RANK=0 is told that rank 0 is already taken, not
+/// only to pick another port; the first job still completes.
+#[test]
+fn a_second_rank_0_is_told_rank_0_is_taken() {
+    let port = free_port();
+    let first = spawn(port, 2, 0, "20");
+    wait_listening(port);
+    let (code, out) = finish(spawn(port, 2, 0, "20"), Duration::from_secs(20));
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains("another hccl-rs root already listens there, so rank 0 is already taken"),
+        "{out}"
+    );
+    let rank1 = spawn(port, 2, 1, "20");
+    for (r, c) in [first, rank1].into_iter().enumerate() {
+        let (code, out) = finish(c, Duration::from_secs(30));
+        assert_eq!(code, Some(0), "rank {r}:\n{out}");
+        assert!(out.contains("OPOK"), "rank {r}:\n{out}");
+    }
+}
+
+/// A program that accepts on the root port and closes at once: the rank
+/// says the listener closed the connection and is not an hccl-rs root.
+#[test]
+fn a_root_port_program_that_closes_is_named_as_not_a_root() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let closer = std::thread::spawn(move || {
+        if let Ok((mut s, _)) = l.accept() {
+            let mut b = [0u8; 64];
+            let _ = s.read(&mut b);
+            let _ = s.write_all(b"");
+        }
+    });
+    let (code, out) = finish(spawn(port, 2, 1, "20"), Duration::from_secs(30));
+    closer.join().unwrap();
+    assert_eq!(code, Some(2), "{out}");
+    assert!(
+        out.contains(&format!(
+            "the listener at 127.0.0.1:{port} closed the connection"
+        )),
+        "{out}"
+    );
+    assert!(!out.contains("raise HCCL_CONNECT_TIMEOUT"), "{out}");
+}

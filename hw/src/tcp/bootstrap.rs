@@ -12,7 +12,7 @@ use tokio::time::{timeout_at, Instant};
 use super::config::{TcpConfig, PORT_RANGE};
 use super::error::TcpError;
 use super::root::{bind, fallback_ip, RootInfo};
-use super::wire::{self, CtrlKind, Join, RejectCode, SessionId, TableEntry};
+use super::wire::{self, CtrlKind, Join, RejectCode, SessionId, TableEntry, WireError};
 
 /// Extra time a rank waits past its own `HCCL_CONNECT_TIMEOUT` for the
 /// root's verdict, so that the root (whose clock started first) decides.
@@ -136,13 +136,18 @@ async fn join_root(
         data_addr,
         cpus: cpus(),
     };
+    let not_a_root = |what: String| TcpError::NotARoot {
+        root: root.addr,
+        rank,
+        what,
+    };
+    // The listener accepted, so a failed write means it closed at once.
     wire::write_ctrl(&mut s, CtrlKind::Join, root.session, &join.encode())
         .await
-        .map_err(|e| TcpError::RootUnreachable {
-            root: root.addr,
-            rank,
-            secs,
-            reason: format!("sending the join: {e}"),
+        .map_err(|e| {
+            not_a_root(format!(
+                "accepted the connection and closed it before this rank's join was sent ({e})"
+            ))
         })?;
     let from = format!("the root at {}", root.addr);
     let reply = timeout_at(
@@ -153,20 +158,21 @@ async fn join_root(
     let (h, body) = match reply {
         // A root always answers by its deadline (the table or a verdict).
         Err(_) => {
-            return Err(TcpError::RootUnreachable {
-                root: root.addr,
-                rank,
-                secs,
-                reason: "the process there accepted the connection but never answered as an hccl-rs root: another program on that port, or a root that hung".into(),
-            })
+            return Err(not_a_root(format!(
+                "accepted the connection but sent no answer within {secs} s (HCCL_CONNECT_TIMEOUT) \
+                 plus the {} s a rank gives the root's verdict",
+                VERDICT_MARGIN.as_secs_f64()
+            )))
         }
         Ok(Err(Err(e))) => {
-            return Err(TcpError::RootUnreachable {
-                root: root.addr,
-                rank,
-                secs,
-                reason: format!("the root closed the connection before answering: {e}"),
-            })
+            return Err(not_a_root(format!(
+                "closed the connection without answering this rank's join ({e})"
+            )))
+        }
+        Ok(Err(Ok(error @ (WireError::BadMagic(_) | WireError::BadKind(_))))) => {
+            return Err(not_a_root(format!(
+                "answered in another protocol ({error})"
+            )))
         }
         Ok(Err(Ok(error))) => return Err(TcpError::Protocol { from, error }),
         Ok(Ok(x)) => x,

@@ -17,6 +17,15 @@ fn bind_advice(var: &str) -> String {
     }
 }
 
+/// What else to do when the root's port is held by another job's root.
+fn taken_advice(var: &str) -> String {
+    if var == "MASTER_PORT" {
+        "for a separate job, set MASTER_PORT to another free port, the same for every rank".into()
+    } else {
+        format!("for a separate job, set {var} to another free port (or to 0 to let the OS choose)")
+    }
+}
+
 /// What to do about a listen address that is not this host's.
 fn addr_advice(var: &str) -> String {
     if var == "MASTER_ADDR" {
@@ -134,6 +143,27 @@ pub enum TcpError {
         secs: f64,
         /// Last socket error.
         reason: String,
+    },
+    /// The process at the root's address accepted the connection but did
+    /// not answer as an hccl-rs root: it closed the connection, sent bytes
+    /// of another protocol, or sent nothing in time.
+    #[error("rank {rank}: the listener at {root} {what}; it is not an hccl-rs root of this job (another program on that port, or a root whose process exited or hung): check MASTER_ADDR / MASTER_PORT (or the root info) and the root's output")]
+    NotARoot {
+        /// The root address.
+        root: SocketAddr,
+        /// This rank.
+        rank: u32,
+        /// What the listener did.
+        what: String,
+    },
+    /// The root's port is held by another hccl-rs root: the port-in-use
+    /// case of [`TcpError::Bind`] when the holder answers as a root.
+    #[error("cannot listen on {addr}: another hccl-rs root already listens there, so rank 0 is already taken (was a second process started with RANK=0?); give every process its own rank in 0..WORLD_SIZE, or {}", taken_advice(var))]
+    RootTaken {
+        /// The address tried.
+        addr: SocketAddr,
+        /// The variable that chose the port.
+        var: &'static str,
     },
     /// A data connection to a peer could not be made during the bootstrap.
     #[error("rank {rank}: cannot connect to rank {peer} at {addr}: {reason}")]

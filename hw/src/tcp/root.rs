@@ -107,7 +107,12 @@ impl RootInfo {
         } else {
             cfg.ip_var()
         };
-        let listener = bind(addr, var, ip_var)?;
+        let listener = bind(addr, var, ip_var).map_err(|e| match e {
+            TcpError::Bind { addr, var, .. } if holds_a_root(addr) => {
+                TcpError::RootTaken { addr, var }
+            }
+            e => e,
+        })?;
         let local = listener
             .local_addr()
             .map_err(|e| TcpError::io("root listener address", e))?;
@@ -199,6 +204,34 @@ impl FromStr for RootInfo {
             .collect();
         RootInfo::from_bytes(&bytes.map_err(|_| RootInfoParseError("not hex".into()))?)
     }
+}
+
+/// How long [`holds_a_root`] waits to connect and for the answer.
+const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Whether the listener at `addr` answers as an hccl-rs root. It is asked
+/// with a join in a random session: a root refuses that at once (in the
+/// caller's session) without counting it as a rank, so the probe cannot
+/// disturb the bootstrap it runs.
+fn holds_a_root(addr: SocketAddr) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, PROBE_TIMEOUT) else {
+        return false;
+    };
+    let probe: SessionId = rand::random();
+    let join = Join {
+        nranks: 1,
+        rank: 0,
+        data_addr: addr,
+        cpus: 1,
+    };
+    let mut head = [0u8; wire::CTRL_HEADER_LEN];
+    s.set_read_timeout(Some(PROBE_TIMEOUT)).is_ok()
+        && s.write_all(&wire::encode_ctrl(CtrlKind::Join, probe, &join.encode()))
+            .is_ok()
+        && s.read_exact(&mut head).is_ok()
+        && matches!(wire::decode_ctrl_header(&head),
+            Ok(h) if h.kind == CtrlKind::Reject && h.session == probe)
 }
 
 /// Binds a std listener (so errors are immediate and synchronous); `var`
@@ -578,5 +611,31 @@ mod tests {
             e.contains(&r.addr.to_string()) && e.contains("HCCL_IF_BASE_PORT"),
             "{e}"
         );
+    }
+
+    /// A second rank 0 finds the port held by a root: it says rank 0 is
+    /// taken, not only that the port is in use; a port held by another
+    /// program keeps the port advice.
+    #[test]
+    fn a_port_held_by_another_root_says_rank_0_is_taken() {
+        let cfg = TcpConfig {
+            if_ip: Some("127.0.0.1".parse().unwrap()),
+            ..TcpConfig::default()
+        };
+        let first =
+            RootInfo::create_at(&cfg, "127.0.0.1:0".parse().unwrap(), "MASTER_PORT").unwrap();
+        let e = RootInfo::create_at(&cfg, first.addr, "MASTER_PORT").unwrap_err();
+        assert!(matches!(e, TcpError::RootTaken { .. }), "{e}");
+        let text = e.to_string();
+        assert!(text.contains("rank 0 is already taken"), "{text}");
+        assert!(text.contains(&first.addr.to_string()), "{text}");
+        assert!(
+            text.contains("set MASTER_PORT to another free port"),
+            "{text}"
+        );
+        // Another program on the port.
+        let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let e = RootInfo::create_at(&cfg, other.local_addr().unwrap(), "MASTER_PORT").unwrap_err();
+        assert!(matches!(e, TcpError::Bind { .. }), "{e}");
     }
 }
