@@ -109,6 +109,11 @@ pub enum CommError {
     /// The communicator was aborted or failed before; destroy it.
     #[error("communicator is unusable: {0}")]
     Broken(String),
+    /// [`super::Comm::destroy`] found async ops still running after its
+    /// linger (the message counts and names them) and aborted them: their
+    /// data was not delivered.
+    #[error("{0}")]
+    Pending(String),
 }
 
 impl From<TopologyError> for CommError {
@@ -167,7 +172,7 @@ impl CommError {
             CommError::SimTimeout(_) => 9,
             CommError::SimRemote(_) => 21,
             CommError::SimLost(_) => 13,
-            CommError::Sim(_) | CommError::Broken(_) => 4,
+            CommError::Sim(_) | CommError::Broken(_) | CommError::Pending(_) => 4,
         }
     }
 }

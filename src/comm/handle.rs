@@ -10,8 +10,10 @@ use super::CommError;
 /// A collective running on its own thread. Ops on one communicator still
 /// run in the order they were called (each takes its sequence number when
 /// called). Dropping the handle without waiting lets the op finish in the
-/// background; its result is then lost (errors still break the communicator
-/// and show in [`super::Comm::async_error`]).
+/// background: its output is then lost (errors still break the
+/// communicator and show in [`super::Comm::async_error`]), but not its
+/// data: [`super::Comm::destroy`], and dropping the `Comm`, wait for it, so
+/// a dropped `send_async` is still delivered.
 #[derive(Debug)]
 pub struct OpHandle<T> {
     slot: Arc<DoneSlot<Result<T, CommError>>>,

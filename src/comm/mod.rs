@@ -29,6 +29,7 @@
 //! **Ordering.** Ops on one communicator run in the order they are called,
 //! from any thread; async ops take their sequence number when called.
 
+mod drain;
 mod element;
 mod error;
 mod group;
@@ -156,6 +157,10 @@ struct Shared {
     /// this one: a blocking call only this thread could complete fails
     /// with advice ([`local`]).
     local: OnceLock<Arc<LocalWorld>>,
+    /// Async ops still running, which destroy waits for ([`drain`]).
+    asyncs: Arc<drain::Tracker>,
+    /// `HCCL_EXEC_TIMEOUT` of the backend (`None`: never): bounds that wait.
+    exec_timeout: Option<std::time::Duration>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -214,9 +219,14 @@ fn pick_algo(args: &CollectiveArgs, hosts: u32) -> Result<AlgoSpec, CommError> {
 
 impl Comm {
     fn new(name: String, rank: u32, size: u32, backend: Backend) -> Comm {
-        let (abort, hosts, sim) = match &backend {
-            Backend::Tcp(t) => (Some(t.abort_handle()), t.hosts(), None),
-            Backend::Sim(w) => (None, 1, Some(Arc::clone(w))),
+        let (abort, hosts, sim, exec_timeout) = match &backend {
+            Backend::Tcp(t) => (
+                Some(t.abort_handle()),
+                t.hosts(),
+                None,
+                t.config().exec_timeout,
+            ),
+            Backend::Sim(w) => (None, 1, Some(Arc::clone(w)), w.exec_timeout()),
         };
         // `settings()` checked HCCL_PROFILING_* already; should the
         // directory have gone since, every op fails with the message.
@@ -246,6 +256,8 @@ impl Comm {
                 sim,
                 profile,
                 local: OnceLock::new(),
+                asyncs: Arc::default(),
+                exec_timeout,
             }),
         }
     }
@@ -492,10 +504,39 @@ impl Comm {
         self.shared.turn_cv.notify_all();
     }
 
-    /// Destroys the communicator (HCCL's `HcclCommDestroy`): says goodbye to
-    /// the peers and closes the connections once pending async ops finish.
-    /// Dropping a `Comm` does the same.
-    pub fn destroy(self) {}
+    /// Destroys the communicator (HCCL's `HcclCommDestroy`): waits for its
+    /// async ops still running (handles dropped without waiting included),
+    /// at most `HCCL_EXEC_TIMEOUT` and at most 30 s, then says goodbye to
+    /// the peers and closes the connections once what was queued for them
+    /// is written (TCP: a bounded linger). The process may exit right after.
+    /// Dropping a `Comm` does the same and logs the error.
+    ///
+    /// # Errors
+    /// [`CommError::Pending`] counting and naming the async ops (sends,
+    /// receives, collectives, with their peers) still running after that
+    /// wait; they are aborted, so the peers fail too.
+    pub fn destroy(self) -> Result<(), CommError> {
+        self.close()
+    }
+
+    /// [`Comm::destroy`] without consuming the communicator (for drop).
+    fn close(&self) -> Result<(), CommError> {
+        let linger = self
+            .shared
+            .exec_timeout
+            .map_or(drain::DRAIN_LINGER, |t| t.min(drain::DRAIN_LINGER));
+        let (asyncs, rank) = (&self.shared.asyncs, self.shared.rank);
+        let r = drain::wait_idle(asyncs, rank, linger);
+        if r.is_err() {
+            self.abort();
+            // Aborted ops end at once; let them go before closing.
+            let _ = drain::wait_idle(asyncs, rank, std::time::Duration::from_secs(1));
+        }
+        // Close now, on the caller's thread: were the last async thread to
+        // drop the state, a caller that exits next would cut its goodbye.
+        lock(&self.shared.state).backend = None;
+        r
+    }
 
     /// A collective's (turn, sequence number).
     fn take_ticket(&self) -> (u64, u64) {
@@ -777,7 +818,9 @@ impl Comm {
         let checked = self.check_world(&args);
         let (turn, seq) = self.take_ticket();
         self.note_async();
+        let running = drain::AsyncGuard::new(&shared.asyncs, drain::AsyncKind::Collective(seq));
         OpHandle::spawn(format!("hccl-op-{seq}"), move || {
+            let _running = running;
             // A failed check fails the op's turn, telling the peers; either
             // way `at_turn` runs and passes the turn on.
             let checked = checked.or_else(|e| Comm::at_turn(&shared, turn, |_| Err(e)));
@@ -1082,6 +1125,14 @@ impl Comm {
         let root = RootInfo::from_bytes(&infos[leader_rank * len..(leader_rank + 1) * len])
             .map_err(|e| CommError::Unsupported(format!("split: {e}")))?;
         Comm::tcp(&name, cfg, &root, size, new_rank).map(Some)
+    }
+}
+
+impl Drop for Comm {
+    fn drop(&mut self) {
+        if let Err(e) = self.close() {
+            tracing::error!("hccl: {e}");
+        }
     }
 }
 

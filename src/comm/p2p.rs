@@ -41,6 +41,7 @@ use hccl_algos::transport::OpContext;
 use hccl_hw::tcp::wire::Signature;
 use hccl_hw::tcp::{OpBuffers, OpInfo, TcpError, TcpRank, P2P_SEQ_BIT};
 
+use super::drain::{AsyncGuard, AsyncKind};
 use super::element::{bytes, bytes_mut};
 use super::sim_backend::{Msg, SimWorld};
 use super::{
@@ -255,7 +256,9 @@ impl Comm {
         let turn =
             check(&shared, "Send", false, &[P2pItem::send(&buf, dest)]).map(|()| self.take_turn());
         self.note_async();
+        let running = AsyncGuard::new(&shared.asyncs, AsyncKind::Send(dest));
         OpHandle::spawn(format!("hccl-send-{dest}"), move || {
+            let _running = running;
             let turn = turn?;
             p2p_at(
                 &shared,
@@ -283,7 +286,9 @@ impl Comm {
         let turn = check(&shared, "Recv", false, &[P2pItem::recv(&mut buf, src)])
             .map(|()| self.take_turn());
         self.note_async();
+        let running = AsyncGuard::new(&shared.asyncs, AsyncKind::Recv(src));
         OpHandle::spawn(format!("hccl-recv-{src}"), move || {
+            let _running = running;
             let turn = turn?;
             p2p_at(
                 &shared,

@@ -133,6 +133,11 @@ impl SimWorld {
         }))
     }
 
+    /// How long a rank waits for the others (`HCCL_EXEC_TIMEOUT`; `None`: forever).
+    pub(crate) fn exec_timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
     /// The sub-world for `color` of split number `split` (created by the first caller).
     pub(crate) fn split_world(
         &self,

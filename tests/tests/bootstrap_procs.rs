@@ -146,3 +146,37 @@ fn a_root_port_program_that_closes_is_named_as_not_a_root() {
     );
     assert!(!out.contains("raise HCCL_CONNECT_TIMEOUT"), "{out}");
 }
+
+/// Rank 0 calls `send_async`, drops the handle, destroys and exits at
+/// once: rank 1 still gets every byte, and rank 0's destroy succeeds.
+#[test]
+fn an_async_send_then_destroy_and_exit_is_delivered() {
+    let port = free_port();
+    let kids: Vec<Child> = (0..2)
+        .map(|r| {
+            Command::new(BIN)
+                .env("HCCL_IF_IP", "127.0.0.1")
+                .env("HCCL_CONNECT_TIMEOUT", "20")
+                .env("HCCL_EXEC_TIMEOUT", "20")
+                .env("MASTER_ADDR", "127.0.0.1")
+                .env("MASTER_PORT", port.to_string())
+                .env("WORLD_SIZE", "2")
+                .env("HCCL_SESSION_ID", format!("send-async-{port}"))
+                .env("HCCL_TEST_MODE", "send_async")
+                .env("RANK", r.to_string())
+                .env_remove("HCCL_BACKEND")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn conformance_rank")
+        })
+        .collect();
+    let outs: Vec<_> = kids
+        .into_iter()
+        .map(|c| finish(c, Duration::from_secs(40)))
+        .collect();
+    assert_eq!(outs[0].0, Some(0), "rank 0:\n{}", outs[0].1);
+    assert!(outs[0].1.contains("DESTROYOK"), "rank 0:\n{}", outs[0].1);
+    assert_eq!(outs[1].0, Some(0), "rank 1:\n{}", outs[1].1);
+    assert!(outs[1].1.contains("RECVOK"), "rank 1:\n{}", outs[1].1);
+}

@@ -37,6 +37,7 @@ on_both!(
     batch_items_meet_plain_sends_and_receives_in_order,
     bad_batch_items_are_immediate_errors,
     async_sends_and_receives,
+    an_async_send_then_destroy_is_delivered,
 );
 
 /// Element `i` of the message from `s` to `d`: exact in f32 (< 2^24).
@@ -374,4 +375,24 @@ fn async_sends_and_receives(backend: BackendKind) {
     });
     assert_eq!(out[0], (100_003, vec![], 2));
     assert_eq!(out[1], (100_000, vec![true], 2));
+}
+
+/// `send_async`, the handle dropped, then `destroy`: destroy returns Ok
+/// once the message is out, and the receiver, which calls later, gets it.
+fn an_async_send_then_destroy_is_delivered(backend: BackendKind) {
+    let out = on_threads(backend, 2, |c| {
+        if c.rank() == 0 {
+            drop(c.send_async(vec![7u32; 100_000], 1));
+            c.destroy().map(|()| Vec::new())
+        } else {
+            std::thread::sleep(Duration::from_millis(200));
+            let mut buf = vec![0u32; 100_000];
+            let r = c.recv(&mut buf, 0).map(|()| buf);
+            c.destroy().unwrap();
+            r
+        }
+    });
+    let mut out = out.into_iter();
+    assert_eq!(out.next().unwrap().unwrap(), Vec::<u32>::new());
+    assert!(out.next().unwrap().unwrap().iter().all(|&x| x == 7));
 }

@@ -15,7 +15,7 @@ fn run_ops(backend: BackendKind, n: u32, counts: &[usize]) {
             c.all_reduce(&send, &mut recv, ReduceOp::Sum).unwrap();
             assert!(recv.iter().all(|&x| x == c.size() as f32));
         }
-        c.destroy();
+        c.destroy().unwrap();
     });
 }
 

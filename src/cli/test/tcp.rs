@@ -275,7 +275,7 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
         }
         rows.push(row);
     }
-    comm.destroy();
+    comm.destroy()?;
     Ok((rank, n, rows))
 }
 

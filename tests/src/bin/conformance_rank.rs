@@ -14,6 +14,11 @@
 //!   count), `algo` (sets its own `HCCL_ALGO=mesh`).
 //!   Survivors print `OPERR <error>` and exit 3, or `OPOK` and exit 0.
 //!
+//! - `send_async`: rank 0 sends 2^20 f32 (`i as f32`) to rank 1 with
+//!   `send_async`, drops the handle, destroys and exits at once: `DESTROYOK`
+//!   and exit 0, or `DESTROYERR <error>` and exit 4. Rank 1 receives them:
+//!   `RECVOK` (every value right) and exit 0, or `RECVERR <why>` and exit 3.
+//!
 //! Bootstrap failures print `INITERR <error>` and exit 2.
 
 use std::time::Duration;
@@ -46,6 +51,7 @@ fn main() {
     };
     match var("HCCL_TEST_MODE").as_deref().unwrap_or("cases") {
         "fault" => fault(comm),
+        "send_async" => send_async(comm),
         _ => cases(comm),
     }
 }
@@ -62,8 +68,42 @@ fn cases(comm: Comm) {
             }
         }
     }
-    comm.destroy();
+    if let Err(e) = comm.destroy() {
+        println!("DESTROYERR {e}");
+        failed += 1;
+    }
     std::process::exit(if failed == 0 { 0 } else { 1 });
+}
+
+fn send_async(comm: Comm) {
+    const N: usize = 1 << 20;
+    if comm.rank() == 0 {
+        drop(comm.send_async((0..N).map(|i| i as f32).collect::<Vec<f32>>(), 1));
+        match comm.destroy() {
+            Ok(()) => {
+                println!("DESTROYOK");
+                std::process::exit(0)
+            }
+            Err(e) => {
+                println!("DESTROYERR {e}");
+                std::process::exit(4)
+            }
+        }
+    }
+    let mut buf = vec![0.0f32; N];
+    let r = comm.recv(&mut buf, 0);
+    let _ = comm.destroy();
+    match r {
+        Err(e) => println!("RECVERR {e}"),
+        Ok(()) => match (0..N).find(|&i| buf[i] != i as f32) {
+            Some(i) => println!("RECVERR element {i} is {}", buf[i]),
+            None => {
+                println!("RECVOK");
+                std::process::exit(0)
+            }
+        },
+    }
+    std::process::exit(3);
 }
 
 fn fault(comm: Comm) {
@@ -102,14 +142,16 @@ fn fault(comm: Comm) {
             println!("OPOK");
             // Peers may still be reading this rank's memory (the same-host
             // fast path) or bytes it queued: destroy before exiting.
-            comm.destroy();
+            if let Err(e) = comm.destroy() {
+                println!("DESTROYERR {e}");
+            }
             std::process::exit(0);
         }
         Err(e) => {
             println!("OPERR {e}");
             // Destroying lets the abort frames reach the peers before the
             // sockets close (exiting with unread bytes resets them).
-            comm.destroy();
+            let _ = comm.destroy();
             std::process::exit(3);
         }
     }
