@@ -19,7 +19,7 @@ use hccl_algos::layout::GroupLayout;
 use hccl_algos::schedule::{BufKind, Op, Region};
 use hccl_algos::{DataType, ReduceOp};
 use hccl_hw::tcp::cma::{self, LendWord, Token};
-use hccl_hw::tcp::rank::{LEND_AHEAD, SEND_PIECE};
+use hccl_hw::tcp::rank::{AGREED_TAG, LEND_AHEAD, SEND_PIECE};
 use hccl_hw::tcp::wire::{
     self, CmaProbe, CtrlKind, FrameHeader, FrameKind, Join, PieceDesc, SessionId, Signature,
     CMA_PROBE_LEN, CTRL_HEADER_LEN, FRAME_HEADER_LEN, LEND_POISON, PIECE_DESC_LEN,
@@ -263,6 +263,14 @@ fn frame(session: SessionId, kind: FrameKind, seq: u64, tag: u32, len: u64) -> V
     .to_vec()
 }
 
+/// The hand-written peer's op start for op 0 and its word that every
+/// signature agreed (see `hccl_hw::tcp::rank`'s consistency docs).
+fn op_start(session: SessionId) -> Vec<u8> {
+    let mut b = frame(session, FrameKind::OpStart, 0, 0, 0);
+    b.extend_from_slice(&frame(session, FrameKind::OpStart, 0, AGREED_TAG, 0));
+    b
+}
+
 fn read_frame(s: &mut TcpStream, session: SessionId) -> FrameHeader {
     let mut b = [0u8; FRAME_HEADER_LEN];
     s.read_exact(&mut b).unwrap();
@@ -450,8 +458,7 @@ fn lent_pieces_are_the_senders_own_buffer_unchanged_and_the_send_ends_with_the_l
     assert_eq!(pid, std::process::id());
     let session = info.session;
     // Rank 0 waits for its predecessor's op start before it may finish.
-    s.write_all(&frame(session, FrameKind::OpStart, 0, 0, 0))
-        .unwrap();
+    s.write_all(&op_start(session)).unwrap();
     let mut unacked: Vec<(PieceDesc, u64)> = Vec::new(); // (piece, offset in message)
     let mut at = 0u64;
     let mut acked = 0;
@@ -543,8 +550,7 @@ fn a_send_whose_last_piece_is_never_acked_does_not_complete() {
     let rank0 = rank0_sends(c, info, vec![9u8; len as usize]);
     let (mut s, pid, _token) = fake_rank1(&info);
     let session = info.session;
-    s.write_all(&frame(session, FrameKind::OpStart, 0, 0, 0))
-        .unwrap();
+    s.write_all(&op_start(session)).unwrap();
     let mut descs = Vec::new();
     for kind in [FrameKind::DataCma, FrameKind::CmaMore] {
         assert_eq!(read_data_frame(&mut s, session).kind, kind);
@@ -711,7 +717,8 @@ fn rank0_reads_a_withdrawn_piece(
     let payload = f32s(&vec![1.5f32; 2 * PIECE / 4]);
     let w = open_word(77);
     let first = desc_of(&payload[..PIECE], &w);
-    let mut b = frame(session, FrameKind::DataCma, 0, 0, len);
+    let mut b = op_start(session);
+    b.extend_from_slice(&frame(session, FrameKind::DataCma, 0, 0, len));
     b.extend_from_slice(&first.encode());
     s.write_all(&b).unwrap();
     let h = read_data_frame(&mut s, session);
@@ -852,8 +859,7 @@ fn pieces_for_a_posted_plain_receive_land_in_place_without_a_chunk() {
     let (mut s, _, _token) = fake_rank1(&info);
     let session = info.session;
     let payload: Vec<u8> = (0..len).map(|i| (i * 13 % 251) as u8).collect();
-    s.write_all(&frame(session, FrameKind::OpStart, 0, 0, 0))
-        .unwrap();
+    s.write_all(&op_start(session)).unwrap();
     // One piece at a time, each after the previous one's ack: rank 0 has
     // posted its receive long before the last ones come.
     let w = open_word(1);

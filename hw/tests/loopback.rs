@@ -284,14 +284,16 @@ fn a_timeout_sums_up_many_messages_from_one_peer_in_tag_order() {
                 op: Op::Recv {
                     peer: 1,
                     tag,
-                    dst: Region::new(BufKind::Output, 4 * i as u64, 4),
+                    // Scratch: receives into the output wait for every
+                    // rank's signature, so they would not be posted.
+                    dst: Region::new(BufKind::Scratch, 4 * i as u64, 4),
                 },
                 deps: Deps::NONE,
             })
             .collect();
         let plan: RankPlan = Box::new(steps.into_iter());
-        let mut output = vec![0u8; 20];
-        let bufs = OpBuffers::separate(&[], &mut output, &mut []);
+        let mut scratch = vec![0u8; 20];
+        let bufs = OpBuffers::separate(&[], &mut [], &mut scratch);
         Some(
             t.run(&ctx(0, 0), &op_info([0; 32]), bufs, plan)
                 .unwrap_err(),
@@ -301,7 +303,7 @@ fn a_timeout_sums_up_many_messages_from_one_peer_in_tag_order() {
     assert!(matches!(e, TcpError::Timeout { rank: 0, .. }), "{e}");
     assert!(
         e.to_string()
-            .contains("rank 1 (5 messages, tags 1..=100: received 0 of 20 bytes)"),
+            .contains("rank 1, which never called the op (arrived: rank 0), rank 1 (5 messages, tags 1..=100: received 0 of 20 bytes)"),
         "{e}"
     );
 }
@@ -324,7 +326,7 @@ fn slow_rank_past_exec_timeout_fails_waiters_then_itself() {
     assert!(matches!(e0, TcpError::Timeout { rank: 0, .. }), "{e0}");
     assert!(
         e0.to_string()
-            .contains("rank 1 (tag 7: received 0 of 8 bytes)"),
+            .contains("waiting for rank 1, which never called the op (arrived: rank 0)"),
         "{e0}"
     );
     let e1 = out[1].0.to_string();
@@ -556,5 +558,64 @@ fn abort_twice_is_a_noop_and_later_ops_fail() {
     });
     for e in out {
         assert!(matches!(e, TcpError::Broken(_)), "{e}");
+    }
+}
+
+/// Issue 13 item 2: a signature mismatch fails every rank before a byte
+/// lands in any receive buffer, even on the ranks whose neighbours agree
+/// with them (the data of agreeing peers arrives first).
+#[test]
+fn a_mismatch_leaves_every_receive_buffer_untouched() {
+    let out = with_ranks(4, cfg(), |t, r| {
+        let mut t = t.unwrap();
+        let sig = if r == 3 { [9; 32] } else { [1; 32] };
+        if r == 3 {
+            // The others exchange their data first.
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        let input = f32s(&[1.0; 256]);
+        let mut out = vec![0xABu8; input.len()];
+        let bufs = OpBuffers::separate(&input, &mut out, &mut []);
+        let plan = common::naive_allreduce(r, 4, input.len() as u64);
+        let e = t.run(&ctx(r, 0), &op_info(sig), bufs, plan).unwrap_err();
+        (e, out.iter().all(|&b| b == 0xAB))
+    });
+    for (r, (e, untouched)) in out.iter().enumerate() {
+        let s = e.to_string();
+        assert!(
+            s.contains("AllReduce #0") && s.contains("signature mismatch with rank"),
+            "rank {r}: {s}"
+        );
+        assert!(untouched, "rank {r}'s receive buffer was written: {s}");
+    }
+}
+
+/// Issue 13 item 3: with two of eight ranks never calling the op, every
+/// waiting rank's timeout names those two and the six that arrived, not
+/// whichever arrived peer it happened to wait on.
+#[test]
+fn a_timeout_names_the_ranks_that_never_called() {
+    let cfg = TcpConfig {
+        exec_timeout: Some(Duration::from_millis(1000)),
+        ..cfg()
+    };
+    let out = with_ranks(8, cfg, |t, r| {
+        let mut t = t.unwrap();
+        if r >= 6 {
+            // Never calls; stays connected past the others' timeout.
+            std::thread::sleep(Duration::from_millis(2500));
+            return None;
+        }
+        Some(run_allreduce(&mut t, 0, &f32s(&[1.0; 8]), [1; 32]).unwrap_err())
+    });
+    for (r, e) in out.iter().take(6).enumerate() {
+        let e = e.as_ref().unwrap();
+        let s = e.to_string();
+        let named = s.contains(
+            "ranks [6, 7], which never called the op (arrived: ranks [0, 1, 2, 3, 4, 5])",
+        );
+        // A rank may fail first with a peer's abort that says the same.
+        assert!(named, "rank {r}: {s}");
+        assert!(s.contains("AllReduce #0"), "rank {r}: {s}");
     }
 }

@@ -11,15 +11,25 @@
 //! the sender. Before any byte touches a receive buffer, the frame's length
 //! is checked against the step and its op signature against this rank's.
 //!
-//! **Consistency.** At the start of every op, rank r sends its op signature
-//! to rank r+1 and may not finish the op before it has received rank r−1's
-//! and found it equal. By transitivity around the ring, any disagreement is
-//! seen by at least one rank, which fails and tells every rank (an abort
-//! frame), so every rank waiting in the op fails with the two values named.
-//! Cost: one 88-byte frame per rank per op, sent without waiting. Data
-//! frames carry the signature too, so a mismatched message is refused before
-//! it is copied. A rank that had already finished its part of the op (say
-//! a broadcast root) learns of the failure at its next op.
+//! **Consistency.** At the start of every op, every rank sends its op
+//! signature to every other rank (an op-start frame, held back to leave in
+//! one write with the op's first message to that peer). A rank that has
+//! every peer's signature compares them with its own: any difference fails
+//! the op on that rank naming the field and both values, and since a
+//! disagreement differs from every rank's view somewhere, every rank
+//! finds it itself. Steps that write the user's buffers (a receive into
+//! the output, a copy or reduction into it) are held back until every
+//! signature has arrived and agrees, so a mismatched op fails before any
+//! byte lands in a receive buffer (sends and scratch work go ahead). A
+//! rank whose signatures agree then tells every peer so (an op-start frame
+//! with tag [`AGREED_TAG`]), and an op succeeds on a rank only once every
+//! peer has said so: a rank that timed out before every rank arrived never
+//! says so, so the others fail with it rather than one rank succeeding
+//! where another failed. `HCCL_EXEC_TIMEOUT` counts from the op's start
+//! until every rank has arrived, then afresh from agreement. Cost: 2(n−1)
+//! 88-byte frames per rank per op, most in the same write as a data
+//! message. Data frames carry the signature too, so a mismatched message
+//! is refused before it is copied.
 //! Point-to-point ops ([`P2P_SEQ_BIT`]) involve two ranks only: they skip
 //! the ring, and the receiver checks the data frame's signature (count,
 //! dtype) before any byte lands.
@@ -37,7 +47,7 @@
 //! abort, and leaves the communicator broken (every later op returns
 //! [`TcpError::Broken`]), as with HCCL and NCCL after an error.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -187,6 +197,11 @@ pub fn is_p2p_seq(seq: u64) -> bool {
     seq & P2P_SEQ_BIT != 0
 }
 
+/// The tag of an op-start frame that says "every rank's signature has
+/// reached me and agrees with mine" (tag 0 carries the sender's signature
+/// at the op's start). See the module docs.
+pub const AGREED_TAG: u32 = 1;
+
 /// What an op is, for error messages and the consistency check.
 pub struct OpInfo<'a> {
     /// Its name as printed ("AllReduce").
@@ -284,9 +299,10 @@ struct Peer {
     /// error to fail with if its abort frame has not come by the instant.
     /// Its later pieces are dropped unread.
     withdrawn: Option<(TcpError, Instant)>,
-    /// This op's signature frame for the peer (the next rank), held back so
-    /// that it leaves in one write with the op's first message to the peer
-    /// (or when the op first waits, see [`TcpRank::flush_op_start`]).
+    /// This op's op-start frames for the peer (its signature, later the
+    /// agreement), held back so that they leave in one write with the op's
+    /// next message to the peer (or when the op waits, see
+    /// [`TcpRank::flush_op_start`]).
     op_start: Option<Vec<u8>>,
 }
 
@@ -375,6 +391,9 @@ pub struct TcpRank {
     posted: HashMap<Key, Posted>,
     early: HashMap<Key, Early>,
     op_starts: HashMap<(u32, u64), Signature>,
+    /// (peer, seq) of the peers that said every signature of op seq
+    /// agreed ([`AGREED_TAG`]).
+    agreed: HashSet<(u32, u64)>,
     completions: VecDeque<Completion>,
     /// Sequence number of the last op that finished here (frames of it or
     /// older are stale).
@@ -516,6 +535,7 @@ impl TcpRank {
             posted: HashMap::new(),
             early: HashMap::new(),
             op_starts: HashMap::new(),
+            agreed: HashSet::new(),
             completions: VecDeque::new(),
             last_done: None,
             broken: None,
@@ -680,20 +700,28 @@ impl TcpRank {
         // every piece was acked, or it failed and broke the communicator.)
         self.lend_id += 1;
         self.lend_word.open(self.lend_id);
+        let ring = self.nranks > 1 && !is_p2p_seq(ctx.seq);
         let mut op = TcpOp {
             rank: self,
             ctx: *ctx,
             info,
             bufs,
             deadline: timeout.map(|t| Instant::now() + t),
+            agreed: !ring,
+            deferred: Vec::new(),
         };
-        if op.rank.nranks > 1 && !is_p2p_seq(ctx.seq) {
-            let next = (op.rank.rank + 1) % op.rank.nranks;
-            let h = op.header(FrameKind::OpStart, 0, 0);
-            op.rank.peers[next as usize].op_start = Some(h.encode().to_vec());
+        if ring {
+            let h = op.header(FrameKind::OpStart, 0, 0).encode();
+            for p in (0..op.rank.nranks).filter(|&p| p != op.rank.rank) {
+                let held = op.rank.peers[p as usize]
+                    .op_start
+                    .get_or_insert_with(Vec::new);
+                held.extend_from_slice(&h);
+            }
         }
         // Check what arrived early for this op (signatures, aborts).
         op.pump_nonblocking().map_err(|e| op.fail(e))?;
+        op.check_starts().map_err(|e| op.fail(e))?;
         Ok(op)
     }
 
@@ -1319,11 +1347,15 @@ impl TcpRank {
                         format!("op start for comm {:#x} on comm {:#x}", h.comm, self.comm),
                     ));
                 }
-                if self.op_starts.len() >= MAX_EARLY_MESSAGES {
+                if self.op_starts.len() + self.agreed.len() >= MAX_EARLY_MESSAGES {
                     return Err(self.protocol(
                         peer,
                         format!("more than {MAX_EARLY_MESSAGES} op starts pending"),
                     ));
+                }
+                if h.tag == AGREED_TAG {
+                    self.agreed.insert((peer, h.seq));
+                    return Ok(());
                 }
                 self.op_starts.insert((peer, h.seq), h.sig);
                 if let Some((_, info, _)) = op.as_ref().filter(|(c, _, _)| c.seq == h.seq) {
@@ -1710,6 +1742,12 @@ pub struct TcpOp<'r, 'a> {
     info: &'a OpInfo<'a>,
     bufs: OpBuffers<'a>,
     deadline: Option<Instant>,
+    /// Every peer's signature has arrived and equals this rank's (always
+    /// true for p2p ops and a one-rank communicator).
+    agreed: bool,
+    /// Steps that write the user's buffers, posted before `agreed`: they
+    /// run (or post their receives) once it is (see the module docs).
+    deferred: Vec<(StepId, Op)>,
 }
 
 impl std::fmt::Debug for TcpOp<'_, '_> {
@@ -1732,8 +1770,66 @@ impl TcpOp<'_, '_> {
     }
 
     fn handle(&mut self, ev: Event) -> Result<(), TcpError> {
+        let start = matches!(ev, Event::OpStart { .. });
         self.rank
-            .handle(ev, Some((&self.ctx, self.info, &mut self.bufs)))
+            .handle(ev, Some((&self.ctx, self.info, &mut self.bufs)))?;
+        if start && !self.agreed {
+            self.check_starts()?;
+        }
+        Ok(())
+    }
+
+    /// Compares the peers' signatures that have arrived for this op with
+    /// this rank's; once all have and agree, tells every peer so, restarts
+    /// the deadline and runs the steps held back (see the module docs).
+    ///
+    /// # Errors
+    /// [`TcpError::Mismatch`] naming the first peer that differs.
+    fn check_starts(&mut self) -> Result<(), TcpError> {
+        if self.agreed {
+            return Ok(());
+        }
+        let (me, n, seq) = (self.rank.rank, self.rank.nranks, self.ctx.seq);
+        let mut all = true;
+        for p in (0..n).filter(|&p| p != me) {
+            match self.rank.op_starts.get(&(p, seq)) {
+                Some(sig) if *sig != self.info.sig => {
+                    return Err(TcpError::Mismatch {
+                        op: self.info.name.to_string(),
+                        seq,
+                        detail: (self.info.describe)(sig, p),
+                    })
+                }
+                Some(_) => {}
+                None => all = false,
+            }
+        }
+        if !all {
+            return Ok(());
+        }
+        self.agreed = true;
+        let h = self.header(FrameKind::OpStart, AGREED_TAG, 0).encode();
+        for p in (0..n).filter(|&p| p != me) {
+            let held = self.rank.peers[p as usize]
+                .op_start
+                .get_or_insert_with(Vec::new);
+            held.extend_from_slice(&h);
+        }
+        if let Some(t) = self.rank.cfg.exec_timeout {
+            self.deadline = Some(Instant::now() + t);
+        }
+        for (step, op) in std::mem::take(&mut self.deferred) {
+            self.run_step(step, &op)?;
+        }
+        Ok(())
+    }
+
+    /// The ranks whose signature for this op has not arrived here.
+    fn not_started(&self) -> Vec<u32> {
+        let r = &*self.rank;
+        (0..r.nranks)
+            .filter(|&p| p != r.rank && !r.op_starts.contains_key(&(p, self.ctx.seq)))
+            .collect()
     }
 
     fn pump_nonblocking(&mut self) -> Result<(), TcpError> {
@@ -1820,12 +1916,28 @@ impl TcpOp<'_, '_> {
                 ));
             }
         }
-        let pred = (r.rank + r.nranks - 1) % r.nranks;
-        if r.nranks > 1
-            && !is_p2p_seq(self.ctx.seq)
-            && !r.op_starts.contains_key(&(pred, self.ctx.seq))
-        {
-            waits.push(format!("rank {pred} to start the op"));
+        let missing = self.not_started();
+        if !self.agreed && !missing.is_empty() {
+            // The cause comes first: the rest waits on it.
+            let arrived: Vec<u32> = (0..r.nranks).filter(|p| !missing.contains(p)).collect();
+            waits.insert(
+                0,
+                format!(
+                    "{}, which never called the op (arrived: {})",
+                    rank_list(&missing),
+                    rank_list(&arrived)
+                ),
+            );
+        } else if !is_p2p_seq(self.ctx.seq) {
+            let unconfirmed: Vec<u32> = (0..r.nranks)
+                .filter(|&p| p != r.rank && !r.agreed.contains(&(p, self.ctx.seq)))
+                .collect();
+            if !unconfirmed.is_empty() {
+                waits.push(format!(
+                    "{} to confirm that every rank called the op alike (still waiting for another rank's signature)",
+                    rank_list(&unconfirmed)
+                ));
+            }
         }
         for (p, peer) in r.peers.iter().enumerate() {
             if peer.sends_in_flight > 0 {
@@ -1933,9 +2045,10 @@ impl TcpOp<'_, '_> {
         Ok(())
     }
 
-    /// Completes the op on this rank: waits for the previous rank's op
-    /// signature (the consistency check), then retires the op. A p2p op
-    /// ([`P2P_SEQ_BIT`]) has no op-start ring and retires at once.
+    /// Completes the op on this rank: waits for every peer's signature and
+    /// for every peer's word that all signatures agree (the consistency
+    /// check, see the module docs), then retires the op. A p2p op
+    /// ([`P2P_SEQ_BIT`]) has no op-start frames and retires at once.
     ///
     /// # Errors
     /// [`TcpError::Mismatch`], timeouts, peer failures.
@@ -1948,19 +2061,30 @@ impl TcpOp<'_, '_> {
             return self.wait_lent();
         }
         self.rank.flush_op_start();
-        if self.rank.nranks > 1 {
-            let pred = (self.rank.rank + self.rank.nranks - 1) % self.rank.nranks;
-            while !self.rank.op_starts.contains_key(&(pred, seq)) {
-                if self.rank.peers[pred as usize].dead.is_some() {
-                    return Err(self.rank.lost(self.info.name, seq, pred));
-                }
-                self.pump_one()?;
+        let me = self.rank.rank;
+        loop {
+            // A peer this rank still needs a signature or an agreement from.
+            let r = &*self.rank;
+            let waiting = (0..r.nranks).find(|&p| {
+                p != me && (!r.op_starts.contains_key(&(p, seq)) || !r.agreed.contains(&(p, seq)))
+            });
+            let Some(p) = waiting else {
+                // Every signature is here, so this is agreed (or fails).
+                self.check_starts()?;
+                break;
+            };
+            if self.rank.peers[p as usize].dead.is_some() {
+                return Err(self.rank.lost(self.info.name, seq, p));
             }
+            self.pump_one()?;
         }
+        // This rank's agreement may still be held back: send it.
+        self.rank.flush_op_start();
         // A mismatched frame may still be queued: look once more.
         self.pump_nonblocking()?;
         self.wait_lent()?;
         self.rank.op_starts.retain(|(_, s), _| *s > seq);
+        self.rank.agreed.retain(|(_, s)| *s > seq);
         self.rank.last_done = Some(seq);
         Ok(())
     }
@@ -2040,16 +2164,9 @@ impl Drop for TcpOp<'_, '_> {
     }
 }
 
-impl Transport for TcpOp<'_, '_> {
-    type Error = TcpError;
-
-    fn post(&mut self, ctx: &OpContext, step: StepId, op: &Op) -> Result<(), TcpError> {
-        if ctx.seq != self.ctx.seq {
-            return Err(TcpError::InvalidArgument(format!(
-                "step of op #{} posted to op #{}",
-                ctx.seq, self.ctx.seq
-            )));
-        }
+impl TcpOp<'_, '_> {
+    /// Runs (or, for a receive, posts) step `step` of this op.
+    fn run_step(&mut self, step: StepId, op: &Op) -> Result<(), TcpError> {
         match *op {
             Op::Send { peer, tag, src } => {
                 self.check_peer(peer)?;
@@ -2058,10 +2175,10 @@ impl Transport for TcpOp<'_, '_> {
                 let r = &mut *self.rank;
                 let p = &mut r.peers[peer as usize];
                 if p.dead.is_some() || p.tx.is_none() {
-                    return Err(r.lost_sending(self.info.name, ctx.seq, peer, Some(src.len)));
+                    return Err(r.lost_sending(self.info.name, self.ctx.seq, peer, Some(src.len)));
                 }
                 p.outq.push_back(OutMsg {
-                    seq: ctx.seq,
+                    seq: self.ctx.seq,
                     step,
                     src,
                     header,
@@ -2070,7 +2187,7 @@ impl Transport for TcpOp<'_, '_> {
                     cma: false,
                 });
                 p.sends_in_flight += 1;
-                p.unsent.push_back((ctx.seq, step, src.len));
+                p.unsent.push_back((self.ctx.seq, step, src.len));
                 r.fill_sends(peer, &self.bufs)?;
             }
             Op::Recv { peer, tag, dst } => {
@@ -2101,24 +2218,66 @@ impl Transport for TcpOp<'_, '_> {
             }
             Op::Copy { src, dst } => {
                 self.bufs.copy(src, dst)?;
-                self.rank
-                    .completions
-                    .push_back(Completion { seq: ctx.seq, step });
+                self.rank.completions.push_back(Completion {
+                    seq: self.ctx.seq,
+                    step,
+                });
             }
             Op::LocalReduce { src, dst, op } => {
-                self.bufs.reduce(ctx.dtype, op, src, dst)?;
-                self.rank
-                    .completions
-                    .push_back(Completion { seq: ctx.seq, step });
+                self.bufs.reduce(self.ctx.dtype, op, src, dst)?;
+                self.rank.completions.push_back(Completion {
+                    seq: self.ctx.seq,
+                    step,
+                });
             }
             Op::Divide { dst, divisor } => {
-                self.bufs.divide(ctx.dtype, dst, divisor)?;
-                self.rank
-                    .completions
-                    .push_back(Completion { seq: ctx.seq, step });
+                self.bufs.divide(self.ctx.dtype, dst, divisor)?;
+                self.rank.completions.push_back(Completion {
+                    seq: self.ctx.seq,
+                    step,
+                });
             }
         }
         Ok(())
+    }
+}
+
+/// True if `op` writes the user's buffers (anything but scratch).
+fn writes_user(op: &Op) -> bool {
+    use hccl_algos::schedule::BufKind;
+    match *op {
+        Op::Send { .. } => false,
+        Op::Recv { dst, .. }
+        | Op::RecvReduce { dst, .. }
+        | Op::Copy { dst, .. }
+        | Op::LocalReduce { dst, .. }
+        | Op::Divide { dst, .. } => dst.buf != BufKind::Scratch,
+    }
+}
+
+/// "rank 3" or "ranks [1, 3]".
+fn rank_list(ranks: &[u32]) -> String {
+    match ranks {
+        [r] => format!("rank {r}"),
+        _ => format!("ranks {ranks:?}"),
+    }
+}
+
+impl Transport for TcpOp<'_, '_> {
+    type Error = TcpError;
+
+    fn post(&mut self, ctx: &OpContext, step: StepId, op: &Op) -> Result<(), TcpError> {
+        if ctx.seq != self.ctx.seq {
+            return Err(TcpError::InvalidArgument(format!(
+                "step of op #{} posted to op #{}",
+                ctx.seq, self.ctx.seq
+            )));
+        }
+        if !self.agreed && writes_user(op) {
+            self.deferred.push((step, *op));
+            return Ok(());
+        }
+        self.run_step(step, op)
     }
 
     fn poll_completion(&mut self) -> Result<Option<Completion>, TcpError> {
