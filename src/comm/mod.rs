@@ -660,7 +660,7 @@ impl Comm {
                     ),
                     (UserBufs::InPlace(b), None) => (b[..inb as usize].to_vec(), 0),
                 };
-                let (out, sim_ns) = w.run(rank, seq, args, spec, input)?;
+                let (out, sim_ns) = w.run(&shared.name, rank, seq, args, spec, input)?;
                 if let Some(p) = &shared.profile {
                     p.record(&shared.name, seq, args, &spec, OpTime::Simulated(sim_ns));
                 }
@@ -694,8 +694,10 @@ impl Comm {
                 let describe = |remote: &hccl_hw::tcp::wire::Signature, peer| {
                     signature::describe(args, &sig, &spec, rank, remote, peer)
                 };
+                // Errors name the communicator: "comm 'world' AllReduce #3".
+                let label = format!("comm '{}' {op}", shared.name);
                 let info = OpInfo {
-                    name: &op,
+                    name: &label,
                     sig: signature::encode_with_algo(&sig, &spec),
                     describe: &describe,
                 };

@@ -175,18 +175,19 @@ impl SimWorld {
             .ok_or_else(|| CommError::Sim("the simulator returned no outputs".into()))
     }
 
-    /// Runs op `seq` for `rank` with `input`; blocks until every rank has
-    /// called it; returns this rank's output bytes and the op's simulated
-    /// time in ns.
+    /// Runs op `seq` for `rank` of communicator `comm` (its name, for
+    /// errors) with `input`; blocks until every rank has called it;
+    /// returns this rank's output bytes and the op's simulated time in ns.
     pub(crate) fn run(
         &self,
+        comm: &str,
         rank: u32,
         seq: u64,
         args: &CollectiveArgs,
         spec: AlgoSpec,
         input: Vec<u8>,
     ) -> Result<(Vec<u8>, u64), CommError> {
-        let name = format!("{:?} #{seq}", args.kind);
+        let name = format!("comm '{comm}' {:?} #{seq}", args.kind);
         let mut s = lock(&self.state);
         if let Some(e) = s.broken_error(&name) {
             return Err(e);

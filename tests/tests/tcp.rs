@@ -154,7 +154,7 @@ fn survivors_fail_with(outs: &[(Option<i32>, String)], victim: usize, needles: &
             .lines()
             .find(|l| l.starts_with("OPERR"))
             .unwrap_or_default();
-        assert!(line.contains("AllReduce #"), "rank {r}: {line}");
+        assert!(line.contains("comm 'world' All"), "rank {r}: {line}");
         for n in needles {
             assert!(line.contains(n), "rank {r}: {line:?} lacks {n:?}");
         }
@@ -189,6 +189,41 @@ fn rank_delayed_past_exec_timeout_fails_everyone() {
 fn count_mismatch_fails_every_rank_with_both_values() {
     let outs = fault(3, "count", &[]);
     survivors_fail_with(&outs, usize::MAX, &["count mismatch", "1048576", "1048577"]);
+}
+
+/// Issue 13 item 2: on 4 processes, ring and NHR, a count mismatch fails
+/// every rank naming the field, both values, the communicator and the op's
+/// seq, never "lost rank", and no rank's receive buffer is touched.
+#[test]
+fn a_count_mismatch_touches_no_receive_buffer_with_ring_or_nhr() {
+    for algo in ["allreduce=level0:ring", "allreduce=level0:NA;level1:NHR"] {
+        let late = [("HCCL_ALGO", algo), ("HCCL_TEST_DELAY_MS", "300")];
+        let outs = fault(4, "count", &late);
+        survivors_fail_with(
+            &outs,
+            usize::MAX,
+            &["AllReduce #0", "count mismatch", "1048576", "1048577"],
+        );
+        for (r, (_, out)) in outs.iter().enumerate() {
+            assert!(!out.contains("lost rank"), "{algo} rank {r}:\n{out}");
+            assert!(out.contains("RECV untouched"), "{algo} rank {r}:\n{out}");
+        }
+    }
+}
+
+/// Issue 13 item 2: one rank calls AllGather with count 0, the others
+/// with 1 Mi elements: every rank fails naming both counts, buffers untouched.
+#[test]
+fn an_all_gather_of_count_0_on_one_rank_fails_every_rank_untouched() {
+    let outs = fault(4, "gather0", &[]);
+    survivors_fail_with(
+        &outs,
+        usize::MAX,
+        &["AllGather #0", "count mismatch", "1048576"],
+    );
+    for (r, (_, out)) in outs.iter().enumerate() {
+        assert!(out.contains("RECV untouched"), "rank {r}:\n{out}");
+    }
 }
 
 #[test]

@@ -1841,6 +1841,17 @@ impl TcpOp<'_, '_> {
 
     /// Runs the I/O until one event arrives or the op's deadline passes.
     fn pump_one(&mut self) -> Result<(), TcpError> {
+        // A peer gone before its signature came never will send it (a
+        // peer that finished the op sent it and its agreement first).
+        if !self.agreed {
+            let gone = self
+                .not_started()
+                .into_iter()
+                .find(|&p| self.rank.peers[p as usize].dead.is_some());
+            if let Some(p) = gone {
+                return Err(self.rank.lost(self.info.name, self.ctx.seq, p));
+            }
+        }
         // A peer whose loan was withdrawn and whose abort has not come.
         let grace = self
             .rank

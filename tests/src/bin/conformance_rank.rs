@@ -11,8 +11,11 @@
 //!   on rank `HCCL_TEST_VICTIM`: `kill` (the process aborts mid-op),
 //!   `exit` (exits without destroying: sockets close), `delay` (sleeps
 //!   `HCCL_TEST_DELAY_MS` before the op), `count` (calls with another
-//!   count), `algo` (sets its own `HCCL_ALGO=mesh`).
-//!   Survivors print `OPERR <error>` and exit 3, or `OPOK` and exit 0.
+//!   count, after `HCCL_TEST_DELAY_MS` if set), `algo` (sets its own `HCCL_ALGO=mesh`), `gather0` (every rank
+//!   runs a 4 MiB AllGather instead, the victim with count 0).
+//!   Survivors print `OPERR <error>` and exit 3, or `OPOK` and exit 0; a
+//!   failed op also prints `RECV untouched` or `RECV touched` (whether the
+//!   receive buffer still holds what it held before the call).
 //!
 //! - `send_async`: rank 0 sends 2^20 f32 (`i as f32`) to rank 1 with
 //!   `send_async`, drops the handle, destroys and exits at once: `DESTROYOK`
@@ -129,15 +132,37 @@ fn fault(comm: Comm) {
                     .unwrap_or(3000);
                 std::thread::sleep(Duration::from_millis(ms));
             }
-            "count" => count += 1,
+            "count" => {
+                count += 1;
+                // Late, so that the others' data is on its way first.
+                if let Some(ms) = var("HCCL_TEST_DELAY_MS").and_then(|v| v.parse().ok()) {
+                    std::thread::sleep(Duration::from_millis(ms));
+                }
+            }
+            "gather0" => count = 0,
             // This rank alone runs another algorithm (its own HCCL_ALGO).
             "algo" => std::env::set_var("HCCL_ALGO", "mesh"),
             _ => {}
         }
     }
     let send = vec![1.0f32; count];
-    let mut recv = vec![0.0f32; count];
-    match comm.all_reduce(&send, &mut recv, ReduceOp::Sum) {
+    // A value no op here computes: a failed op must leave it.
+    const BEFORE: f32 = -7.0;
+    let gather = fault == "gather0";
+    let mut recv = vec![
+        BEFORE;
+        if gather {
+            count * comm.size() as usize
+        } else {
+            count
+        }
+    ];
+    let r = if gather {
+        comm.all_gather(&send, &mut recv)
+    } else {
+        comm.all_reduce(&send, &mut recv, ReduceOp::Sum)
+    };
+    match r {
         Ok(()) => {
             println!("OPOK");
             // Peers may still be reading this rank's memory (the same-host
@@ -149,6 +174,8 @@ fn fault(comm: Comm) {
         }
         Err(e) => {
             println!("OPERR {e}");
+            let untouched = recv.iter().all(|&x| x == BEFORE);
+            println!("RECV {}", if untouched { "untouched" } else { "touched" });
             // Destroying lets the abort frames reach the peers before the
             // sockets close (exiting with unread bytes resets them).
             let _ = comm.destroy();
