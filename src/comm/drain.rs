@@ -1,7 +1,8 @@
 //! Async ops a communicator still runs, so that [`super::Comm::destroy`]
 //! (and drop) can deliver them before the connections close: a program
 //! that calls `send_async`, destroys the communicator and exits must not
-//! lose the message.
+//! lose the message. Failed async ops whose handle was never waited are
+//! kept too, so destroy reports them instead of dropping them silently.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex};
@@ -21,19 +22,21 @@ pub(crate) enum AsyncKind {
     Send(u32),
     /// `recv_async` from this rank.
     Recv(u32),
-    /// A collective, by sequence number.
-    Collective(u64),
+    /// A collective, by name.
+    Collective(&'static str),
 }
 
-/// The async ops started and not finished, by start number.
-#[derive(Default)]
+/// The async ops started and not finished, by id; the failed ones whose
+/// handle has not been waited, with their error.
+#[derive(Default, Debug)]
 pub(crate) struct Asyncs {
     next: u64,
     running: BTreeMap<u64, AsyncKind>,
+    unseen: BTreeMap<u64, (AsyncKind, String)>,
 }
 
 /// [`Asyncs`] and the condition variable its changes signal.
-#[derive(Default)]
+#[derive(Default, Debug)]
 pub(crate) struct Tracker {
     asyncs: Mutex<Asyncs>,
     cv: Condvar,
@@ -49,14 +52,67 @@ pub(crate) struct AsyncGuard {
 impl AsyncGuard {
     /// Records an async op of `kind` in `tracker`.
     pub(crate) fn new(tracker: &Arc<Tracker>, kind: AsyncKind) -> AsyncGuard {
-        let mut a = lock(&tracker.asyncs);
-        let id = a.next;
-        a.next += 1;
-        a.running.insert(id, kind);
+        let id = tracker.reserve();
+        lock(&tracker.asyncs).running.insert(id, kind);
         AsyncGuard {
             tracker: Arc::clone(tracker),
             id,
         }
+    }
+
+    /// The op's id, for [`super::OpHandle::reported_to`].
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl Tracker {
+    /// A fresh op id.
+    pub(crate) fn reserve(&self) -> u64 {
+        let mut a = lock(&self.asyncs);
+        a.next += 1;
+        a.next - 1
+    }
+
+    /// Op `id` of `kind` ended with the error `r` (if it did): kept until
+    /// its handle is waited ([`Tracker::seen`]).
+    pub(crate) fn note_result<T>(&self, id: u64, kind: AsyncKind, r: &Result<T, CommError>) {
+        if let Err(e) = r {
+            lock(&self.asyncs).unseen.insert(id, (kind, e.to_string()));
+        }
+    }
+
+    /// The handle of op `id` was waited: its error, if any, was seen.
+    pub(crate) fn seen(&self, id: u64) {
+        lock(&self.asyncs).unseen.remove(&id);
+    }
+
+    /// Takes the failures no handle reported, as destroy's error.
+    pub(crate) fn take_unseen(&self, rank: u32) -> Result<(), CommError> {
+        let unseen = std::mem::take(&mut lock(&self.asyncs).unseen);
+        if unseen.is_empty() {
+            return Ok(());
+        }
+        let list: Vec<String> = unseen
+            .values()
+            .map(|(k, e)| format!("{} failed: {e}", describe(*k)))
+            .collect();
+        Err(CommError::Undelivered(format!(
+            "destroy on rank {rank}: {} async op{} whose handle was dropped without waiting failed, so {} data was not delivered: {}",
+            list.len(),
+            if list.len() == 1 { "" } else { "s" },
+            if list.len() == 1 { "its" } else { "their" },
+            list.join("; ")
+        )))
+    }
+}
+
+/// "a send to rank 1", "an AllReduce".
+fn describe(k: AsyncKind) -> String {
+    match k {
+        AsyncKind::Send(p) => format!("a send to rank {p}"),
+        AsyncKind::Recv(p) => format!("a receive from rank {p}"),
+        AsyncKind::Collective(name) => format!("an async {name}"),
     }
 }
 
@@ -70,14 +126,14 @@ impl Drop for AsyncGuard {
 /// Waits until no async op of `tracker` (rank `rank`'s) runs, at most `linger`.
 ///
 /// # Errors
-/// [`CommError::Pending`] counting and naming the ops still running.
+/// [`CommError::Undelivered`] counting and naming the ops still running.
 pub(crate) fn wait_idle(tracker: &Tracker, rank: u32, linger: Duration) -> Result<(), CommError> {
     let end = Instant::now() + linger;
     let mut a = lock(&tracker.asyncs);
     while !a.running.is_empty() {
         let now = Instant::now();
         if now >= end {
-            return Err(CommError::Pending(pending_message(
+            return Err(CommError::Undelivered(pending_message(
                 rank, &a.running, linger,
             )));
         }
@@ -99,7 +155,7 @@ fn pending_message(rank: u32, running: &BTreeMap<u64, AsyncKind>, linger: Durati
         match *k {
             AsyncKind::Send(p) => sends.push(format!("to rank {p}")),
             AsyncKind::Recv(p) => recvs.push(format!("from rank {p}")),
-            AsyncKind::Collective(seq) => colls.push(format!("seq {seq}")),
+            AsyncKind::Collective(name) => colls.push(name.to_string()),
         }
     }
     let mut parts = Vec::new();
@@ -133,7 +189,7 @@ mod tests {
         assert!(wait_idle(&t, 0, Duration::ZERO).is_ok());
         let g = AsyncGuard::new(&t, AsyncKind::Send(1));
         let e = wait_idle(&t, 0, Duration::from_millis(20)).unwrap_err();
-        assert!(matches!(e, CommError::Pending(_)), "{e}");
+        assert!(matches!(e, CommError::Undelivered(_)), "{e}");
         assert!(
             e.to_string().contains("1 send (to rank 1) still pending"),
             "{e}"
@@ -159,5 +215,25 @@ mod tests {
             ),
             "{m}"
         );
+    }
+
+    /// A failed op whose handle is never waited is destroy's error, once;
+    /// a waited one is not.
+    #[test]
+    fn failures_no_handle_reported_are_destroys_error() {
+        let t = Tracker::default();
+        let err: Result<(), CommError> = Err(CommError::Broken("lost rank 1".into()));
+        let (a, b) = (t.reserve(), t.reserve());
+        t.note_result(a, AsyncKind::Send(1), &err);
+        t.note_result(b, AsyncKind::Recv(2), &err);
+        t.seen(b);
+        let e = t.take_unseen(0).unwrap_err().to_string();
+        assert!(
+            e.contains("1 async op whose handle was dropped without waiting failed")
+                && e.contains("a send to rank 1 failed: communicator is unusable: lost rank 1"),
+            "{e}"
+        );
+        assert!(!e.contains("rank 2"), "{e}");
+        assert!(t.take_unseen(0).is_ok());
     }
 }

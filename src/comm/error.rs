@@ -109,11 +109,12 @@ pub enum CommError {
     /// The communicator was aborted or failed before; destroy it.
     #[error("communicator is unusable: {0}")]
     Broken(String),
-    /// [`super::Comm::destroy`] found async ops still running after its
-    /// linger (the message counts and names them) and aborted them: their
-    /// data was not delivered.
+    /// [`super::Comm::destroy`] found async ops whose data was not
+    /// delivered: still running after its linger (they are aborted), or
+    /// failed while nobody waited for their handle. The message counts and
+    /// names them.
     #[error("{0}")]
-    Pending(String),
+    Undelivered(String),
 }
 
 impl From<TopologyError> for CommError {
@@ -172,7 +173,7 @@ impl CommError {
             CommError::SimTimeout(_) => 9,
             CommError::SimRemote(_) => 21,
             CommError::SimLost(_) => 13,
-            CommError::Sim(_) | CommError::Broken(_) | CommError::Pending(_) => 4,
+            CommError::Sim(_) | CommError::Broken(_) | CommError::Undelivered(_) => 4,
         }
     }
 }

@@ -5,6 +5,7 @@ use std::thread::JoinHandle;
 
 use hccl_hw::sync::DoneSlot;
 
+use super::drain::Tracker;
 use super::CommError;
 
 /// A collective running on its own thread. Ops on one communicator still
@@ -18,6 +19,8 @@ use super::CommError;
 pub struct OpHandle<T> {
     slot: Arc<DoneSlot<Result<T, CommError>>>,
     thread: Option<JoinHandle<()>>,
+    /// Where the op's failure waits to be seen ([`Tracker::seen`]).
+    seen: Option<(Arc<Tracker>, u64)>,
 }
 
 impl<T: Send + 'static> OpHandle<T> {
@@ -34,14 +37,25 @@ impl<T: Send + 'static> OpHandle<T> {
             Ok(t) => OpHandle {
                 slot,
                 thread: Some(t),
+                seen: None,
             },
             Err(e) => {
                 slot.set(Err(CommError::Unsupported(format!(
                     "cannot start a thread for the op: {e}"
                 ))));
-                OpHandle { slot, thread: None }
+                OpHandle {
+                    slot,
+                    thread: None,
+                    seen: None,
+                }
             }
         }
+    }
+
+    /// Marks op `id` of `tracker` as reported once this handle is waited.
+    pub(crate) fn reported_to(mut self, tracker: &Arc<Tracker>, id: u64) -> OpHandle<T> {
+        self.seen = Some((Arc::clone(tracker), id));
+        self
     }
 
     /// True once the op has finished (successfully or not). Never blocks.
@@ -60,6 +74,9 @@ impl<T: Send + 'static> OpHandle<T> {
             .unwrap_or_else(|| Err(CommError::Broken("op result already taken".into())));
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        if let Some((tracker, id)) = self.seen.take() {
+            tracker.seen(id);
         }
         r
     }

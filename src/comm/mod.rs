@@ -512,9 +512,10 @@ impl Comm {
     /// Dropping a `Comm` does the same and logs the error.
     ///
     /// # Errors
-    /// [`CommError::Pending`] counting and naming the async ops (sends,
+    /// [`CommError::Undelivered`] counting and naming the async ops (sends,
     /// receives, collectives, with their peers) still running after that
-    /// wait; they are aborted, so the peers fail too.
+    /// wait (they are aborted, so the peers fail too), or that failed while
+    /// their handle was dropped without waiting, with their errors.
     pub fn destroy(self) -> Result<(), CommError> {
         self.close()
     }
@@ -526,11 +527,16 @@ impl Comm {
             .exec_timeout
             .map_or(drain::DRAIN_LINGER, |t| t.min(drain::DRAIN_LINGER));
         let (asyncs, rank) = (&self.shared.asyncs, self.shared.rank);
-        let r = drain::wait_idle(asyncs, rank, linger);
+        let mut r = drain::wait_idle(asyncs, rank, linger);
         if r.is_err() {
             self.abort();
             // Aborted ops end at once; let them go before closing.
             let _ = drain::wait_idle(asyncs, rank, std::time::Duration::from_secs(1));
+        }
+        // Failures nobody waited for; after a timeout those are the aborts.
+        let unseen = asyncs.take_unseen(rank);
+        if r.is_ok() {
+            r = unseen;
         }
         // Close now, on the caller's thread: were the last async thread to
         // drop the state, a caller that exits next would cut its goodbye.
@@ -820,13 +826,15 @@ impl Comm {
         let checked = self.check_world(&args);
         let (turn, seq) = self.take_ticket();
         self.note_async();
-        let running = drain::AsyncGuard::new(&shared.asyncs, drain::AsyncKind::Collective(seq));
+        let kind = drain::AsyncKind::Collective(args.kind.name());
+        let running = drain::AsyncGuard::new(&shared.asyncs, kind);
+        let id = running.id();
         OpHandle::spawn(format!("hccl-op-{seq}"), move || {
             let _running = running;
             // A failed check fails the op's turn, telling the peers; either
             // way `at_turn` runs and passes the turn on.
             let checked = checked.or_else(|e| Comm::at_turn(&shared, turn, |_| Err(e)));
-            checked.and_then(|()| {
+            let r = checked.and_then(|()| {
                 let mut out = vec![0u8; args.io_bytes(shared.rank).1 as usize];
                 Comm::run_at(
                     &shared,
@@ -835,8 +843,11 @@ impl Comm {
                     UserBufs::Separate(&input, &mut out),
                 )
                 .map(|()| out)
-            })
+            });
+            shared.asyncs.note_result(id, kind, &r);
+            r
         })
+        .reported_to(&self.shared.asyncs, id)
     }
 
     /// An argument error a collective found before its op was queued still
@@ -917,14 +928,24 @@ impl Comm {
             .args(CollectiveKind::AllReduce, send.len() as u64, T::DTYPE)
             .with_op(op);
         let h = self.collective_async(a, bytes(&send).to_vec());
+        // Waiting `h` marks its failure seen: this handle reports it instead.
+        let (asyncs, id) = (
+            Arc::clone(&self.shared.asyncs),
+            self.shared.asyncs.reserve(),
+        );
+        let kind = drain::AsyncKind::Collective(CollectiveKind::AllReduce.name());
+        let report = Arc::clone(&asyncs);
         OpHandle::spawn("hccl-op-cast".into(), move || {
-            h.wait().map(|b| {
+            let r = h.wait().map(|b| {
                 let mut v =
                     vec![<T as bytemuck::Zeroable>::zeroed(); b.len() / std::mem::size_of::<T>()];
                 bytes_mut(&mut v).copy_from_slice(&b);
                 v
-            })
+            });
+            report.note_result(id, kind, &r);
+            r
         })
+        .reported_to(&asyncs, id)
     }
 
     /// ReduceScatter: `send` holds `size` blocks of `recv.len()` elements;

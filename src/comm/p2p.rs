@@ -256,19 +256,24 @@ impl Comm {
         let turn =
             check(&shared, "Send", false, &[P2pItem::send(&buf, dest)]).map(|()| self.take_turn());
         self.note_async();
-        let running = AsyncGuard::new(&shared.asyncs, AsyncKind::Send(dest));
+        let kind = AsyncKind::Send(dest);
+        let running = AsyncGuard::new(&shared.asyncs, kind);
+        let id = running.id();
         OpHandle::spawn(format!("hccl-send-{dest}"), move || {
             let _running = running;
-            let turn = turn?;
-            p2p_at(
-                &shared,
-                turn,
-                "Send",
-                false,
-                &mut [P2pItem::send(&buf, dest)],
-            )?;
-            Ok(buf)
+            let r = turn.and_then(|turn| {
+                p2p_at(
+                    &shared,
+                    turn,
+                    "Send",
+                    false,
+                    &mut [P2pItem::send(&buf, dest)],
+                )
+            });
+            shared.asyncs.note_result(id, kind, &r);
+            r.map(|()| buf)
         })
+        .reported_to(&self.shared.asyncs, id)
     }
 
     /// [`Comm::recv`] on its own thread: receives `buf.len()` elements from
@@ -286,19 +291,24 @@ impl Comm {
         let turn = check(&shared, "Recv", false, &[P2pItem::recv(&mut buf, src)])
             .map(|()| self.take_turn());
         self.note_async();
-        let running = AsyncGuard::new(&shared.asyncs, AsyncKind::Recv(src));
+        let kind = AsyncKind::Recv(src);
+        let running = AsyncGuard::new(&shared.asyncs, kind);
+        let id = running.id();
         OpHandle::spawn(format!("hccl-recv-{src}"), move || {
             let _running = running;
-            let turn = turn?;
-            p2p_at(
-                &shared,
-                turn,
-                "Recv",
-                false,
-                &mut [P2pItem::recv(&mut buf, src)],
-            )?;
-            Ok(buf)
+            let r = turn.and_then(|turn| {
+                p2p_at(
+                    &shared,
+                    turn,
+                    "Recv",
+                    false,
+                    &mut [P2pItem::recv(&mut buf, src)],
+                )
+            });
+            shared.asyncs.note_result(id, kind, &r);
+            r.map(|()| buf)
         })
+        .reported_to(&self.shared.asyncs, id)
     }
 
     fn p2p_now(&self, op: &str, batch: bool, items: &mut [P2pItem<'_>]) -> Result<(), CommError> {

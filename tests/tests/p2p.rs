@@ -38,6 +38,7 @@ on_both!(
     bad_batch_items_are_immediate_errors,
     async_sends_and_receives,
     an_async_send_then_destroy_is_delivered,
+    a_failed_async_op_nobody_waited_for_is_destroys_error,
 );
 
 /// Element `i` of the message from `s` to `d`: exact in f32 (< 2^24).
@@ -395,4 +396,25 @@ fn an_async_send_then_destroy_is_delivered(backend: BackendKind) {
     let mut out = out.into_iter();
     assert_eq!(out.next().unwrap().unwrap(), Vec::<u32>::new());
     assert!(out.next().unwrap().unwrap().iter().all(|&x| x == 7));
+}
+
+/// An async receive that fails (the sender sends 4 elements, it expects 8)
+/// with its handle dropped: destroy reports the failure, naming the op.
+fn a_failed_async_op_nobody_waited_for_is_destroys_error(backend: BackendKind) {
+    let out = on_threads(backend, 2, |c| {
+        if c.rank() == 0 {
+            drop(c.recv_async(vec![0u32; 8], 1));
+            c.destroy().map_err(|e| e.to_string())
+        } else {
+            let _ = c.send(&[1u32; 4], 0);
+            let _ = c.destroy();
+            Ok(())
+        }
+    });
+    let e = out[0].clone().unwrap_err();
+    assert!(
+        e.contains("destroy on rank 0: 1 async op whose handle was dropped without waiting failed")
+            && e.contains("a receive from rank 1 failed:"),
+        "{e}"
+    );
 }
