@@ -34,6 +34,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Warnings the library logs (and more with RUST_LOG or
+    // ASCEND_GLOBAL_LOG_LEVEL) go to stderr.
+    hccl::init_logging();
     let result = match cli.command {
         Command::Ranktable(c) => cli::ranktable::run(c),
         Command::Topo(c) => cli::topo::run(c),

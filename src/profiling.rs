@@ -41,6 +41,17 @@ pub enum ProfilingError {
         /// What is accepted.
         accepted: &'static str,
     },
+    /// [`ProfilingConfig::check_writable`]: no file can be written in the
+    /// output directory.
+    #[error("{ENV_OUTPUT_PATH}={}: cannot write {}: {error}; set it to a writable directory", dir.display(), path.display())]
+    Unwritable {
+        /// The directory.
+        dir: PathBuf,
+        /// What could not be created: the directory or a probe file in it.
+        path: PathBuf,
+        /// The OS error.
+        error: std::io::Error,
+    },
     /// The output directory or file could not be written.
     #[error(
         "profiling: cannot write {path}: {error}; set {ENV_OUTPUT_PATH} to a writable directory"
@@ -121,6 +132,27 @@ impl ProfilingConfig {
             .filter(|p| !p.trim().is_empty())
             .map_or_else(|| PathBuf::from(DEFAULT_DIR), PathBuf::from);
         Ok(Some(ProfilingConfig { dir, format }))
+    }
+
+    /// Checks, before a run or communicator starts, that profile files can
+    /// be written: creates the directory and a probe file in it (removed
+    /// again), so an unwritable path fails at once instead of losing the
+    /// records when the file is written at the end.
+    ///
+    /// # Errors
+    /// [`ProfilingError::Unwritable`] naming the path and the OS error.
+    pub fn check_writable(&self) -> Result<(), ProfilingError> {
+        let io = |path: &Path| {
+            let (dir, path) = (self.dir.clone(), path.to_path_buf());
+            move |error| ProfilingError::Unwritable { dir, path, error }
+        };
+        std::fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
+        let probe = self
+            .dir
+            .join(format!(".hccl_profile_probe_{}", std::process::id()));
+        std::fs::write(&probe, b"").map_err(io(&probe))?;
+        let _ = std::fs::remove_file(&probe);
+        Ok(())
     }
 }
 
@@ -373,6 +405,39 @@ mod tests {
         );
         let e = ProfilingConfig::from_values(Some("1"), None, Some("csv")).unwrap_err();
         assert!(e.to_string().contains("use json"), "{e}");
+    }
+
+    #[test]
+    fn an_unwritable_directory_is_found_before_the_run() {
+        let base = std::env::temp_dir().join(format!("hccl-prof-check-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).unwrap();
+        let ok = ProfilingConfig::from_values(Some("1"), base.join("d").to_str(), None)
+            .unwrap()
+            .unwrap();
+        ok.check_writable().unwrap();
+        assert_eq!(
+            std::fs::read_dir(base.join("d")).unwrap().count(),
+            0,
+            "probe removed"
+        );
+        // /proc exists, but nobody (root included) can create a file there:
+        // creating the directory alone would pass.
+        let proc = ProfilingConfig::from_values(Some("1"), Some("/proc"), None)
+            .unwrap()
+            .unwrap();
+        let e = proc.check_writable().unwrap_err().to_string();
+        assert!(
+            e.starts_with("HCCL_PROFILING_OUTPUT_PATH=/proc: cannot write /proc/"),
+            "{e}"
+        );
+        // A file where the directory should be.
+        std::fs::write(base.join("f"), b"x").unwrap();
+        let file = ProfilingConfig::from_values(Some("1"), base.join("f").to_str(), None)
+            .unwrap()
+            .unwrap();
+        assert!(file.check_writable().is_err());
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]

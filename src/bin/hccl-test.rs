@@ -19,6 +19,7 @@ fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => e.exit(),
     };
+    hccl::init_logging();
     match test::run(args, "hccl-test") {
         Ok(code) => code,
         Err(e) => {

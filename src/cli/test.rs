@@ -167,8 +167,15 @@ pub struct TestArgs {
     pub plot: Option<PathBuf>,
     /// sim: simulated cluster, simulated times; tcp: ranks are processes
     /// (under mpirun, torchrun-style env, or --spawn N), measured times.
-    #[arg(long, value_enum, default_value = "sim")]
-    pub transport: TransportArg,
+    /// Default: tcp when a launcher (Open MPI, PMI, torchrun-style
+    /// RANK/WORLD_SIZE) started more than one rank, else sim.
+    #[arg(long, value_enum)]
+    pub transport: Option<TransportArg>,
+    /// table: hccl-rs's columns (size, count, dtype, redop, root, time,
+    /// algbw, busbw, algorithm, check); hccl_test: hccl_test's own
+    /// `data_size(Bytes): | aveg_time(us): | alg_bandwidth(GB/s): | check_result:`.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: output::Format,
     /// With --transport tcp: start N rank processes on 127.0.0.1 and wait for them.
     #[arg(long, value_name = "N")]
     pub spawn: Option<u32>,
@@ -197,6 +204,13 @@ fn parse_op(s: &str) -> Result<ReduceOp, String> {
 
 fn parse_dtype(s: &str) -> Result<DataType, String> {
     s.parse::<DataType>().map_err(|e| e.to_string())
+}
+
+/// An error in the environment or in a file (not in the arguments): one
+/// line, no usage, exit status 1.
+fn input_error(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {msg}");
+    ExitCode::from(1)
 }
 
 /// A usage error in clap's style (one line, usage, hint), exit status 2.
@@ -254,7 +268,8 @@ fn display_algo(kind: CollectiveKind, spec: &AlgoSpec) -> String {
 /// (`hccl test` or `hccl-test`).
 ///
 /// Exit status: 0 when every row passed or was not checked, 1 when a
-/// check failed or the run could not finish, 2 for bad flags.
+/// check failed, the run could not finish, or an environment variable or
+/// file is bad, 2 for bad flags.
 ///
 /// # Errors
 /// Files that cannot be read or written, a simulation that fails.
@@ -263,18 +278,13 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     let kind = coll.kind();
     let profiling = match ProfilingConfig::from_env() {
         Ok(p) => p,
-        Err(e) => return Ok(usage_error(bin, e)),
+        Err(e) => return Ok(input_error(e)),
     };
-    // Before the sweep, not after it: the directory must be creatable.
+    // Before the sweep (or any rank), not after it: a file must be
+    // writable there.
     if let Some(p) = &profiling {
-        if let Err(e) = std::fs::create_dir_all(&p.dir) {
-            return Ok(usage_error(
-                bin,
-                format!(
-                    "HCCL_PROFILING_OUTPUT_PATH={}: cannot create the directory: {e}; set it to a writable directory",
-                    p.dir.display()
-                ),
-            ));
+        if let Err(e) = p.check_writable() {
+            return Ok(input_error(e));
         }
     }
     if a.iters == 0 {
@@ -283,8 +293,31 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             "-n/--iters 0: run at least one timed iteration",
         ));
     }
-    if a.transport == TransportArg::Tcp {
-        return run_tcp(&a, bin);
+    if a.format == output::Format::HcclTest
+        && a.algo
+            .as_deref()
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("all"))
+    {
+        return Ok(usage_error(
+            bin,
+            "--format hccl_test has no algorithm column: --algo all would print rows that cannot be told apart; use the default --format table",
+        ));
+    }
+    // Under a launcher that started several ranks, the ranks are the job
+    // (hccl_test under mpirun); --transport sim keeps one simulation each.
+    let launched = launched_as_ranks();
+    let transport = a.transport.unwrap_or(if launched.is_some() {
+        TransportArg::Tcp
+    } else {
+        TransportArg::Sim
+    });
+    if transport == TransportArg::Tcp {
+        let auto = if a.transport.is_none() {
+            launched
+        } else {
+            None
+        };
+        return run_tcp(&a, bin, auto);
     }
     if a.spawn.is_some() {
         return Ok(usage_error(
@@ -292,15 +325,15 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             "--spawn starts real processes: it needs --transport tcp",
         ));
     }
-    if let Some(launcher) = launched_as_ranks() {
+    if let Some(launcher) = launched {
         eprintln!(
-            "{bin}: note: started as one of several ranks ({launcher}) without --transport tcp: every process runs its own simulation; add --transport tcp to measure the processes"
+            "{bin}: note: started as one of several ranks ({launcher}) with --transport sim: every process runs its own simulation; drop --transport sim (or pass --transport tcp) to run one job over TCP across the processes"
         );
     }
     let faults = match &a.faults {
         Some(path) => match hccl_sim::faults::FaultPlan::from_file(path) {
             Ok(p) => Some(p),
-            Err(e) => return Ok(usage_error(bin, format!("--faults: {e}"))),
+            Err(e) => return Ok(input_error(format!("--faults: {e}"))),
         },
         None => None,
     };
@@ -324,7 +357,7 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     };
     // A sweep can run for minutes: find an unwritable output path first.
     if let Err(m) = check_output_paths(&a) {
-        return Ok(usage_error(bin, m));
+        return Ok(input_error(m));
     }
     let source = match (&a.rank_table, &a.fabric) {
         (Some(p), _) => cluster::Source::RankTable(p),
@@ -385,6 +418,7 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     };
     let choice = match choice {
         Ok(c) => c,
+        Err(m) if a.algo.is_none() => return Ok(input_error(m)),
         Err(m) => return Ok(usage_error(bin, m)),
     };
     let args_of = |bytes| workload::args_for(coll, bytes, a.datatype, a.op, a.root, n);
@@ -533,7 +567,10 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|(_, spec, _)| display_algo(kind, spec))
         .collect();
-    let table = output::Table::new(names.iter().map(String::as_str));
+    let table = output::Printer {
+        table: output::Table::new(names.iter().map(String::as_str)),
+        format: a.format,
+    };
     let mut out = std::io::stdout().lock();
     for line in output::header_lines(
         &format!(
@@ -557,6 +594,9 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         "# iterations: {} warmup + {} timed ops back to back in virtual time; time = slowest rank's timed window / {}",
         a.warmup_iters, a.iters, a.iters
     )?;
+    if a.format == output::Format::HcclTest {
+        writeln!(out, "{}", output::HCCL_TEST_NOTE)?;
+    }
     writeln!(out, "#")?;
     writeln!(out, "{}", table.header())?;
     out.flush()?;
@@ -697,7 +737,6 @@ fn tcp_conflict(a: &TestArgs) -> Option<&'static str> {
         (a.fabric.is_some(), "--fabric"),
         (a.rank_table.is_some(), "--rank-table"),
         (a.servers != 1, "--servers"),
-        (a.npus.is_some(), "-p/--npus"),
         (a.faults.is_some(), "--faults"),
         (a.mode == ModeArg::Timing, "--mode timing"),
         (a.trace.is_some(), "--trace"),
@@ -740,8 +779,13 @@ fn launched_as_ranks() -> Option<&'static str> {
 }
 
 /// `--transport tcp`: validates the flags, then spawns the ranks
-/// (`--spawn N`) or runs this process's rank.
-fn run_tcp(a: &TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
+/// (`--spawn N`) or runs this process's rank. `auto` names the launcher
+/// when it, not `--transport tcp`, chose TCP.
+fn run_tcp(
+    a: &TestArgs,
+    bin: &'static str,
+    auto: Option<&'static str>,
+) -> anyhow::Result<ExitCode> {
     let coll = a.collective;
     if let Some(flag) = tcp_conflict(a) {
         return Ok(usage_error(
@@ -751,11 +795,11 @@ fn run_tcp(a: &TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     }
     // Before any rank starts: every rank would report the same bad value.
     if let Err(e) = HcclAlgo::from_env() {
-        return Ok(usage_error(bin, e));
+        return Ok(input_error(e));
     }
     if std::env::var_os(tcp::SPAWNED_VAR).is_none() {
         if let Err(m) = check_output_paths(a) {
-            return Ok(usage_error(bin, m));
+            return Ok(input_error(m));
         }
     }
     let sweep = if coll.kind() == CollectiveKind::Barrier {
@@ -772,6 +816,17 @@ fn run_tcp(a: &TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     match a.spawn {
         Some(0) => return Ok(usage_error(bin, "--spawn 0: start at least one rank")),
         Some(n) if !spawned => {
+            // All of --spawn's ranks are on this node.
+            if let Some(p) = a.npus {
+                let me = tcp::Launch {
+                    by: "--spawn",
+                    world_size: Some(n),
+                    local: Some(("--spawn", n)),
+                };
+                if let Err(m) = tcp::check_npus(p, &me) {
+                    return Ok(usage_error(bin, m));
+                }
+            }
             if coll.uses_root() && a.root >= n {
                 return Ok(usage_error(
                     bin,
@@ -785,6 +840,24 @@ fn run_tcp(a: &TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             return tcp::spawn(n, std::time::Duration::from_secs(a.spawn_timeout));
         }
         _ => {}
+    }
+    let mut launch_notes = Vec::new();
+    if let Some(by) = auto {
+        launch_notes.push(format!(
+            "# transport: tcp, because {by} started several ranks: one job across the processes (--transport sim runs one simulation in every process)"
+        ));
+    }
+    if let Some(p) = a.npus {
+        let Some(l) = tcp::launcher() else {
+            return Ok(usage_error(
+                bin,
+                format!("-p/--npus {p} with --transport tcp needs a launcher (mpirun, torchrun-style RANK/WORLD_SIZE) or --spawn N"),
+            ));
+        };
+        match tcp::check_npus(p, &l) {
+            Ok(note) => launch_notes.push(note),
+            Err(m) => return Ok(usage_error(bin, m)),
+        }
     }
     let mut settings = format!(
         "{coll} -b {} -e {} {} -d {} -o {} -r {} -n {} -w {} -c {} --seed {} --transport tcp",
@@ -803,6 +876,9 @@ fn run_tcp(a: &TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         a.check,
         a.seed,
     );
+    if let Some(p) = a.npus {
+        settings.push_str(&format!(" -p {p}"));
+    }
     if coll.kind() == CollectiveKind::Barrier {
         settings.push_str(" (barrier: one row of size 0)");
     }
@@ -823,6 +899,8 @@ fn run_tcp(a: &TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         seed: a.seed,
         settings: &settings,
         check_note,
+        launch_notes: &launch_notes,
+        format: a.format,
     };
     let (rank, world, rows) = tcp::run_rank(&sweep)?;
     if let (Some(path), 0) = (&a.json, rank) {

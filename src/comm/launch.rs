@@ -22,6 +22,8 @@ pub struct EnvLaunch {
     pub world_size: u32,
     /// `LOCAL_RANK`, else `OMPI_COMM_WORLD_LOCAL_RANK` (informational).
     pub local_rank: Option<u32>,
+    /// Ranks the launcher started on this node: see [`local_world_size`].
+    pub local_world_size: Option<u32>,
     /// `MASTER_ADDR:MASTER_PORT` (defaults 127.0.0.1 and 29500).
     pub root: SocketAddr,
     /// Session id shared by every rank without an exchange: `HCCL_SESSION_ID`
@@ -64,6 +66,25 @@ fn num(
         }
     }
     Ok(first.map(|(_, x)| x))
+}
+
+/// The number of ranks the launcher started on this node, and the variable
+/// that says so: torchrun's `LOCAL_WORLD_SIZE`, Open MPI's
+/// `OMPI_COMM_WORLD_LOCAL_SIZE`, or MPICH Hydra's `MPI_LOCALNRANKS` (the
+/// PMI launcher's). `None` when none is set to a whole number above 0.
+pub fn local_world_size(get: &dyn Fn(&str) -> Option<String>) -> Option<(&'static str, u32)> {
+    [
+        "LOCAL_WORLD_SIZE",
+        "OMPI_COMM_WORLD_LOCAL_SIZE",
+        "MPI_LOCALNRANKS",
+    ]
+    .into_iter()
+    .find_map(|k| {
+        get(k)
+            .and_then(|v| v.trim().parse::<u32>().ok())
+            .filter(|&n| n > 0)
+            .map(|n| (k, n))
+    })
 }
 
 /// FNV-1a over `parts`, twice with different seeds, as a 128-bit id.
@@ -129,6 +150,7 @@ impl EnvLaunch {
             Some(l) => Some(l),
             None => num(get, &["OMPI_COMM_WORLD_LOCAL_RANK"])?,
         };
+        let local_world_size = local_world_size(get).map(|(_, n)| n);
         let host = get("MASTER_ADDR")
             .filter(|v| !v.trim().is_empty())
             .unwrap_or_else(|| "127.0.0.1".into());
@@ -172,6 +194,7 @@ impl EnvLaunch {
             rank,
             world_size,
             local_rank,
+            local_world_size,
             root,
             session,
         })
@@ -244,6 +267,18 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!((m.rank, m.world_size), (3, 4));
+        assert_eq!(m.local_world_size, None);
+        let l = EnvLaunch::from_lookup(&env(&[
+            ("PMI_RANK", "1"),
+            ("PMI_SIZE", "16"),
+            ("MPI_LOCALNRANKS", "8"),
+        ]))
+        .unwrap();
+        assert_eq!((l.rank, l.world_size, l.local_world_size), (1, 16, Some(8)));
+        assert_eq!(
+            local_world_size(&env(&[("OMPI_COMM_WORLD_LOCAL_SIZE", "2")])),
+            Some(("OMPI_COMM_WORLD_LOCAL_SIZE", 2))
+        );
         assert_eq!(
             m.root,
             "127.0.0.1:29500".parse().unwrap(),

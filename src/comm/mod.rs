@@ -544,6 +544,25 @@ impl Comm {
         r
     }
 
+    /// Writes this rank's profile file now (with `HCCL_PROFILING_ENABLE=1`)
+    /// rather than when the communicator is dropped, so that a write error
+    /// reaches the caller: the file's path, or `None` when profiling is off
+    /// or the file was written already. Ops after this call are not
+    /// recorded. (Without this call, a write error at drop is reported as
+    /// an error log line, on stderr if no subscriber is installed.)
+    ///
+    /// # Errors
+    /// [`crate::profiling::ProfilingError::Io`]: the directory or file
+    /// could not be written.
+    pub fn write_profile(
+        &self,
+    ) -> Result<Option<std::path::PathBuf>, crate::profiling::ProfilingError> {
+        match &self.shared.profile {
+            Some(p) => p.finish(),
+            None => Ok(None),
+        }
+    }
+
     /// A collective's (turn, sequence number).
     fn take_ticket(&self) -> (u64, u64) {
         let mut t = lock(&self.shared.tickets);
@@ -1168,7 +1187,7 @@ impl Drop for Shared {
             w.leave(self.rank);
         }
         if let Some(p) = &self.profile {
-            p.finish();
+            p.finish_on_drop();
         }
     }
 }

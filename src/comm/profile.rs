@@ -50,10 +50,16 @@ fn config() -> &'static Result<Option<ProfilingConfig>, ProfilingError> {
 pub(crate) fn check_env() -> Result<(), CommError> {
     match config() {
         Ok(None) => Ok(()),
-        Ok(Some(cfg)) => std::fs::create_dir_all(&cfg.dir).map_err(|e| CommError::Env {
+        Ok(Some(cfg)) => cfg.check_writable().map_err(|e| CommError::Env {
             var: crate::profiling::ENV_OUTPUT_PATH,
             value: cfg.dir.display().to_string(),
-            reason: format!("cannot create the directory: {e}; set it to a writable directory"),
+            reason: match e {
+                ProfilingError::Unwritable { path, error, .. } => format!(
+                    "cannot write {}: {error}; set it to a writable directory",
+                    path.display()
+                ),
+                e => e.to_string(),
+            },
         }),
         Err(ProfilingError::BadValue {
             var,
@@ -137,14 +143,55 @@ impl CommProfile {
         }
     }
 
-    /// Writes the file (once); an I/O error is logged, not raised, since it
-    /// happens while the communicator is being dropped.
-    pub(crate) fn finish(&self) {
-        if let Some(w) = super::lock(&self.writer).take() {
-            match w.finish() {
-                Ok(path) => tracing::info!("hccl: profile written to {}", path.display()),
-                Err(e) => tracing::warn!("hccl: cannot write the profile: {e}"),
-            }
+    /// Writes the file, once: its path, or `None` if it was written
+    /// before.
+    ///
+    /// # Errors
+    /// [`ProfilingError::Io`]: the records are lost; the caller says so.
+    pub(crate) fn finish(&self) -> Result<Option<std::path::PathBuf>, ProfilingError> {
+        let Some(w) = super::lock(&self.writer).take() else {
+            return Ok(None);
+        };
+        let path = w.finish()?;
+        tracing::info!("hccl: profile written to {}", path.display());
+        Ok(Some(path))
+    }
+
+    /// [`CommProfile::finish`] while the communicator is dropped, where an
+    /// error cannot be returned: it is reported as an error (on stderr when
+    /// no `tracing` subscriber is installed), never dropped.
+    pub(crate) fn finish_on_drop(&self) {
+        if let Err(e) = self.finish() {
+            crate::logging::report_error(&format!("hccl: the profile is lost: {e}"));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_profile_that_cannot_be_written_at_the_end_is_an_error() {
+        let dir = std::env::temp_dir().join(format!("hccl-comm-prof-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cfg = ProfilingConfig::from_values(Some("1"), dir.to_str(), None)
+            .unwrap()
+            .unwrap();
+        cfg.check_writable().unwrap();
+        let p = CommProfile {
+            writer: Mutex::new(Some(ProfileWriter::new(cfg, "world_rank0"))),
+            created: Instant::now(),
+        };
+        // The directory was fine at the start; by the end a file took its
+        // place.
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::write(&dir, b"x").unwrap();
+        let e = p.finish().unwrap_err().to_string();
+        assert!(e.contains("cannot write"), "{e}");
+        assert!(e.contains("HCCL_PROFILING_OUTPUT_PATH"), "{e}");
+        // Written (or failed) once: a second call has nothing to write.
+        assert!(p.finish().unwrap().is_none());
+        let _ = std::fs::remove_file(&dir);
     }
 }

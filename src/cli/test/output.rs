@@ -110,6 +110,76 @@ impl Table {
     }
 }
 
+/// hccl_test's own table: its four column titles, each cell left-aligned
+/// to its title's width and cells joined by `| ` (CANN hccl_test result
+/// description: `data_size` bytes, `aveg_time` µs, `alg_bandwidth` GB/s =
+/// data size / time, `check_result` success, failed or NULL; hccl_test's
+/// source converts bytes/µs to GB/s with 10^6 / 10^9, so G = 10^9).
+const HCCL_TEST_COLS: [&str; 4] = [
+    "data_size(Bytes):",
+    "aveg_time(us):",
+    "alg_bandwidth(GB/s):",
+    "check_result:",
+];
+
+/// Which table `hccl test` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// hccl-rs's table: size, count, dtype, redop, root, time, algbw,
+    /// busbw, algorithm, check.
+    Table,
+    /// hccl_test's four columns and units, for comparing with its output.
+    #[value(name = "hccl_test", alias = "hccl-test")]
+    HcclTest,
+}
+
+/// The header line saying what the `hccl_test` columns hold.
+pub const HCCL_TEST_NOTE: &str = "# format hccl_test: data_size = the op's size in bytes (the size(B) of the default table: per NPU for all_reduce, broadcast, reduce; nccl-tests' size otherwise), aveg_time = time per op in us, alg_bandwidth = data_size / aveg_time in GB/s (G = 10^9, algorithm bandwidth: no bus factor)";
+
+/// Prints the rows in the chosen [`Format`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Printer {
+    /// The default table's layout.
+    pub table: Table,
+    /// The format.
+    pub format: Format,
+}
+
+impl Printer {
+    /// The column titles.
+    pub fn header(&self) -> String {
+        match self.format {
+            Format::Table => self.table.header(),
+            Format::HcclTest => HCCL_TEST_COLS.join(" | "),
+        }
+    }
+
+    /// One row.
+    pub fn row(&self, r: &Row) -> String {
+        match self.format {
+            Format::Table => self.table.row(r),
+            Format::HcclTest => {
+                let check = match r.check {
+                    Check::Success => "success",
+                    Check::Failed(_) => "failed",
+                    Check::Null => "NULL",
+                };
+                let cells = [
+                    r.size_bytes.to_string(),
+                    format!("{:.2}", r.time_us),
+                    format!("{:.5}", r.algbw_gbps),
+                ];
+                let mut s = String::new();
+                for (cell, title) in cells.iter().zip(HCCL_TEST_COLS) {
+                    s.push_str(&format!("{cell:<w$} | ", w = title.len()));
+                }
+                s.push_str(check);
+                s
+            }
+        }
+    }
+}
+
 /// The cluster part of the header and JSON.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ClusterInfo {
@@ -204,7 +274,7 @@ pub fn header_lines(title: &str, c: &ClusterInfo, settings: &str, check_note: &s
     v.push(format!(
         "# times are SIMULATED by hccl-sim, not measured: alpha-beta-gamma model with max-min fair \
          flows on the links above, alpha = {:.1} us per message, gamma = {:.1} GB/s reduce, copy {:.1} GB/s \
-         (GB = 10^9 bytes everywhere; hccl_test's alg_bandwidth is in 2^30)",
+         (GB = 10^9 bytes everywhere, as hccl_test's source converts its alg_bandwidth; the rows of CANN's published example read as 2^30)",
         c.alpha_ns as f64 / 1000.0,
         c.reduce_gbps,
         c.copy_gbps
@@ -294,6 +364,34 @@ mod tests {
             predicted_us: None,
             check: Check::Success,
         }
+    }
+
+    #[test]
+    fn hccl_test_format_has_its_columns_units_and_values() {
+        let p = Printer {
+            table: Table::new(["mesh"]),
+            format: Format::HcclTest,
+        };
+        assert_eq!(
+            p.header(),
+            "data_size(Bytes): | aveg_time(us): | alg_bandwidth(GB/s): | check_result:"
+        );
+        // 2 MiB in 1000 us: 2.09715 GB/s, hccl_test's published example row.
+        let mut r = row();
+        r.size_bytes = 2_097_152;
+        r.time_us = 1000.0;
+        r.algbw_gbps = 2_097_152.0 / 1000.0 / 1e3;
+        assert_eq!(
+            p.row(&r),
+            "2097152           | 1000.00        | 2.09715              | success"
+        );
+        r.check = Check::Failed(3);
+        assert!(p.row(&r).ends_with("| failed"), "{}", p.row(&r));
+        r.check = Check::Null;
+        assert!(p.row(&r).ends_with("| NULL"), "{}", p.row(&r));
+        // awk's $5 is the bandwidth, as scripts that read hccl_test expect.
+        let fields: Vec<String> = p.row(&r).split_whitespace().map(String::from).collect();
+        assert_eq!(fields[4], "2.09715");
     }
 
     #[test]

@@ -56,6 +56,10 @@ pub struct Sweep<'a> {
     pub settings: &'a str,
     /// The check line of the header.
     pub check_note: &'a str,
+    /// Header lines on how this run came to be on TCP and what `-p` did.
+    pub launch_notes: &'a [String],
+    /// The table's format.
+    pub format: output::Format,
 }
 
 /// The header line saying what `HCCL_ALGO` (if set) does to this sweep:
@@ -80,31 +84,86 @@ fn algo_note(s: &Sweep<'_>, n: u32) -> Option<String> {
 }
 
 /// What started this process as a rank, read off the variables it sets.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Launch {
-    /// `hccl test --spawn`, `mpirun` or `RANK/WORLD_SIZE environment`.
+    /// `hccl test --spawn`, `mpirun (Open MPI)`, `PMI (MPICH/Slurm)` or
+    /// `torchrun-style RANK/WORLD_SIZE`.
     pub by: &'static str,
     /// The world size it gave, if it parses.
     pub world_size: Option<u32>,
+    /// The ranks it started on this node and the variable saying so
+    /// ([`hccl::comm::launch::local_world_size`]).
+    pub local: Option<(&'static str, u32)>,
 }
 
 /// The launcher of this process (`--spawn`, Open MPI's
-/// `OMPI_COMM_WORLD_*`, torchrun-style `RANK`/`WORLD_SIZE`), if any.
+/// `OMPI_COMM_WORLD_*`, PMI's `PMI_RANK`/`PMI_SIZE`, torchrun-style
+/// `RANK`/`WORLD_SIZE`), if any.
 pub fn launcher() -> Option<Launch> {
-    let set = |k: &str| std::env::var_os(k).is_some();
+    launcher_from(&|k| std::env::var(k).ok())
+}
+
+/// [`launcher`] over the variables `get` returns.
+fn launcher_from(get: &dyn Fn(&str) -> Option<String>) -> Option<Launch> {
+    let set = |k: &str| get(k).is_some();
     let (by, size_var) = if set(SPAWNED_VAR) {
         ("hccl test --spawn", "WORLD_SIZE")
     } else if set("OMPI_COMM_WORLD_SIZE") || set("OMPI_COMM_WORLD_RANK") {
-        ("mpirun", "OMPI_COMM_WORLD_SIZE")
+        ("mpirun (Open MPI)", "OMPI_COMM_WORLD_SIZE")
+    } else if set("PMI_SIZE") || set("PMI_RANK") {
+        ("PMI (MPICH/Slurm)", "PMI_SIZE")
     } else if set("RANK") || set("WORLD_SIZE") {
-        ("RANK/WORLD_SIZE environment", "WORLD_SIZE")
+        ("torchrun-style RANK/WORLD_SIZE", "WORLD_SIZE")
     } else {
         return None;
     };
-    let world_size = std::env::var(size_var)
-        .ok()
-        .and_then(|n| n.trim().parse().ok());
-    Some(Launch { by, world_size })
+    let world_size = get(size_var).and_then(|n| n.trim().parse().ok());
+    let local = hccl::comm::launch::local_world_size(get);
+    Some(Launch {
+        by,
+        world_size,
+        local,
+    })
+}
+
+/// `-p N` under a launcher, as hccl_test's `-p`: the NPUs (here: ranks) per
+/// node. Checked against the ranks the launcher started on this node when
+/// it says (else against nothing but the world size, which `-p` must
+/// divide). Returns the header line saying what it did.
+///
+/// # Errors
+/// The message of a `-p` that does not fit.
+pub fn check_npus(p: u32, launch: &Launch) -> Result<String, String> {
+    if p == 0 {
+        return Err("-p/--npus 0: use at least one NPU per node".into());
+    }
+    let by = launch.by;
+    if let Some((var, k)) = launch.local {
+        if k != p {
+            return Err(format!(
+                "-p/--npus {p} does not match the {k} rank{} {by} started on this node ({var}={k}); pass -p {k}, or start {p} ranks per node",
+                if k == 1 { "" } else { "s" }
+            ));
+        }
+    }
+    if let Some(n) = launch.world_size {
+        if n % p != 0 {
+            return Err(format!(
+                "-p/--npus {p} does not divide the world of {n} ranks {by} started: -p is the NPUs per node, and every node runs -p ranks"
+            ));
+        }
+    }
+    let checked = match launch.local {
+        Some((var, k)) => format!("matches the {k} ranks {by} started on this node ({var})"),
+        None => format!("not checked on this node ({by} gives no local rank count)"),
+    };
+    let nodes = launch.world_size.map_or_else(String::new, |n| {
+        let k = n / p;
+        format!("; {k} node{} of {p}", if k == 1 { "" } else { "s" })
+    });
+    Ok(format!(
+        "# -p {p}: NPUs per node, {checked}{nodes}; rank r is device r % {p} of node r / {p}"
+    ))
 }
 
 /// Runs this process's rank of the sweep; rank 0 prints the header and
@@ -153,7 +212,10 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
         .iter()
         .map(|(_, _, spec)| super::display_algo(kind, spec))
         .collect();
-    let table = output::Table::new(names.iter().map(String::as_str));
+    let table = output::Printer {
+        table: output::Table::new(names.iter().map(String::as_str)),
+        format: s.format,
+    };
     let mut out = std::io::stdout().lock();
     if rank == 0 {
         writeln!(
@@ -165,8 +227,11 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
         writeln!(
             out,
             "# ranks: {n} processes on the TCP transport, launched by {}",
-            launcher().map_or("RANK/WORLD_SIZE environment", |l| l.by)
+            launcher().map_or("torchrun-style RANK/WORLD_SIZE", |l| l.by)
         )?;
+        for note in s.launch_notes {
+            writeln!(out, "{note}")?;
+        }
         writeln!(out, "# settings: {}", s.settings)?;
         if let Some(note) = algo_note(s, n) {
             writeln!(out, "{note}")?;
@@ -182,6 +247,9 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
             if s.warmup == 1 { "" } else { "s" }
         )?;
         writeln!(out, "# check: {}", s.check_note)?;
+        if s.format == output::Format::HcclTest {
+            writeln!(out, "{}", output::HCCL_TEST_NOTE)?;
+        }
         writeln!(out, "#")?;
         writeln!(out, "{}", table.header())?;
         out.flush()?;
@@ -274,6 +342,19 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
             out.flush()?;
         }
         rows.push(row);
+    }
+    // Written now, not at drop, so that a lost profile fails the run.
+    if let Some(path) = comm
+        .write_profile()
+        .context("--transport tcp: the profile is lost")?
+    {
+        if rank == 0 {
+            writeln!(
+                out,
+                "# profiling: {} (rank 0; every rank writes its own file there)",
+                path.display()
+            )?;
+        }
     }
     comm.destroy()?;
     Ok((rank, n, rows))
@@ -497,6 +578,7 @@ pub fn spawn(n: u32, timeout: Duration) -> anyhow::Result<ExitCode> {
             .env("RANK", r.to_string())
             .env("LOCAL_RANK", r.to_string())
             .env("WORLD_SIZE", n.to_string())
+            .env("LOCAL_WORLD_SIZE", n.to_string())
             .env("MASTER_ADDR", "127.0.0.1")
             .env("MASTER_PORT", port.to_string())
             .stderr(std::process::Stdio::piped());
@@ -506,8 +588,10 @@ pub fn spawn(n: u32, timeout: Duration) -> anyhow::Result<ExitCode> {
             "OMPI_COMM_WORLD_RANK",
             "OMPI_COMM_WORLD_SIZE",
             "OMPI_COMM_WORLD_LOCAL_RANK",
+            "OMPI_COMM_WORLD_LOCAL_SIZE",
             "PMI_RANK",
             "PMI_SIZE",
+            "MPI_LOCALNRANKS",
         ] {
             cmd.env_remove(var);
         }
@@ -567,6 +651,65 @@ mod tests {
             signal,
             stopped: false,
         }
+    }
+
+    fn env<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(a, _)| *a == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn launchers_are_told_apart_and_give_their_local_rank_count() {
+        let l = launcher_from(&env(&[
+            ("OMPI_COMM_WORLD_SIZE", "16"),
+            ("OMPI_COMM_WORLD_LOCAL_SIZE", "8"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            (l.by, l.world_size, l.local),
+            (
+                "mpirun (Open MPI)",
+                Some(16),
+                Some(("OMPI_COMM_WORLD_LOCAL_SIZE", 8))
+            )
+        );
+        let l = launcher_from(&env(&[("PMI_RANK", "0"), ("PMI_SIZE", "4")])).unwrap();
+        assert_eq!(
+            (l.by, l.world_size, l.local),
+            ("PMI (MPICH/Slurm)", Some(4), None)
+        );
+        let l = launcher_from(&env(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "8"),
+            ("LOCAL_WORLD_SIZE", "4"),
+        ]))
+        .unwrap();
+        assert_eq!(l.by, "torchrun-style RANK/WORLD_SIZE");
+        assert_eq!(l.local, Some(("LOCAL_WORLD_SIZE", 4)));
+        assert_eq!(launcher_from(&env(&[])), None);
+    }
+
+    #[test]
+    fn npus_are_checked_against_the_local_ranks_and_the_world() {
+        let l = |world, local| Launch {
+            by: "mpirun (Open MPI)",
+            world_size: world,
+            local,
+        };
+        let note = check_npus(8, &l(Some(16), Some(("OMPI_COMM_WORLD_LOCAL_SIZE", 8)))).unwrap();
+        assert!(note.contains("matches the 8 ranks"), "{note}");
+        assert!(note.contains("2 nodes of 8"), "{note}");
+        let e = check_npus(8, &l(Some(8), Some(("OMPI_COMM_WORLD_LOCAL_SIZE", 4)))).unwrap_err();
+        assert!(e.contains("pass -p 4"), "{e}");
+        let e = check_npus(3, &l(Some(8), None)).unwrap_err();
+        assert!(e.contains("does not divide the world of 8 ranks"), "{e}");
+        let note = check_npus(4, &l(Some(8), None)).unwrap();
+        assert!(note.contains("not checked on this node"), "{note}");
+        assert!(check_npus(0, &l(None, None)).is_err());
     }
 
     #[test]
