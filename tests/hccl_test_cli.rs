@@ -515,7 +515,33 @@ fn hccl_algo_env_forces_the_algorithm() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.contains("(HCCL_ALGO)"), "{out}");
-    assert!(rows(&out)[0].contains("level0:ring"), "{out}");
+    // One server: level 1 has nothing to do; the column says what ran.
+    assert!(rows(&out)[0].contains(" ring "), "{out}");
+
+    // The algorithm column shows what ran, not the setting: NA on one
+    // server is the level-0 default (mesh), on two both levels run.
+    for (servers, ran) in [("1", " mesh "), ("2", " level0:mesh;level1:ring ")] {
+        let o = hccl_env(
+            &[
+                "all_reduce",
+                "-b",
+                "1M",
+                "-e",
+                "1M",
+                "-n",
+                "1",
+                "-w",
+                "0",
+                "--servers",
+                servers,
+            ],
+            &[("HCCL_ALGO", Some("level0:NA;level1:ring"))],
+        );
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let out = stdout(&o);
+        assert!(rows(&out)[0].contains(ran), "{servers} servers: {out}");
+        assert!(!rows(&out)[0].contains("NA"), "{servers} servers: {out}");
+    }
 
     // A bad HCCL_ALGO under --transport tcp is refused before any rank
     // starts (one message, not one per rank).
@@ -689,18 +715,6 @@ fn tcp_rejects_simulator_flags() {
         (
             &["all_reduce", "--transport", "tcp", "--op-overhead", "100"][..],
             "--op-overhead is for the simulator",
-        ),
-        (
-            &[
-                "all_reduce",
-                "--transport",
-                "tcp",
-                "--spawn",
-                "2",
-                "--json",
-                "/nonexistent-dir/x.json",
-            ][..],
-            "--json /nonexistent-dir/x.json: cannot create the file",
         ),
     ] {
         let o = hccl(args);
@@ -1228,6 +1242,19 @@ fn env_and_file_errors_are_not_usage_errors() {
             vec!["all_reduce", "-b", "1K", "-e", "1K"],
             vec![("HCCL_ALGO", Some("bogus"))],
             "unknown algorithm \"bogus\"",
+        ),
+        (
+            vec![
+                "all_reduce",
+                "--transport",
+                "tcp",
+                "--spawn",
+                "2",
+                "--json",
+                "/nonexistent-dir/x.json",
+            ],
+            vec![],
+            "--json /nonexistent-dir/x.json: cannot create the file",
         ),
         (
             vec!["all_reduce", "-b", "1K", "-e", "1K"],

@@ -256,11 +256,18 @@ fn parse_algo(
     })
 }
 
-fn display_algo(kind: CollectiveKind, spec: &AlgoSpec) -> String {
+/// The algorithm column: what ran on `layout` (`algo::resolved`: an
+/// `HCCL_ALGO` of `level0:NA;level1:ring` on one server ran mesh), not the
+/// setting.
+fn display_algo(
+    kind: CollectiveKind,
+    spec: &AlgoSpec,
+    layout: &hccl_algos::layout::GroupLayout,
+) -> String {
     match kind {
         CollectiveKind::BatchSendRecv | CollectiveKind::SendRecv => "p2p".into(),
         CollectiveKind::Barrier => "barrier".into(),
-        _ => spec.to_string(),
+        _ => algo::resolved(spec, layout).to_string(),
     }
 }
 
@@ -565,7 +572,7 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     }
     let names: Vec<String> = plan
         .iter()
-        .map(|(_, spec, _)| display_algo(kind, spec))
+        .map(|(_, spec, _)| display_algo(kind, spec, &layout))
         .collect();
     let table = output::Printer {
         table: output::Table::new(names.iter().map(String::as_str)),
@@ -622,7 +629,11 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     let mut failed = false;
     for (bytes, spec, chosen_by) in plan {
         let args = args_of(bytes).map_err(anyhow::Error::from)?;
-        bar.set_message(format!("{} B {}", bytes, display_algo(kind, &spec)));
+        bar.set_message(format!(
+            "{} B {}",
+            bytes,
+            display_algo(kind, &spec, &layout)
+        ));
         let row_run = RowRun {
             fabric,
             layout: &layout,
@@ -659,7 +670,7 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             time_us: measured.time_ns / 1000.0,
             algbw_gbps: algbw,
             busbw_gbps: busbw,
-            algorithm: display_algo(kind, &spec),
+            algorithm: display_algo(kind, &spec, &layout),
             chosen_by,
             predicted_us: select::predict(&args, &spec, &layout, &costs)
                 .map(|t| (t + fabric.params().op_overhead_ns as f64) / 1000.0),

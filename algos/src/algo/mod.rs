@@ -647,6 +647,44 @@ fn level_default(level: usize, size: u32) -> Algorithm {
     }
 }
 
+/// What `spec` runs on `layout`, to label it: a hierarchical spec with each
+/// `NA` level replaced by its default and without the levels that have a
+/// single member (level 1 on one server); left with one level, that
+/// level's flat algorithm (its group is the whole communicator, so the
+/// schedule is the flat one). `spec` itself for a flat spec, an irregular
+/// layout, or a single rank.
+pub fn resolved(spec: &AlgoSpec, layout: &GroupLayout) -> AlgoSpec {
+    let AlgoSpec::Hierarchical(l) = spec else {
+        return *spec;
+    };
+    let Ok(shape) = layout.regular() else {
+        return *spec;
+    };
+    // The group sizes of `build_hier`.
+    let sizes = if l.level2.is_some() {
+        [shape.ranks_per_server, shape.servers_per_pod, shape.pods]
+    } else {
+        [
+            shape.ranks_per_server,
+            shape.servers_per_pod * shape.pods,
+            1,
+        ]
+    };
+    let set = [l.level0, l.level1, l.level2];
+    let ran: Vec<Option<Algorithm>> = (0..3)
+        .map(|i| (sizes[i] > 1).then(|| set[i].unwrap_or_else(|| level_default(i, sizes[i]))))
+        .collect();
+    match ran.iter().flatten().collect::<Vec<_>>().as_slice() {
+        [] => *spec,
+        [only] => AlgoSpec::Flat(**only),
+        _ => AlgoSpec::Hierarchical(Levels {
+            level0: ran[0].or(l.level0),
+            level1: ran[1].or(l.level1),
+            level2: ran[2].or(l.level2),
+        }),
+    }
+}
+
 /// Hierarchical composition over a regular layout (see [`GroupLayout::regular`]).
 fn build_hier(args: &CollectiveArgs, levels: &Levels, layout: &GroupLayout, rank: Rank) -> Planned {
     use CollectiveKind as K;

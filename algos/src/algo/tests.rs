@@ -471,3 +471,38 @@ fn a_level_that_lacks_a_phase_names_the_phase() {
         "{e}"
     );
 }
+
+#[test]
+fn resolved_names_what_a_hierarchical_spec_runs() {
+    let spec: AlgoSpec = "level0:NA;level1:ring".parse().unwrap();
+    let servers = |s: u32, k: u32| {
+        GroupLayout::from_parts(
+            (0..s * k).map(|r| r / k).collect(),
+            vec![0; (s * k) as usize],
+        )
+        .unwrap()
+    };
+    // One server of 8: level 1 has one member; level 0 defaults to mesh.
+    assert_eq!(
+        resolved(&spec, &servers(1, 8)),
+        AlgoSpec::Flat(Algorithm::Mesh)
+    );
+    // Two servers: both levels run, NA filled in.
+    assert_eq!(
+        resolved(&spec, &servers(2, 8)).to_string(),
+        "level0:mesh;level1:ring"
+    );
+    // One NPU per server: only level 1 runs.
+    assert_eq!(
+        resolved(&spec, &servers(4, 1)),
+        AlgoSpec::Flat(Algorithm::Ring)
+    );
+    // Flat specs are what they say.
+    let ring = AlgoSpec::Flat(Algorithm::Ring);
+    assert_eq!(resolved(&ring, &servers(2, 8)), ring);
+    // The label is the schedule: one server's NA;ring plans as mesh does.
+    let args = args_for(CollectiveKind::AllReduce, 8, 64, 0, 1);
+    let a = schedule(&args, &spec, &servers(1, 8)).unwrap();
+    let b = schedule(&args, &AlgoSpec::Flat(Algorithm::Mesh), &servers(1, 8)).unwrap();
+    assert_eq!(format!("{a:?}"), format!("{b:?}"));
+}

@@ -6,7 +6,7 @@ use hccl_algos::algo::{plan, AlgoError, AlgoSpec, Algorithm};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
 use hccl_algos::layout::GroupLayout;
 use hccl_algos::schedule::{BufferSizes, Rank, RankPlan};
-use hccl_algos::select::{explain, predict, select, CostModel, HcclAlgo, LinkCost};
+use hccl_algos::select::{explain, predict, CostModel, HcclAlgo, LinkCost};
 
 use super::error::TcpError;
 
@@ -123,7 +123,9 @@ pub fn check_algo_env() -> Result<(), TcpError> {
 
 /// The algorithm to run `args` with over TCP on a communicator whose ranks
 /// listen on `hosts` distinct addresses ([`super::TcpRank::hosts`]; all
-/// ranks compute the same): `HCCL_ALGO` if set, else the selector's choice
+/// ranks compute the same): `HCCL_ALGO` if its setting fits the collective
+/// (`HcclAlgo::spec_fitting`; one that does not, such as `pairwise` for an
+/// AllReduce, changes nothing), else the selector's choice
 /// adjusted for hosts: AllReduce on at most 8 ranks runs recursive
 /// doubling up to [`DOUBLING_MAX_BYTES`] when `hosts` is 1, else one-shot
 /// up to [`ONESHOT_MAX_BYTES`]; above it, and for a flat mesh over more
@@ -133,7 +135,11 @@ pub fn check_algo_env() -> Result<(), TcpError> {
 /// # Errors
 /// [`TcpError::Config`] if `HCCL_ALGO` does not parse.
 pub fn choose_algo(args: &CollectiveArgs, hosts: u32) -> Result<AlgoSpec, TcpError> {
-    let env = algo_env()?;
+    Ok(choose_with(args, hosts, algo_env()?.as_ref()))
+}
+
+/// [`choose_algo`] with the `HCCL_ALGO` setting given.
+fn choose_with(args: &CollectiveArgs, hosts: u32, env: Option<&HcclAlgo>) -> AlgoSpec {
     let cost = CostModel {
         level0: TCP_COST,
         level1: TCP_COST,
@@ -141,18 +147,18 @@ pub fn choose_algo(args: &CollectiveArgs, hosts: u32) -> Result<AlgoSpec, TcpErr
         level0_patterns: None,
     };
     let layout = GroupLayout::flat(args.world_size);
-    if env.is_some() {
-        return Ok(select(args, &layout, &cost, env.as_ref()).spec);
+    if let Some(spec) = env.and_then(|e| e.spec_fitting(args, &layout)) {
+        return spec;
     }
     // Fixed before any costing: this runs for every op.
     let oneshot = AlgoSpec::Flat(Algorithm::Oneshot);
     let bytes = args.message_bytes();
     if args.kind == CollectiveKind::AllReduce && args.world_size <= 8 {
         if hosts == 1 && bytes <= DOUBLING_MAX_BYTES {
-            return Ok(AlgoSpec::Flat(Algorithm::Doubling));
+            return AlgoSpec::Flat(Algorithm::Doubling);
         }
         if hosts > 1 && bytes <= ONESHOT_MAX_BYTES {
-            return Ok(oneshot);
+            return oneshot;
         }
     }
     // The selector's candidates, cheapest first (what `select` picks from
@@ -169,11 +175,11 @@ pub fn choose_algo(args: &CollectiveArgs, hosts: u32) -> Result<AlgoSpec, TcpErr
     };
     if too_big(&spec) {
         let next = candidates.into_iter().find(|s| !too_big(s) && *s != mesh);
-        return Ok(next
+        return next
             .or_else(|| predict(args, &ring, &layout, &cost).map(|_| ring))
-            .unwrap_or(spec));
+            .unwrap_or(spec);
     }
-    Ok(spec)
+    spec
 }
 
 #[cfg(test)]
@@ -184,6 +190,33 @@ mod tests {
     fn allreduce(bytes: u64, n: u32) -> CollectiveArgs {
         CollectiveArgs::new(CollectiveKind::AllReduce, bytes / 4, DataType::Fp32, n)
             .with_op(ReduceOp::Sum)
+    }
+
+    #[test]
+    fn an_hccl_algo_that_does_not_fit_leaves_the_tcp_choice_alone() {
+        let h = |v: &str| HcclAlgo::parse(v).unwrap();
+        let args = allreduce(8 << 10, 4);
+        let layout = GroupLayout::flat(4);
+        // What choose_algo runs without HCCL_ALGO on one host: doubling.
+        assert_eq!(
+            choose_with(&args, 1, None),
+            AlgoSpec::Flat(Algorithm::Doubling)
+        );
+        // pairwise (AllToAll's) and an alltoall-only setting do not plan an
+        // AllReduce: the choice must not move to the plain selector's.
+        for v in ["pairwise", "alltoall=level0:NA;level1:pairwise"] {
+            assert_eq!(h(v).spec_fitting(&args, &layout), None, "{v}");
+            assert_eq!(
+                choose_with(&args, 1, Some(&h(v))),
+                AlgoSpec::Flat(Algorithm::Doubling),
+                "{v}"
+            );
+        }
+        // One that fits wins.
+        assert_eq!(
+            choose_with(&args, 1, Some(&h("ring"))),
+            AlgoSpec::Flat(Algorithm::Ring)
+        );
     }
 
     #[test]

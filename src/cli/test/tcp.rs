@@ -210,7 +210,7 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
     }
     let names: Vec<String> = todo
         .iter()
-        .map(|(_, _, spec)| super::display_algo(kind, spec))
+        .map(|(_, _, spec)| super::display_algo(kind, spec, &GroupLayout::flat(n)))
         .collect();
     let table = output::Printer {
         table: output::Table::new(names.iter().map(String::as_str)),
@@ -322,7 +322,7 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
             time_us: time_ns / 1000.0,
             algbw_gbps: algbw,
             busbw_gbps: algbw * busbw_factor(kind, n),
-            algorithm: super::display_algo(kind, &spec),
+            algorithm: super::display_algo(kind, &spec, &GroupLayout::flat(n)),
             // HCCL_ALGO chose it only if its setting fits this op.
             chosen_by: if HcclAlgo::from_env()
                 .ok()
