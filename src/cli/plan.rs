@@ -129,6 +129,50 @@ fn layout(a: &PlanArgs) -> anyhow::Result<GroupLayout> {
     Ok(GroupLayout::servers(a.servers, a.ranks / a.servers))
 }
 
+/// The selector's costs for `--ranks` on `--servers`, and where they come
+/// from: the links `hccl test` reads off its default cluster (the
+/// atlas800t-a2 preset with these servers and ranks per server, through
+/// `cluster::cost_model`), so both commands estimate an op alike; the
+/// selector's A2-like round figures ([`CostModel::default`]) when a server
+/// would hold more NPUs than an A2 server, or the world is above
+/// [`VERIFY_MAX_RANKS`] (the preset's fabric is not built for it).
+fn costs(a: &PlanArgs) -> (CostModel, String) {
+    use super::test::cluster;
+    let per = a.ranks / a.servers.max(1);
+    let full = hccl_topology::presets::sources::A2_NPUS_PER_SERVER;
+    let defaults = |why: String| {
+        (
+            CostModel::default(),
+            format!("the selector's default A2-like round figures: {why}"),
+        )
+    };
+    if a.ranks > VERIFY_MAX_RANKS {
+        return defaults(format!(
+            "above {VERIFY_MAX_RANKS} ranks the preset is not built"
+        ));
+    }
+    if per > full {
+        return defaults(format!(
+            "{per} ranks per server is more than an atlas800t-a2 server's {full}"
+        ));
+    }
+    let src = cluster::Source::Preset {
+        name: "atlas800t-a2",
+        servers: a.servers,
+        npus: Some(per),
+    };
+    match cluster::build(&src) {
+        Ok(c) => (
+            cluster::cost_model(&c.fabric),
+            format!(
+                "links of preset atlas800t-a2, {} of {per} NPUs, as hccl test reads them",
+                plural(a.servers as usize, "server")
+            ),
+        ),
+        Err(e) => defaults(format!("the preset could not be built ({e})")),
+    }
+}
+
 fn op_line(op: &Op) -> String {
     match *op {
         Op::Send { peer, tag, src } => format!("send        -> {peer:<4} tag {tag:<9} {src}"),
@@ -179,7 +223,7 @@ pub fn render(a: &PlanArgs) -> anyhow::Result<(String, bool)> {
             a.ranks.saturating_sub(1)
         );
     }
-    let cost = CostModel::default();
+    let (cost, costs_from) = costs(a);
     let (spec, how) = match &a.algo {
         Some(s) => (s.parse::<AlgoSpec>()?, "--algo".to_string()),
         None => {
@@ -224,6 +268,7 @@ pub fn render(a: &PlanArgs) -> anyhow::Result<(String, bool)> {
             "root": args.root,
             "algorithm": spec.to_string(),
             "predicted_ns": predicted,
+            "costs": costs_from,
             "schedule": mine,
             "verifier": match &verdict {
                 Some(Ok(r)) => serde_json::json!({"ok": true, "messages": r.messages, "bytes_sent": r.bytes_sent, "critical_path_messages": r.critical_path_messages}),
@@ -260,10 +305,7 @@ pub fn render(a: &PlanArgs) -> anyhow::Result<(String, bool)> {
     for (i, s) in mine.steps.iter().enumerate() {
         writeln!(t, "  #{i:<4} {:<72} {}", op_line(&s.op), deps_text(s))?;
     }
-    writeln!(
-        t,
-        "cost estimate (alpha-beta-gamma, default A2-like links):"
-    )?;
+    writeln!(t, "cost estimate (alpha-beta-gamma, {costs_from}):")?;
     match predicted {
         Some(ns) => writeln!(t, "  this plan: {:.1} us", ns / 1000.0)?,
         None => writeln!(t, "  this plan: not costable")?,

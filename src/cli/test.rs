@@ -21,7 +21,7 @@
 #[path = "test/check.rs"]
 mod check;
 #[path = "test/cluster.rs"]
-mod cluster;
+pub(crate) mod cluster;
 #[path = "test/output.rs"]
 mod output;
 #[path = "test/plot.rs"]
