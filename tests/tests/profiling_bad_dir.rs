@@ -10,7 +10,7 @@ fn unusable_profiling_directory_fails_init_naming_it() {
     std::env::set_var("HCCL_PROFILING_OUTPUT_PATH", file.join("sub"));
     for e in hccl_conformance::init_errors() {
         assert!(e.starts_with("HCCL_PROFILING_OUTPUT_PATH="), "{e}");
-        assert!(e.contains("cannot create the directory"), "{e}");
+        assert!(e.contains("cannot write"), "{e}");
     }
     let _ = std::fs::remove_file(&file);
 }
