@@ -746,3 +746,28 @@ fn other_layouts_are_named_with_how_to_write_format_1_0() {
     let global = json!({"version": "1.0", "status": "completed", "server_group_list": []});
     one(&global, "server_group_list", "global-ranktable", None);
 }
+
+/// MindCluster Ascend Operator's hccl.json for Atlas A3 (version 1.2, keys
+/// in its order: super_device_id after device_ip, hardware_type, and
+/// super_pod_list last) is valid as written.
+#[test]
+fn mindx_a3_hccl_json_layout_is_valid() {
+    let v = json!({
+        "status": "completed",
+        "server_list": [{
+            "device": [
+                {"device_id": "0", "device_ip": "192.0.2.31", "super_device_id": "37748736", "rank_id": "0"},
+                {"device_id": "1", "device_ip": "192.0.2.32", "super_device_id": "37748737", "rank_id": "1"}],
+            "server_id": "node-a3",
+            "host_ip": "198.51.100.8",
+            "container_ip": "203.0.113.10",
+            "hardware_type": "800I-A3-64G"
+        }],
+        "server_count": "1",
+        "version": "1.2",
+        "super_pod_list": [{"super_pod_id": "0", "server_list": [{"server_id": "node-a3"}]}]
+    });
+    let t =
+        RankTable::from_slice_strict(v.to_string().as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((t.world_size(), t.super_pods().len()), (2, 1));
+}
