@@ -28,7 +28,7 @@ enum Command {
     /// Benchmark a collective over a size sweep (see `cli::test::ABOUT`).
     #[command(about = cli::test::ABOUT)]
     Test(Box<cli::test::TestArgs>),
-    /// Run collectives on the simulated fabric, optionally under a fault plan; print results or the hang report (exit 2 on a hang, 3 on mismatched arguments).
+    /// Run collectives on the simulated fabric, optionally under a fault plan; print results or the hang report (exit 4 on a hang, 3 on mismatched arguments, 2 on bad flags).
     Sim(Box<cli::sim::SimArgs>),
 }
 

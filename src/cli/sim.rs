@@ -2,9 +2,9 @@
 //! fault plan, and print per-op results or the hang report.
 //!
 //! Exit codes: 0 every op finished on every rank; 1 bad input (arguments,
-//! files) or a simulator error; 2 a hang (the hang report is printed);
-//! 3 ranks called an op with different arguments (EI0005; the failures and
-//! the hang report are printed).
+//! files) or a simulator error; 2 a usage error (clap's); 3 ranks called an
+//! op with different arguments (EI0005; the failures and the hang report
+//! are printed); 4 a hang (the hang report is printed).
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -15,12 +15,12 @@ use anyhow::Context as _;
 use hccl_algos::select::HcclAlgo;
 use hccl_sim::faults::{run_with_faults, FaultPlan, FaultRun, DEFAULT_EXEC_TIMEOUT_S};
 use hccl_sim::hang::{fmt_ns, HangReport};
-use hccl_sim::scenario_file::{OpSpec, ScenarioFile};
+use hccl_sim::scenario_file::{OpSpec, ScenarioFile, ScenarioFileError};
 use hccl_sim::Scenario;
 use hccl_topology::{build_preset_with, Fabric, Preset, PresetOptions, RankTable};
 
-/// Exit code of a hang.
-pub const EXIT_HANG: u8 = 2;
+/// Exit code of a hang: not 2, which is clap's for a usage error.
+pub const EXIT_HANG: u8 = 4;
 /// Exit code of an argument mismatch between ranks (EI0005).
 pub const EXIT_MISMATCH: u8 = 3;
 
@@ -113,13 +113,48 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(out.code))
 }
 
+/// The kinds a scenario cannot hold yet (V and point-to-point).
+fn sim_refuses(kind: hccl_algos::collective::CollectiveKind) -> bool {
+    use hccl_algos::collective::CollectiveKind as K;
+    matches!(
+        kind,
+        K::AllToAllV | K::AllGatherV | K::ReduceScatterV | K::SendRecv | K::BatchSendRecv
+    )
+}
+
+/// A scenario error of the op `hccl sim` built from its flags, named by
+/// the flag (`--dtype "fp99": ...`) instead of the `scenario: ops[0]` path
+/// of a file the user did not write.
+fn flag_error(e: ScenarioFileError) -> anyhow::Error {
+    match e {
+        ScenarioFileError::Invalid {
+            path,
+            value,
+            reason,
+        } => match path.strip_prefix("ops[0].") {
+            Some(field) => anyhow::anyhow!("--{} {value}: {reason}", field.replace('_', "-")),
+            None => anyhow::anyhow!("{reason}"),
+        },
+        ScenarioFileError::Sim(s) => anyhow::anyhow!("{s}"),
+        other => other.into(),
+    }
+}
+
 /// Refuses the V and point-to-point kinds a scenario cannot hold yet,
 /// naming `--collective` and the `hccl test` command that simulates them.
 fn check_supported(collective: &str, a: &SimArgs) -> anyhow::Result<()> {
     use hccl_algos::collective::CollectiveKind as K;
-    // Unknown names are left to the scenario's error, which lists the names.
+    // Unknown names: list only what hccl sim runs.
     let Ok(kind) = collective.parse::<K>() else {
-        return Ok(());
+        let runs: Vec<&str> = K::ALL
+            .into_iter()
+            .filter(|k| !sim_refuses(*k))
+            .map(K::name)
+            .collect();
+        anyhow::bail!(
+            "--collective {collective:?}: unknown collective; hccl sim runs {}",
+            runs.join(", ")
+        );
     };
     // hccl test's spelling, where it runs the kind.
     let in_test = match kind {
@@ -243,8 +278,13 @@ pub fn execute(a: &SimArgs) -> anyhow::Result<Outcome> {
     } else {
         HcclAlgo::from_env()?
     };
-    let sc = file
-        .build(&fabric, env.as_ref())?
+    let built = file.build(&fabric, env.as_ref());
+    let built = match (built, &a.scenario) {
+        (Ok(sc), _) => sc,
+        (Err(e), Some(_)) => return Err(e.into()),
+        (Err(e), None) => return Err(flag_error(e)),
+    };
+    let sc = built
         .seed(a.seed)
         .exec_timeout_ns(exec_timeout_ns(a.exec_timeout));
     let plan = match &a.faults {
@@ -542,7 +582,10 @@ mod tests {
             "hccl sim --collective all_reduc --count 8 --preset ring --servers 2",
         ))
         .unwrap_err();
-        assert!(format!("{e:#}").contains("ops[0].collective"), "{e:#}");
+        assert!(
+            format!("{e:#}").contains("--collective \"all_reduc\""),
+            "{e:#}"
+        );
     }
 
     #[test]
@@ -565,6 +608,56 @@ mod tests {
             let args = words.iter().copied().chain(["--exec-timeout", bad]);
             assert!(Cli::try_parse_from(args).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn flag_errors_name_the_flag_and_list_only_what_runs() {
+        let e = execute(&parse("hccl sim --collective foo --count 4")).unwrap_err();
+        let e = format!("{e:#}");
+        assert!(
+            e.starts_with("--collective \"foo\": unknown collective; hccl sim runs all_reduce,"),
+            "{e}"
+        );
+        // The V and point-to-point kinds are refused below: not listed.
+        for refused in [
+            "alltoallv",
+            "all_gather_v",
+            "reduce_scatter_v",
+            "send_recv",
+            "batch_send_recv",
+        ] {
+            assert!(!e.contains(refused), "{refused}: {e}");
+        }
+        assert!(e.contains("barrier") && e.contains("alltoall"), "{e}");
+        for (line, want) in [
+            (
+                "hccl sim --collective all_reduce --count 4 --dtype fp99",
+                "--dtype \"fp99\": unknown data type",
+            ),
+            (
+                "hccl sim --collective all_reduce --count 4 --algo bogus",
+                "--algo \"bogus\": unknown algorithm",
+            ),
+            (
+                "hccl sim --collective broadcast --count 4 --root 99",
+                "broadcast: root = 99 is outside",
+            ),
+        ] {
+            let e = format!("{:#}", execute(&parse(line)).unwrap_err());
+            assert!(e.starts_with(want), "{line}: {e}");
+            assert!(!e.contains("scenario"), "{line}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_hang_has_its_own_exit_code() {
+        // clap exits 2 for bad flags; a hang must be told apart.
+        assert_ne!(EXIT_HANG, 2);
+        assert_ne!(EXIT_HANG, EXIT_MISMATCH);
+        let a = with_root(parse(
+            "hccl sim --scenario examples/scenarios/two_comm_deadlock.json",
+        ));
+        assert_eq!(execute(&a).unwrap().code, 4);
     }
 
     #[test]
