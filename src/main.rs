@@ -48,18 +48,10 @@ fn main() -> ExitCode {
         Ok(code) => code,
         // A reader that closed the pipe (`hccl ... | head`) wants no more
         // output: that is not an error.
-        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) if cli::test::is_broken_pipe(&e) => cli::test::broken_pipe_exit(),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(1)
         }
     }
-}
-
-/// True if `e` (or its cause) is an I/O error of kind `BrokenPipe`.
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
 }

@@ -1401,3 +1401,158 @@ fn plan_and_test_estimate_an_op_with_the_same_link_parameters() {
         );
     }
 }
+
+/// Waits up to `limit` for `child` to exit (a bound, not a measurement).
+fn wait_at_most(child: &mut std::process::Child, limit: std::time::Duration) -> Option<i32> {
+    let end = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < end {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st.code();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("still running after {limit:?}");
+}
+
+/// Starts `hccl ARGS` with stdout piped and reads it up to the column
+/// titles (the sweep is running then); returns the child and its stdout.
+fn start_until_table(args: &[&str]) -> (std::process::Child, std::process::ChildStdout) {
+    use std::io::BufRead;
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hccl"));
+    c.arg("test")
+        .args(args)
+        .env_remove("HCCL_ALGO")
+        .env_remove("HCCL_PROFILING_ENABLE")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    let out = child.stdout.take().unwrap();
+    let mut reader = std::io::BufReader::new(out);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "no table");
+        if line.contains("size(B)") {
+            break;
+        }
+    }
+    // Unread output stays in the reader's buffer; the pipe is what counts.
+    (child, reader.into_inner())
+}
+
+/// A sweep that runs for minutes unless stopped (sizes up to 1 GiB).
+const LONG_TCP_SWEEP: [&str; 14] = [
+    "all_reduce",
+    "-b",
+    "8K",
+    "-e",
+    "1G",
+    "-f",
+    "2",
+    "-c",
+    "0",
+    "--transport",
+    "tcp",
+    "--spawn",
+    "2",
+    "-w",
+];
+
+#[test]
+fn a_closed_stdout_stops_the_sweep_at_once_and_blames_no_rank() {
+    let limit = std::time::Duration::from_secs(30);
+    // Simulator: 128 ranks in timing mode up to 1 GiB takes minutes.
+    let (mut child, out) = start_until_table(&[
+        "all_reduce",
+        "-b",
+        "1K",
+        "-e",
+        "1G",
+        "-f",
+        "2",
+        "--servers",
+        "16",
+        "--mode",
+        "timing",
+    ]);
+    drop(out);
+    assert_eq!(wait_at_most(&mut child, limit), Some(0));
+    // --spawn: rank 0's stdout closes; the others lose rank 0, which is
+    // not their fault.
+    let mut args = LONG_TCP_SWEEP.to_vec();
+    args.push("0");
+    let (mut child, out) = start_until_table(&args);
+    drop(out);
+    assert_eq!(wait_at_most(&mut child, limit), Some(0));
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!err.contains("of 2"), "{err}");
+    assert!(!err.contains("lost rank 0"), "{err}");
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn interrupting_spawn_ends_its_ranks_at_once() {
+    // A seed no other run uses marks this run's processes.
+    let seed = (4_000_000 + std::process::id()).to_string();
+    let mut args = LONG_TCP_SWEEP.to_vec();
+    args.extend(["0", "--seed", &seed]);
+    let (mut child, _out) = start_until_table(&args);
+    let mine = |seed: &str| -> Vec<u32> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                    let c = String::from_utf8_lossy(&c).replace('\0', " ");
+                    c.contains("hccl") && c.contains(&format!("--seed {seed} "))
+                })
+            })
+            .collect()
+    };
+    // The parent and its two ranks.
+    assert_eq!(mine(&seed).len(), 3, "{:?}", mine(&seed));
+    // SIGINT to --spawn alone (as a scheduler or `kill -INT` sends it):
+    // its ranks used to run on, orphaned, to the end of the sweep.
+    let st = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let _ = child.wait();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !mine(&seed).is_empty() && std::time::Instant::now() < end {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let left = mine(&seed);
+    for pid in &left {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    assert!(left.is_empty(), "ranks still running: {left:?}");
+}
+
+#[test]
+fn spawn_timeout_0_means_never() {
+    let o = hccl(&[
+        "all_reduce",
+        "--transport",
+        "tcp",
+        "--spawn",
+        "2",
+        "--spawn-timeout",
+        "0",
+        "-b",
+        "8K",
+        "-e",
+        "8K",
+        "-n",
+        "1",
+        "-w",
+        "0",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(rows(&stdout(&o))[0].contains("success"), "{}", stdout(&o));
+}

@@ -22,6 +22,8 @@ fn main() -> ExitCode {
     hccl::init_logging();
     match test::run(args, "hccl-test") {
         Ok(code) => code,
+        // A reader that closed the pipe (`hccl-test ... | head`).
+        Err(e) if test::is_broken_pipe(&e) => test::broken_pipe_exit(),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(1)

@@ -179,7 +179,8 @@ pub struct TestArgs {
     /// With --transport tcp: start N rank processes on 127.0.0.1 and wait for them.
     #[arg(long, value_name = "N")]
     pub spawn: Option<u32>,
-    /// Seconds --spawn waits for its ranks before stopping them.
+    /// Seconds --spawn waits for its ranks before stopping them; 0: never
+    /// (as HCCL_EXEC_TIMEOUT=0).
     #[arg(long, value_name = "SECS", default_value_t = 600)]
     pub spawn_timeout: u64,
 }
@@ -678,11 +679,11 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         };
         failed |= matches!(row.check, Check::Failed(_));
         let line = table.row(&row);
+        // A closed stdout (`| head`) ends the sweep here, not after it.
         bar.suspend(|| {
             let mut o = std::io::stdout().lock();
-            let _ = writeln!(o, "{line}");
-            let _ = o.flush();
-        });
+            writeln!(o, "{line}").and_then(|()| o.flush())
+        })?;
         let label = format!("{} {} B {}", coll, size, row.algorithm);
         if let Some(t) = tracer.as_mut() {
             if let Some(op) = measured.report.ops.get(w) {
@@ -739,6 +740,26 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// True if `e` (or its cause) is an I/O error of kind `BrokenPipe`: the
+/// reader of stdout closed it (`hccl test | head`).
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// The exit status after a closed stdout: success, as the reader wants no
+/// more; in a `--spawn` rank [`tcp::EXIT_STDOUT_CLOSED`], so that `--spawn`
+/// stops the others instead of blaming them for losing this rank.
+pub fn broken_pipe_exit() -> ExitCode {
+    if std::env::var_os(tcp::SPAWNED_VAR).is_some() {
+        ExitCode::from(tcp::EXIT_STDOUT_CLOSED)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// The first flag of `a` that has no meaning with `--transport tcp`.
@@ -848,7 +869,9 @@ fn run_tcp(
                     ),
                 ));
             }
-            return tcp::spawn(n, std::time::Duration::from_secs(a.spawn_timeout));
+            let timeout =
+                (a.spawn_timeout > 0).then(|| std::time::Duration::from_secs(a.spawn_timeout));
+            return tcp::spawn(n, timeout);
         }
         _ => {}
     }
@@ -898,6 +921,9 @@ fn run_tcp(
     } else {
         "off (-c 0); check column NULL"
     };
+    if spawned {
+        tcp::watch_parent();
+    }
     let sweep = tcp::Sweep {
         coll,
         sizes: &sizes,

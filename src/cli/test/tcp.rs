@@ -14,6 +14,7 @@
 
 use std::io::Write;
 use std::process::{Child, Command, ExitCode};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -251,8 +252,8 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
             writeln!(out, "{}", output::HCCL_TEST_NOTE)?;
         }
         writeln!(out, "#")?;
-        writeln!(out, "{}", table.header())?;
-        out.flush()?;
+        writeln!(out, "{}", table.header()).map_err(stdout_error)?;
+        out.flush().map_err(stdout_error)?;
     }
     let mut rows = Vec::with_capacity(todo.len());
     for (bytes, args, spec) in todo {
@@ -338,8 +339,8 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
             check,
         };
         if rank == 0 {
-            writeln!(out, "{}", table.row(&row))?;
-            out.flush()?;
+            writeln!(out, "{}", table.row(&row)).map_err(stdout_error)?;
+            out.flush().map_err(stdout_error)?;
         }
         rows.push(row);
     }
@@ -358,6 +359,31 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
     }
     comm.destroy()?;
     Ok((rank, n, rows))
+}
+
+/// In a rank started by `--spawn`: a thread that waits for the end of
+/// stdin, the pipe `--spawn` holds open, and ends this process when it
+/// closes. So a `--spawn` that is interrupted or killed (its children
+/// would otherwise run on) takes its ranks with it at once.
+pub fn watch_parent() {
+    std::thread::spawn(|| {
+        use std::io::Read;
+        let mut buf = [0u8; 64];
+        loop {
+            match std::io::stdin().read(&mut buf) {
+                Ok(0) | Err(_) => {
+                    // Not eprintln!: with --spawn gone, stderr's reader is
+                    // gone too, and a failed print would panic this thread.
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "error: hccl test --spawn ended; stopping this rank"
+                    );
+                    std::process::exit(1);
+                }
+                Ok(_) => {}
+            }
+        }
+    });
 }
 
 /// A port on 127.0.0.1 that was free a moment ago (the OS's choice).
@@ -471,12 +497,21 @@ fn relay_stderr<W: Write + Send + 'static>(
     rank: u32,
     from: impl std::io::Read + Send + 'static,
     sink: std::sync::Arc<std::sync::Mutex<W>>,
+    quiet: std::sync::Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         use std::io::BufRead;
         let reader = std::io::BufReader::new(from);
         for line in reader.split(b'\n') {
             let Ok(line) = line else { break };
+            // The reader of stdout left: the ranks' complaints about rank 0
+            // leaving with it are noise.
+            if line == STDOUT_CLOSED_MARKER.as_bytes() {
+                quiet.store(true, Ordering::Relaxed);
+            }
+            if quiet.load(Ordering::Relaxed) {
+                continue;
+            }
             let mut text = format!("[rank {rank}] ").into_bytes();
             text.extend_from_slice(&line);
             text.push(b'\n');
@@ -497,12 +532,39 @@ enum Verdict {
     Failed(String),
     /// Ranks still ran at the deadline: how many.
     TimedOut(usize),
+    /// Rank 0's stdout was closed (`| head`): the reader wants no more, so
+    /// the others were stopped at once; nobody is to blame.
+    StdoutClosed,
 }
 
+/// The line a `--spawn` rank writes on stderr when its stdout was closed,
+/// before it leaves the communicator: `--spawn` then drops the other
+/// ranks' lines about losing it (not relayed).
+const STDOUT_CLOSED_MARKER: &str = "hccl test --spawn: stdout closed";
+
+/// Rank 0's stdout error, said to `--spawn` first when the reader closed it.
+fn stdout_error(e: std::io::Error) -> anyhow::Error {
+    if e.kind() == std::io::ErrorKind::BrokenPipe && std::env::var_os(SPAWNED_VAR).is_some() {
+        eprintln!("{STDOUT_CLOSED_MARKER}");
+    }
+    e.into()
+}
+
+/// Exit status of a `--spawn` rank whose stdout was closed under it (as a
+/// shell reports a process ended by SIGPIPE: 128 + 13), so that `--spawn`
+/// stops the run quietly instead of blaming the ranks that lost it.
+pub const EXIT_STDOUT_CLOSED: u8 = 141;
+
 /// Waits for `kids` (rank, process). When one fails, the others get
-/// [`GRACE`] to end on their own, then are stopped; at `deadline` all are
-/// stopped.
-fn supervise(n: u32, kids: &mut [(u32, Child)], deadline: Instant) -> std::io::Result<Verdict> {
+/// [`GRACE`] to end on their own, then are stopped; at `deadline` (`None`:
+/// never) all are stopped. A rank that exits with [`EXIT_STDOUT_CLOSED`]
+/// stops the others at once (and sets `quiet`).
+fn supervise(
+    n: u32,
+    kids: &mut [(u32, Child)],
+    deadline: Option<Instant>,
+    quiet: &AtomicBool,
+) -> std::io::Result<Verdict> {
     let mut exits: Vec<Option<RankExit>> = vec![None; kids.len()];
     let mut stop_at: Option<Instant> = None;
     let mut round = 0u64;
@@ -516,11 +578,19 @@ fn supervise(n: u32, kids: &mut [(u32, Child)], deadline: Instant) -> std::io::R
             }
         }
         let running = exits.iter().filter(|e| e.is_none()).count();
+        let closed = exits
+            .iter()
+            .flatten()
+            .any(|e| e.code == Some(i32::from(EXIT_STDOUT_CLOSED)));
+        if closed {
+            quiet.store(true, Ordering::Relaxed);
+            stop_at = Some(Instant::now());
+        }
         if stop_at.is_none() && exits.iter().flatten().any(RankExit::failed) {
             stop_at = Some(Instant::now() + GRACE);
         }
         let now = Instant::now();
-        let timed_out = running > 0 && now >= deadline && stop_at.is_none();
+        let timed_out = running > 0 && deadline.is_some_and(|d| now >= d) && stop_at.is_none();
         if running == 0 || timed_out || stop_at.is_some_and(|t| now >= t) {
             for (i, (r, k)) in kids.iter_mut().enumerate() {
                 if exits[i].is_none() {
@@ -531,6 +601,9 @@ fn supervise(n: u32, kids: &mut [(u32, Child)], deadline: Instant) -> std::io::R
             }
             if timed_out {
                 return Ok(Verdict::TimedOut(running));
+            }
+            if closed {
+                return Ok(Verdict::StdoutClosed);
             }
             let all: Vec<RankExit> = exits.into_iter().flatten().collect();
             return Ok(match blame(n, &all) {
@@ -561,14 +634,19 @@ fn kill_all(kids: &mut [(u32, Child)]) {
 /// others get a few seconds to fail on their own and print why, then are
 /// stopped; the report names the rank that died first, and how, e.g.
 /// `rank 2 of 4 was killed by signal 9 (SIGKILL); ranks 0, 1, 3 failed
-/// after it`) or they are not all done within `timeout`.
+/// after it`) or they are not all done within `timeout` (`None`: no
+/// limit). 0 too when rank 0's stdout was closed (`| head`): the others
+/// are stopped at once, and nobody is blamed. Each rank watches its stdin,
+/// a pipe from this process, and stops when it closes: interrupting or
+/// killing `--spawn` ends its ranks at once.
 ///
 /// # Errors
 /// The program cannot be found or started.
-pub fn spawn(n: u32, timeout: Duration) -> anyhow::Result<ExitCode> {
+pub fn spawn(n: u32, timeout: Option<Duration>) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("--spawn: cannot find this program")?;
     let port = free_port()?;
     let sink = std::sync::Arc::new(std::sync::Mutex::new(std::io::stderr()));
+    let quiet = std::sync::Arc::new(AtomicBool::new(false));
     let mut relays = Vec::with_capacity(n as usize);
     let mut kids: Vec<(u32, Child)> = Vec::with_capacity(n as usize);
     for r in 0..n {
@@ -581,6 +659,9 @@ pub fn spawn(n: u32, timeout: Duration) -> anyhow::Result<ExitCode> {
             .env("LOCAL_WORLD_SIZE", n.to_string())
             .env("MASTER_ADDR", "127.0.0.1")
             .env("MASTER_PORT", port.to_string())
+            // The rank watches this pipe: when --spawn ends, however it was
+            // ended (Ctrl-C, kill), the pipe closes and the rank stops.
+            .stdin(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         // --spawn numbers the ranks: another launcher's numbers (this
         // program run under mpirun) would disagree with RANK/WORLD_SIZE.
@@ -605,7 +686,7 @@ pub fn spawn(n: u32, timeout: Duration) -> anyhow::Result<ExitCode> {
         match cmd.spawn() {
             Ok(mut c) => {
                 if let Some(err) = c.stderr.take() {
-                    relays.push(relay_stderr(r, err, sink.clone()));
+                    relays.push(relay_stderr(r, err, sink.clone(), quiet.clone()));
                 }
                 kids.push((r, c));
             }
@@ -615,7 +696,7 @@ pub fn spawn(n: u32, timeout: Duration) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    let verdict = supervise(n, &mut kids, Instant::now() + timeout);
+    let verdict = supervise(n, &mut kids, timeout.map(|t| Instant::now() + t), &quiet);
     if verdict.is_err() {
         kill_all(&mut kids);
     }
@@ -632,10 +713,12 @@ pub fn spawn(n: u32, timeout: Duration) -> anyhow::Result<ExitCode> {
         Verdict::TimedOut(running) => {
             eprintln!(
                 "error: --spawn: {running} of {n} ranks still running after {} s (--spawn-timeout); stopped them",
-                timeout.as_secs()
+                timeout.unwrap_or_default().as_secs()
             );
             Ok(ExitCode::from(1))
         }
+        // As `hccl test | head` without --spawn: the reader wants no more.
+        Verdict::StdoutClosed => Ok(ExitCode::SUCCESS),
     }
 }
 
@@ -767,10 +850,17 @@ mod tests {
                 r as u32,
                 c.stderr.take().unwrap(),
                 sink.clone(),
+                std::sync::Arc::new(AtomicBool::new(false)),
             ));
             kids.push((r as u32, c));
         }
-        let v = supervise(4, &mut kids, Instant::now() + Duration::from_secs(60)).unwrap();
+        let v = supervise(
+            4,
+            &mut kids,
+            Some(Instant::now() + Duration::from_secs(60)),
+            &AtomicBool::new(false),
+        )
+        .unwrap();
         for h in relays {
             h.join().unwrap();
         }
