@@ -1556,3 +1556,31 @@ fn spawn_timeout_0_means_never() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(rows(&stdout(&o))[0].contains("success"), "{}", stdout(&o));
 }
+
+#[test]
+fn the_check_memory_limit_is_the_memory_available_or_the_flag() {
+    // 8 x 64 MiB AllReduce needs ~2 GiB to check: over a 100 MiB limit.
+    let o = hccl(&[
+        "all_reduce",
+        "-b",
+        "64M",
+        "-e",
+        "64M",
+        "--check-memory",
+        "100M",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("(limit 0.1 GiB: --check-memory)"),
+        "{}",
+        stderr(&o)
+    );
+    // Without the flag the limit says where it comes from.
+    let o = hccl(&["all_reduce", "-e", "1G", "--servers", "2"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("GiB available; --check-memory to change") || e.contains("memory is unknown"),
+        "{e}"
+    );
+}

@@ -58,8 +58,46 @@ use runner::{Recorder, RowRun};
 use workload::TestCollective;
 
 /// Largest estimated memory of one data-mode check (inputs, outputs and
-/// reference of every rank): 8 GiB. 8 ranks × 64 MiB AllReduce needs ~2 GiB.
+/// reference of every rank) where the memory available cannot be read:
+/// 8 GiB. 8 ranks × 64 MiB AllReduce needs ~2 GiB. Elsewhere the limit is
+/// half the memory available ([`check_limit`]), or `--check-memory`.
 pub const DATA_LIMIT_BYTES: u64 = 8 << 30;
+
+/// Memory the kernel says is available for new work without swapping
+/// (`MemAvailable` of /proc/meminfo), bytes; `None` where there is none.
+fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// The data-mode check's memory limit and what set it: `--check-memory`,
+/// else half of `available` (the rest for the simulator and the machine's
+/// other work), else [`DATA_LIMIT_BYTES`].
+fn check_limit(flag: Option<u64>, available: Option<u64>) -> (u64, String) {
+    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    match (flag, available) {
+        (Some(l), _) => (l, "--check-memory".into()),
+        (None, Some(a)) => (
+            a / 2,
+            format!(
+                "half of the {:.1} GiB available; --check-memory to change",
+                gib(a)
+            ),
+        ),
+        (None, None) => (
+            DATA_LIMIT_BYTES,
+            "the available memory is unknown; --check-memory to change".into(),
+        ),
+    }
+}
 
 /// The cluster when neither --preset, --rank-table nor --fabric is given.
 const DEFAULT_PRESET: &str = "atlas800t-a2";
@@ -156,6 +194,11 @@ pub struct TestArgs {
     /// data: check results; timing: lengths only, for large clusters.
     #[arg(long, value_enum, default_value = "data")]
     pub mode: ModeArg,
+    /// Largest host memory the data-mode check may use (K/M/G suffixes).
+    /// Default: half of the memory available (MemAvailable), 8G where
+    /// that is unknown.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    pub check_memory: Option<u64>,
     /// Write the rows as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -481,14 +524,16 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         let need = args_of(largest)
             .map(|x| runner::data_check_bytes(&x))
             .unwrap_or(0);
-        if need > DATA_LIMIT_BYTES {
+        let (limit, why) = check_limit(a.check_memory, available_memory());
+        if need > limit {
+            let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
             return Ok(usage_error(
                 bin,
                 format!(
-                    "checking {} bytes on {n} ranks needs about {:.1} GiB of host memory (limit {} GiB); use --mode timing, -c 0, or a smaller -e",
+                    "checking {} bytes on {n} ranks needs about {:.1} GiB of host memory (limit {:.1} GiB: {why}); use --mode timing, -c 0, or a smaller -e",
                     largest,
-                    need as f64 / f64::from(1u32 << 30),
-                    DATA_LIMIT_BYTES >> 30
+                    gib(need),
+                    gib(limit),
                 ),
             ));
         }
@@ -1029,5 +1074,24 @@ fn op_record(
         simulated: true,
         steps: mine.into_iter().map(|(_, s)| s).collect(),
         links,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_check_limit_follows_the_memory_available() {
+        let gib = 1u64 << 30;
+        // 3 GiB free: 1.5 GiB for the check, not a fixed 8 GiB.
+        let (l, why) = check_limit(None, Some(3 * gib));
+        assert_eq!(l, 3 * gib / 2);
+        assert!(why.contains("half of the 3.0 GiB available"), "{why}");
+        // 64 GiB free: more than 8 GiB.
+        assert_eq!(check_limit(None, Some(64 * gib)).0, 32 * gib);
+        // The flag wins; unknown memory keeps the old 8 GiB.
+        assert_eq!(check_limit(Some(100), Some(64 * gib)).0, 100);
+        assert_eq!(check_limit(None, None).0, DATA_LIMIT_BYTES);
     }
 }
