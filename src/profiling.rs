@@ -3,7 +3,10 @@
 //! - `HCCL_PROFILING_ENABLE=1` turns profiling on (`0` or unset: off; any
 //!   other value is an error).
 //! - `HCCL_PROFILING_OUTPUT_PATH=DIR`: where files go (created if missing;
-//!   default `./hccl_profiling`).
+//!   default [`default_dir`]: `$ASCEND_WORK_PATH/profiling_data`, CANN's
+//!   directory for profile data, else `$HOME/ascend/profiling_data`, next
+//!   to CANN's default `$HOME/ascend/log`; never the current directory,
+//!   where a run inside a checkout would leave an untracked folder).
 //! - `HCCL_PROFILING_OUTPUT_FORMAT=json`: the only format (default json).
 //!
 //! When off, nothing is collected: callers ask [`ProfilingConfig::from_env`]
@@ -24,8 +27,28 @@ pub const ENV_ENABLE: &str = "HCCL_PROFILING_ENABLE";
 pub const ENV_OUTPUT_PATH: &str = "HCCL_PROFILING_OUTPUT_PATH";
 /// `HCCL_PROFILING_OUTPUT_FORMAT`.
 pub const ENV_OUTPUT_FORMAT: &str = "HCCL_PROFILING_OUTPUT_FORMAT";
-/// Directory used when `HCCL_PROFILING_OUTPUT_PATH` is unset.
-pub const DEFAULT_DIR: &str = "hccl_profiling";
+/// The directory under `ASCEND_WORK_PATH` (or `$HOME/ascend`) used when
+/// `HCCL_PROFILING_OUTPUT_PATH` is unset: CANN's `profiling_data`.
+pub const DEFAULT_DIR: &str = "profiling_data";
+
+/// Where profiles go when `HCCL_PROFILING_OUTPUT_PATH` is unset, given the
+/// values of `ASCEND_WORK_PATH` and `HOME`: `$ASCEND_WORK_PATH/profiling_data`
+/// (CANN environment variable reference: the profiling tool's data under
+/// `ASCEND_WORK_PATH`), else `$HOME/ascend/profiling_data` (beside CANN's
+/// `$HOME/ascend/log`), else `profiling_data` in the system's temporary
+/// directory.
+pub fn default_dir(ascend_work_path: Option<&str>, home: Option<&str>) -> PathBuf {
+    let set = |v: Option<&str>| {
+        v.map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    match (set(ascend_work_path), set(home)) {
+        (Some(w), _) => w.join(DEFAULT_DIR),
+        (None, Some(h)) => h.join("ascend").join(DEFAULT_DIR),
+        (None, None) => std::env::temp_dir().join(DEFAULT_DIR),
+    }
+}
 
 /// Error of reading the profiling settings or writing a profile.
 #[derive(Debug, thiserror::Error)]
@@ -97,7 +120,9 @@ impl ProfilingConfig {
         )
     }
 
-    /// As [`ProfilingConfig::from_env`], from given values (`None` = unset).
+    /// As [`ProfilingConfig::from_env`], from given values (`None` = unset;
+    /// an unset path is [`default_dir`] of this process's `ASCEND_WORK_PATH`
+    /// and `HOME`).
     ///
     /// # Errors
     /// As [`ProfilingConfig::from_env`].
@@ -128,9 +153,13 @@ impl ProfilingConfig {
                 })
             }
         };
-        let dir = path
-            .filter(|p| !p.trim().is_empty())
-            .map_or_else(|| PathBuf::from(DEFAULT_DIR), PathBuf::from);
+        let dir = path.filter(|p| !p.trim().is_empty()).map_or_else(
+            || {
+                let get = |k| std::env::var(k).ok();
+                default_dir(get("ASCEND_WORK_PATH").as_deref(), get("HOME").as_deref())
+            },
+            PathBuf::from,
+        );
         Ok(Some(ProfilingConfig { dir, format }))
     }
 
@@ -397,7 +426,12 @@ mod tests {
         let c = ProfilingConfig::from_values(Some("1"), None, None)
             .unwrap()
             .unwrap();
-        assert_eq!(c.dir, PathBuf::from(DEFAULT_DIR));
+        assert!(c.dir.ends_with("profiling_data"), "{}", c.dir.display());
+        assert!(
+            c.dir.is_absolute(),
+            "not the current directory: {}",
+            c.dir.display()
+        );
         let e = ProfilingConfig::from_values(Some("yes"), None, None).unwrap_err();
         assert!(
             e.to_string().contains("HCCL_PROFILING_ENABLE=\"yes\""),
@@ -405,6 +439,22 @@ mod tests {
         );
         let e = ProfilingConfig::from_values(Some("1"), None, Some("csv")).unwrap_err();
         assert!(e.to_string().contains("use json"), "{e}");
+    }
+
+    #[test]
+    fn the_default_directory_is_canns_not_the_current_one() {
+        assert_eq!(
+            default_dir(Some("/work/ascend"), Some("/home/u")),
+            PathBuf::from("/work/ascend/profiling_data")
+        );
+        assert_eq!(
+            default_dir(None, Some("/home/u")),
+            PathBuf::from("/home/u/ascend/profiling_data")
+        );
+        assert_eq!(
+            default_dir(Some(" "), None),
+            std::env::temp_dir().join("profiling_data")
+        );
     }
 
     #[test]

@@ -1584,3 +1584,46 @@ fn the_check_memory_limit_is_the_memory_available_or_the_flag() {
         "{e}"
     );
 }
+
+#[test]
+fn the_default_profile_directory_is_not_the_current_one() {
+    // Run from a directory standing for a checkout: nothing may appear in
+    // it; the profile goes to CANN's $ASCEND_WORK_PATH/profiling_data.
+    let cwd = scratch("prof-cwd");
+    let work = scratch("prof-work");
+    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .args([
+            "test",
+            "all_reduce",
+            "-b",
+            "1K",
+            "-e",
+            "1K",
+            "-n",
+            "1",
+            "-w",
+            "0",
+        ])
+        .current_dir(&cwd)
+        .env_remove("HCCL_ALGO")
+        .env_remove("HCCL_PROFILING_OUTPUT_PATH")
+        .env("HCCL_PROFILING_ENABLE", "1")
+        .env("ASCEND_WORK_PATH", &work)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_dir(&cwd).unwrap().count(),
+        0,
+        "the checkout stays clean"
+    );
+    let files: Vec<_> = std::fs::read_dir(work.join("profiling_data"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(files.len(), 1);
+    assert!(stdout(&o).contains(&format!(
+        "# profiling: {}",
+        work.join("profiling_data").display()
+    )));
+}
