@@ -1627,3 +1627,34 @@ fn the_default_profile_directory_is_not_the_current_one() {
         work.join("profiling_data").display()
     )));
 }
+
+#[test]
+fn a_bad_hccl_exec_timeout_is_not_a_usage_error_in_hccl_sim() {
+    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .args(["sim", "--collective", "all_reduce", "--count", "4"])
+        .env("HCCL_EXEC_TIMEOUT", "abc")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.starts_with("error: HCCL_EXEC_TIMEOUT=\"abc\" is not a number of seconds"),
+        "{err}"
+    );
+    assert!(!err.contains("--help") && !err.contains("Usage"), "{err}");
+    // The flag is an argument: a usage error, and it wins over the variable.
+    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .args([
+            "sim",
+            "--collective",
+            "all_reduce",
+            "--count",
+            "4",
+            "--exec-timeout",
+            "5",
+        ])
+        .env("HCCL_EXEC_TIMEOUT", "abc")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

@@ -74,9 +74,9 @@ pub struct SimArgs {
     #[arg(long)]
     pub scenario: Option<PathBuf>,
     /// HCCL_EXEC_TIMEOUT in seconds of virtual time, fractions allowed as
-    /// on TCP (0: never); HCCL's default is 1836 s.
-    #[arg(long, env = "HCCL_EXEC_TIMEOUT", default_value_t = DEFAULT_EXEC_TIMEOUT_S as f64, value_parser = parse_exec_timeout, allow_hyphen_values = true)]
-    pub exec_timeout: f64,
+    /// on TCP (0: never). Default: $HCCL_EXEC_TIMEOUT, else HCCL's 1836 s.
+    #[arg(long, value_parser = parse_exec_timeout, allow_hyphen_values = true)]
+    pub exec_timeout: Option<f64>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -89,6 +89,27 @@ fn parse_exec_timeout(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
         _ => Err(format!("'{s}' is not a number of seconds (0 or more); set HCCL_EXEC_TIMEOUT (or --exec-timeout, which wins) to seconds of virtual time, 0 for never")),
+    }
+}
+
+/// The timeout in seconds: `--exec-timeout`, else `HCCL_EXEC_TIMEOUT`,
+/// else HCCL's default. Read here rather than by clap, so that a bad value
+/// of the variable is an environment error, not a usage error.
+///
+/// # Errors
+/// `HCCL_EXEC_TIMEOUT` is not a number of seconds.
+fn exec_timeout_s(a: &SimArgs) -> anyhow::Result<f64> {
+    if let Some(v) = a.exec_timeout {
+        return Ok(v);
+    }
+    match std::env::var("HCCL_EXEC_TIMEOUT") {
+        Ok(v) if !v.trim().is_empty() => match v.trim().parse::<f64>() {
+            Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+            _ => anyhow::bail!(
+                "HCCL_EXEC_TIMEOUT={v:?} is not a number of seconds (0 or more); set it to seconds of virtual time, 0 for never (--exec-timeout wins over it)"
+            ),
+        },
+        _ => Ok(DEFAULT_EXEC_TIMEOUT_S as f64),
     }
 }
 
@@ -254,8 +275,9 @@ pub fn replay_command(a: &SimArgs) -> String {
     add("rank-table", a.rank_table.as_ref().map(path));
     add("fabric", a.fabric.as_ref().map(path));
     add("faults", a.faults.as_ref().map(path));
-    if a.exec_timeout != DEFAULT_EXEC_TIMEOUT_S as f64 {
-        add("exec-timeout", Some(a.exec_timeout.to_string()));
+    let timeout = exec_timeout_s(a).unwrap_or(DEFAULT_EXEC_TIMEOUT_S as f64);
+    if timeout != DEFAULT_EXEC_TIMEOUT_S as f64 {
+        add("exec-timeout", Some(timeout.to_string()));
     }
     add("seed", Some(a.seed.to_string()));
     c
@@ -266,6 +288,7 @@ pub fn replay_command(a: &SimArgs) -> String {
 /// # Errors
 /// Bad arguments or files, or a simulator error.
 pub fn execute(a: &SimArgs) -> anyhow::Result<Outcome> {
+    let timeout = exec_timeout_s(a)?;
     // HCCL_ALGO (a bare name or HCCL's syntax) is the scenario's default,
     // applied where it fits; --algo wins.
     let env_raw = std::env::var("HCCL_ALGO")
@@ -284,9 +307,7 @@ pub fn execute(a: &SimArgs) -> anyhow::Result<Outcome> {
         (Err(e), Some(_)) => return Err(e.into()),
         (Err(e), None) => return Err(flag_error(e)),
     };
-    let sc = built
-        .seed(a.seed)
-        .exec_timeout_ns(exec_timeout_ns(a.exec_timeout));
+    let sc = built.seed(a.seed).exec_timeout_ns(exec_timeout_ns(timeout));
     let plan = match &a.faults {
         Some(p) => FaultPlan::from_file(p)?,
         None => FaultPlan::new(),
@@ -481,7 +502,7 @@ mod tests {
             let scenario = SimArgs {
                 scenario: Some(root().join("examples/scenarios/two_comms_ok.json")),
                 faults: Some(dir.join(f)),
-                exec_timeout: DEFAULT_EXEC_TIMEOUT_S as f64,
+                exec_timeout: None,
                 seed: 1,
                 ..SimArgs::default()
             };
@@ -541,7 +562,7 @@ mod tests {
             let a = SimArgs {
                 scenario: Some(root().join(sc)),
                 faults: faults.map(|f| root().join(f)),
-                exec_timeout: DEFAULT_EXEC_TIMEOUT_S as f64,
+                exec_timeout: None,
                 seed: 1,
                 ..SimArgs::default()
             };
@@ -598,10 +619,13 @@ mod tests {
             "{e}"
         );
         let good = words.iter().copied().chain(["--exec-timeout", " 7"]);
-        assert_eq!(Cli::try_parse_from(good).unwrap().sim.exec_timeout, 7.0);
+        assert_eq!(
+            Cli::try_parse_from(good).unwrap().sim.exec_timeout,
+            Some(7.0)
+        );
         // Fractions, as HCCL_EXEC_TIMEOUT=0.5 works on TCP.
         let half = words.iter().copied().chain(["--exec-timeout", "0.5"]);
-        let half = Cli::try_parse_from(half).unwrap().sim.exec_timeout;
+        let half = Cli::try_parse_from(half).unwrap().sim.exec_timeout.unwrap();
         assert_eq!(exec_timeout_ns(half), Some(500_000_000));
         assert_eq!(exec_timeout_ns(0.0), None);
         for bad in ["-1", "nan", "inf"] {
