@@ -83,8 +83,7 @@ pub struct SimArgs {
 }
 
 /// Seconds for `--exec-timeout` (finite, not negative); the error names
-/// `HCCL_EXEC_TIMEOUT` too, as clap's names only the flag when the value
-/// came from the variable.
+/// `HCCL_EXEC_TIMEOUT` too, the variable the flag stands for.
 fn parse_exec_timeout(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
