@@ -1488,8 +1488,9 @@ fn a_closed_stdout_stops_the_sweep_at_once_and_blames_no_rank() {
     assert_eq!(wait_at_most(&mut child, limit), Some(0));
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    // No `--spawn: rank 1 of 2 failed` verdict. (A rank's own line about
+    // losing rank 0 can still race ahead of rank 0's notice and show.)
     assert!(!err.contains("of 2"), "{err}");
-    assert!(!err.contains("lost rank 0"), "{err}");
 }
 
 #[cfg(target_os = "linux")]
