@@ -368,13 +368,14 @@ impl Fabric {
             .fold(f64::INFINITY, f64::min)
     }
 
-    /// The sum of hop latencies along `route`, ns.
+    /// The sum of hop latencies along `route`, ns; saturates at `u64::MAX`
+    /// (never) instead of wrapping.
     pub fn latency_ns(&self, route: &Route) -> u64 {
         route
             .edges()
             .iter()
             .map(|&e| self.graph[e].latency_ns)
-            .sum()
+            .fold(0, u64::saturating_add)
     }
 
     /// Directed links grouped by (class, bandwidth, latency), sorted by class

@@ -22,7 +22,8 @@
 //! it every NPU is its own server; each server's ranks must be contiguous).
 //! A link is duplex unless `"duplex": false` (then it goes from `a` to `b`
 //! only); `class` is `hccs`, `pcie`, `roce`, `ub` or any other name;
-//! bandwidth is GB/s per direction, latency ns. `params` defaults to the
+//! bandwidth is GB/s per direction (1e-3..=1e6), latency ns (at most
+//! [`crate::limits::MAX_TIME_NS`], as every time). `params` defaults to the
 //! 910B values ([`crate::presets::params_910b`]); its optional
 //! `op_overhead_ns` (default 0) is a fixed cost per collective op
 //! ([`crate::DeviceParams::op_overhead_ns`]). Every rank must reach every
@@ -38,6 +39,7 @@ use serde::Deserialize;
 use crate::cluster::ClusterSpec;
 use crate::error::{Problem, TopologyError};
 use crate::fabric::{DeviceParams, Fabric, GraphBuilder, Link, LinkClass, NodeKind};
+use crate::limits;
 use crate::presets::params_910b;
 
 #[derive(Deserialize)]
@@ -99,6 +101,22 @@ struct RawLink {
 
 fn positive(x: f64) -> bool {
     x.is_finite() && x > 0.0
+}
+
+/// A problem for a bandwidth that is not positive or out of range.
+fn gbps_problem(path: String, v: f64) -> Option<Problem> {
+    if !positive(v) {
+        return Some(Problem::new(path, "is not a positive number of GB/s").value(v.to_string()));
+    }
+    // `{:?}` keeps 1e300 short.
+    let why = limits::check_gbps(v).err()?;
+    Some(Problem::new(path, why).value(format!("{v:?}")))
+}
+
+/// A problem for a time out of range.
+fn ns_problem(path: String, ns: u64) -> Option<Problem> {
+    let why = limits::check_ns(ns).err()?;
+    Some(Problem::new(path, why).value(ns.to_string()))
 }
 
 impl Fabric {
@@ -255,15 +273,11 @@ fn build(raw: RawFabric) -> Result<Fabric, Vec<Problem>> {
                 .value(l.b.as_str()),
             );
         }
-        if !positive(l.bandwidth_gbps) {
-            p.push(
-                Problem::new(
-                    format!("{path}.bandwidth_gbps"),
-                    "is not a positive number of GB/s",
-                )
-                .value(l.bandwidth_gbps.to_string()),
-            );
-        }
+        p.extend(gbps_problem(
+            format!("{path}.bandwidth_gbps"),
+            l.bandwidth_gbps,
+        ));
+        p.extend(ns_problem(format!("{path}.latency_ns"), l.latency_ns));
         if l.class.is_empty() {
             p.push(Problem::new(
                 format!("{path}.class"),
@@ -294,15 +308,13 @@ fn build(raw: RawFabric) -> Result<Fabric, Vec<Problem>> {
         None => params_910b(),
         Some(rp) => {
             for (field, v) in [("reduce_gbps", rp.reduce_gbps), ("copy_gbps", rp.copy_gbps)] {
-                if !positive(v) {
-                    p.push(
-                        Problem::new(
-                            format!("params.{field}"),
-                            "is not a positive number of GB/s",
-                        )
-                        .value(v.to_string()),
-                    );
-                }
+                p.extend(gbps_problem(format!("params.{field}"), v));
+            }
+            for (field, ns) in [
+                ("msg_overhead_ns", rp.msg_overhead_ns),
+                ("op_overhead_ns", rp.op_overhead_ns),
+            ] {
+                p.extend(ns_problem(format!("params.{field}"), ns));
             }
             DeviceParams {
                 msg_overhead_ns: rp.msg_overhead_ns,

@@ -23,6 +23,7 @@ pub mod cluster;
 pub mod error;
 pub mod fabric;
 pub mod fabric_file;
+pub mod limits;
 pub mod presets;
 pub mod rank_table;
 pub mod route;

@@ -10,7 +10,8 @@ use petgraph::graph::NodeIndex;
 
 use crate::cluster::ClusterSpec;
 use crate::error::TopologyError;
-use crate::fabric::{DeviceParams, Fabric, GraphBuilder, LinkClass, NodeKind};
+use crate::fabric::{DeviceParams, Fabric, GraphBuilder, Link, LinkClass, Node, NodeKind};
+use crate::limits;
 use crate::rank_table::{RankTable, Version};
 
 pub mod sources {
@@ -332,12 +333,97 @@ pub fn build_preset_with(
         ),
         _ => None,
     };
+    if let Err(why) = limits::check_ns(opts.link_latency_ns) {
+        return Err(bad(preset, "link latency", opts.link_latency_ns, &why));
+    }
+    if let Err(why) = limits::check_gbps(opts.link_gbps) {
+        return Err(bad(
+            preset,
+            "link bandwidth",
+            format!("{:?}", opts.link_gbps),
+            &why,
+        ));
+    }
+    check_memory(preset, servers, devices, opts, limits::memory_bytes())?;
     let cluster = ClusterSpec::uniform(servers, devices, pods)?;
     let name = format!(
         "{preset} x {servers} server{}",
         if servers == 1 { "" } else { "s" }
     );
     build_for_cluster(preset, name, cluster, opts)
+}
+
+/// A lower bound of the bytes a preset's fabric takes (its NPU nodes, the
+/// links each NPU has at least, leaf-spine uplinks and the cluster spec),
+/// and its node and directed-link counts.
+fn size_estimate(
+    preset: Preset,
+    servers: u32,
+    devices: u32,
+    opts: &PresetOptions,
+) -> (u128, u128, u128) {
+    let ranks = u128::from(servers) * u128::from(devices);
+    let per_leaf = u128::from(opts.servers_per_leaf.unwrap_or(SERVERS_PER_LEAF).max(1));
+    let leaves = u128::from(servers).div_ceil(per_leaf);
+    let spines = if leaves > 1 {
+        u128::from(opts.spines.unwrap_or(SPINES))
+    } else {
+        0
+    };
+    // Port to leaf (both directions), leaf to every spine (both directions).
+    let scale_out = 2 * ranks + 2 * leaves * spines;
+    let d = u128::from(devices);
+    let (nodes, links) = match preset {
+        Preset::Atlas800tA2 => (ranks + leaves + spines, ranks * (d - 1) + scale_out),
+        Preset::Atlas800With910a => (ranks + leaves + spines, 5 * ranks + scale_out),
+        Preset::AtlasA3SuperPod => (ranks + leaves + spines, 2 * ranks + scale_out),
+        Preset::LeafSpine => (ranks + leaves + spines, scale_out),
+        Preset::Ring => (ranks, 2 * ranks),
+        Preset::FullMesh => (ranks, ranks * ranks.saturating_sub(1)),
+        Preset::Torus2d => (ranks, 2 * ranks),
+    };
+    let node_bytes = (std::mem::size_of::<Node>() + 16) as u128;
+    let link_bytes = (std::mem::size_of::<Link>() + 16) as u128;
+    let rank_bytes = std::mem::size_of::<crate::RankInfo>() as u128 + 4;
+    (
+        nodes * node_bytes + links * link_bytes + ranks * rank_bytes,
+        nodes,
+        links,
+    )
+}
+
+/// Refuses, before allocating, a preset size whose fabric alone would not
+/// fit in `memory` bytes, naming the parameter and the estimate.
+fn check_memory(
+    preset: Preset,
+    servers: u32,
+    devices: u32,
+    opts: &PresetOptions,
+    memory: u64,
+) -> Result<(), TopologyError> {
+    let (bytes, nodes, links) = size_estimate(preset, servers, devices, opts);
+    if bytes <= u128::from(memory) {
+        return Ok(());
+    }
+    let many_spines = opts
+        .spines
+        .is_some_and(|s| u128::from(s) * 4 > u128::from(servers));
+    let (parameter, value) = if many_spines {
+        ("spines", opts.spines.unwrap_or(0))
+    } else {
+        ("servers", servers)
+    };
+    Err(bad(
+        preset,
+        parameter,
+        value,
+        &format!(
+            "is too large for this machine: the fabric alone needs at least {} ({nodes} nodes, {links} directed links, {} ranks), more than its {} of memory; use fewer",
+            limits::human_bytes(bytes),
+            u128::from(servers) * u128::from(devices),
+            limits::human_bytes(u128::from(memory)),
+        ),
+    ))
 }
 
 fn build_for_cluster(
@@ -503,7 +589,7 @@ fn build_for_cluster(
                 }
                 None => {
                     let r = (1..=world)
-                        .take_while(|r| r * r <= world)
+                        .take_while(|&r| u64::from(r) * u64::from(r) <= u64::from(world))
                         .filter(|r| world % r == 0)
                         .last()
                         .unwrap_or(1);

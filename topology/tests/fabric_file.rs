@@ -163,3 +163,48 @@ fn op_overhead_is_optional_and_read() {
     assert_eq!(f.params().op_overhead_ns, 3);
     assert_eq!(f.params().reduce_gbps, 5.0, "only the overhead changes");
 }
+
+#[test]
+fn numbers_out_of_range_name_field_value_and_range() {
+    // Issue 22: a hop latency of u64::MAX overflowed once a route's
+    // latency was summed; it is refused where it is read.
+    let mut v = two_npus();
+    v["links"][1]["latency_ns"] = json!(u64::MAX);
+    assert_eq!(
+        problems(&v),
+        vec![
+            "links[1].latency_ns = \"18446744073709551615\" is out of range: accepted 0..=2147483647000000000 ns (2147483647 s, HCCL_EXEC_TIMEOUT's longest)"
+        ]
+    );
+    let mut v = two_npus();
+    v["links"][0]["bandwidth_gbps"] = json!(1e-9);
+    v["params"] = json!({"msg_overhead_ns": u64::MAX, "reduce_gbps": 1e300, "copy_gbps": 1.0,
+                         "op_overhead_ns": u64::MAX});
+    let p = problems(&v);
+    assert_eq!(p.len(), 4, "{p:#?}");
+    assert!(
+        p[0].starts_with(
+            "links[0].bandwidth_gbps = \"1e-9\" is out of range: accepted 0.001..=1000000 GB/s"
+        ),
+        "{p:#?}"
+    );
+    assert!(
+        p[1].starts_with("params.reduce_gbps = \"1e300\" is out of range"),
+        "{p:#?}"
+    );
+    assert!(
+        p[2].starts_with("params.msg_overhead_ns = \"18446744073709551615\" is out of range"),
+        "{p:#?}"
+    );
+    assert!(
+        p[3].starts_with("params.op_overhead_ns = \"18446744073709551615\" is out of range"),
+        "{p:#?}"
+    );
+    // The largest accepted latency on both hops adds up without overflow.
+    let mut v = two_npus();
+    v["links"][0]["latency_ns"] = json!(hccl_topology::limits::MAX_TIME_NS);
+    v["links"][1]["latency_ns"] = json!(hccl_topology::limits::MAX_TIME_NS);
+    let f = Fabric::from_fabric_json(&v.to_string()).unwrap();
+    let r = f.route(0, 1).unwrap();
+    assert_eq!(f.latency_ns(&r), 2 * hccl_topology::limits::MAX_TIME_NS);
+}

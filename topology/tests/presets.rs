@@ -318,3 +318,61 @@ fn dot_output_lists_every_node_and_duplex_pair_once() {
     assert_eq!(dot.matches("dir=none").count(), 36);
     assert_eq!(f.graph().edge_references().count(), 72);
 }
+
+#[test]
+fn sizes_the_machine_cannot_hold_are_refused_before_allocating() {
+    // Issue 22: 4,000,000,000 servers of a one-NPU preset tried to allocate
+    // 128 GB and aborted. The estimate is a lower bound (hundreds of GiB
+    // here), far above any test machine.
+    for preset in [Preset::Ring, Preset::LeafSpine, Preset::Torus2d] {
+        let e = build_preset(preset, 4_000_000_000).unwrap_err().to_string();
+        assert!(
+            e.contains("servers = 4000000000 is too large for this machine")
+                && e.contains("GiB")
+                && e.contains("4000000000 ranks"),
+            "{e}"
+        );
+    }
+    // A full mesh grows with the square of the ranks.
+    let e = build_preset(Preset::FullMesh, 1_000_000)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("servers = 1000000 is too large"), "{e}");
+    // Switch counts are sized too.
+    let opts = PresetOptions {
+        spines: Some(u32::MAX),
+        ..PresetOptions::default()
+    };
+    let e = build_preset_with(Preset::Atlas800tA2, 100_000, &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("spines = 4294967295 is too large"), "{e}");
+    // Sizes that fit still build.
+    assert_eq!(build_preset(Preset::Ring, 4096).unwrap().world_size(), 4096);
+}
+
+#[test]
+fn generic_link_numbers_are_range_checked() {
+    let opts = PresetOptions {
+        link_latency_ns: u64::MAX,
+        ..PresetOptions::default()
+    };
+    let e = build_preset_with(Preset::Ring, 4, &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("link latency = 18446744073709551615 is out of range"),
+        "{e}"
+    );
+    let opts = PresetOptions {
+        link_gbps: 1e12,
+        ..PresetOptions::default()
+    };
+    let e = build_preset_with(Preset::Ring, 4, &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("link bandwidth = 1000000000000.0 is out of range"),
+        "{e}"
+    );
+}
