@@ -184,6 +184,16 @@ pub enum RootCause {
         /// Ranks waiting on it in that op.
         waited_on_by: Vec<u32>,
     },
+    /// A rank's start of an op is delayed past `u64::MAX` ns (its
+    /// `slow_rank` delays add up past the end of time): it never starts.
+    DelayedForever {
+        /// Fabric rank.
+        rank: u32,
+        /// The op it never starts.
+        op: usize,
+        /// Ranks waiting on it in that op.
+        waited_on_by: Vec<u32>,
+    },
     /// Messages stopped on links of bandwidth 0.
     DeadLink {
         /// The dead links.
@@ -666,6 +676,19 @@ fn cause_text(c: &RootCause, ranks: &[StuckRank]) -> String {
             "rank {rank} never called op #{op} on '{comm}' seq {seq} ({why}); rank(s) {} wait on it",
             list(waited_on_by)
         ),
+        RootCause::DelayedForever {
+            rank,
+            op,
+            waited_on_by,
+        } => format!(
+            "rank {rank} never starts op #{op}: its start delays (slow_rank faults) add up past {} ns, the end of simulated time; {}",
+            u64::MAX,
+            if waited_on_by.is_empty() {
+                "no rank waits on it directly".to_string()
+            } else {
+                format!("rank(s) {} wait on it", list(waited_on_by))
+            }
+        ),
         RootCause::DeadLink {
             links,
             messages,
@@ -816,6 +839,19 @@ fn root_causes(
             waited_on_by: waiting_on(rank, Some(op)),
         });
     }
+    // 3b. Ranks delayed with no event left: their wake-up time saturated
+    // at u64::MAX, which the queue keeps as never.
+    if matches!(reason, HangReason::QueueDrained) {
+        for r in ranks.iter().filter(|r| r.state == "delayed") {
+            if let Some(op) = r.op {
+                out.push(RootCause::DelayedForever {
+                    rank: r.rank,
+                    op,
+                    waited_on_by: waiting_on(r.rank, Some(op)),
+                });
+            }
+        }
+    }
     // 4. Dead links.
     if !cx.stall.stalled_flows.is_empty() {
         let g = cx.sc.fabric().graph();
@@ -881,9 +917,9 @@ fn root_causes(
     let named: BTreeSet<u32> = out
         .iter()
         .flat_map(|c| match c {
-            RootCause::CrashedRank { rank, .. } | RootCause::NeverCalled { rank, .. } => {
-                vec![*rank]
-            }
+            RootCause::CrashedRank { rank, .. }
+            | RootCause::NeverCalled { rank, .. }
+            | RootCause::DelayedForever { rank, .. } => vec![*rank],
             RootCause::MismatchedArguments { failed, .. } => failed.clone(),
             _ => Vec::new(),
         })

@@ -90,8 +90,13 @@ fn bucket(time: u64, last: u64) -> usize {
 impl EventQueue {
     /// Schedules `kind` at `time`, which must not be before the latest pop
     /// (a peek does not move that bound: the engine peeks, then schedules
-    /// flow ends between now and the peeked time).
+    /// flow ends between now and the peeked time). A `time` of `u64::MAX`
+    /// is "never" (a saturated sum of delays): the event is not queued, so
+    /// nothing happens at a time that does not exist.
     pub(crate) fn push(&mut self, time: u64, kind: EventKind) {
+        if time == u64::MAX {
+            return;
+        }
         debug_assert!(time >= self.last, "time never goes back");
         let time = time.max(self.last);
         if let Some(m) = self.peeked.as_mut() {

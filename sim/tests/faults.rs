@@ -151,6 +151,71 @@ fn plan_json_round_trips_and_rejects_unknown_fields_with_path() {
 }
 
 #[test]
+fn times_past_the_accepted_range_are_refused_with_the_field() {
+    // Issue 22: two slow_rank faults on one rank, each u64::MAX, overflowed
+    // when the delays were combined.
+    let text = r#"{"faults": [
+        {"kind": "slow_rank", "rank": 1, "delay_ns": 18446744073709551615},
+        {"kind": "slow_rank", "rank": 1, "delay_ns": 18446744073709551615}]}"#;
+    let e = FaultPlan::from_json(text).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "fault plan: faults[0].delay_ns = 18446744073709551615: is out of range: accepted 0..=2147483647000000000 ns (2147483647 s, HCCL_EXEC_TIMEOUT's longest)"
+    );
+    for (fault, field) in [
+        (
+            r#"{"kind": "jitter", "max_ns": 18446744073709551615}"#,
+            "max_ns",
+        ),
+        (
+            r#"{"kind": "crash", "rank": 0, "at_ns": 18446744073709551615}"#,
+            "at_ns",
+        ),
+        (
+            r#"{"kind": "link_down", "link": 0, "at_ns": 18446744073709551615}"#,
+            "at_ns",
+        ),
+        (
+            r#"{"kind": "link_down", "link": 0, "until_ns": 18446744073709551615}"#,
+            "until_ns",
+        ),
+        (
+            r#"{"kind": "link_degraded", "link": 0, "bandwidth_factor": 0.5, "until_ns": 18446744073709551615}"#,
+            "until_ns",
+        ),
+    ] {
+        let e = FaultPlan::from_json(&format!(r#"{{"faults": [{fault}]}}"#))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!(
+                "faults[0].{field} = 18446744073709551615: is out of range"
+            )),
+            "{e}"
+        );
+    }
+    // Builder plans are checked when resolved, too.
+    let f = fabric(Preset::Ring, 2);
+    let mut sc = Scenario::new(&f);
+    let w = sc.world();
+    sc.op(w, p2p(8)).unwrap();
+    let plan = FaultPlan::new().slow_rank(1, u64::MAX);
+    let e = run_with_faults(&sc, &plan).unwrap_err().to_string();
+    assert!(e.contains("faults[0].delay_ns"), "{e}");
+    // In-range delays whose sum passes u64::MAX saturate: the slow rank
+    // never starts, and the exec timeout says so, instead of a wrap.
+    let max = hccl_topology::limits::MAX_TIME_NS;
+    let plan = (0..9).fold(FaultPlan::new(), |p, _| p.slow_rank(1, max));
+    let run = run_with_faults(&sc, &plan).unwrap();
+    assert_eq!(run.report.ops[0].end_ns[1], None, "{:?}", run.report.ops[0]);
+    let hang = run.hang(&sc, "replay").unwrap().to_text();
+    assert!(
+        hang.contains("rank 1 never starts op #0: its start delays (slow_rank faults) add up past 18446744073709551615 ns"),
+        "{hang}"
+    );
+}
+
+#[test]
 fn plans_are_checked_against_fabric_and_scenario() {
     let f = fabric(Preset::LeafSpine, 4);
     let mut sc = Scenario::new(&f);

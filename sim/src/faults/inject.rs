@@ -346,7 +346,8 @@ impl FaultHooks {
                 Fault::SlowRank { rank, delay_ns } => {
                     check_rank(fabric, &path("rank"), *rank)?;
                     let (total, faults) = h.slow.entry(*rank).or_default();
-                    *total += delay_ns;
+                    // Saturating: enough in-range delays still pass u64::MAX.
+                    *total = total.saturating_add(*delay_ns);
                     faults.push(i);
                 }
                 Fault::Skip { rank, op } => {

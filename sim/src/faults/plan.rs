@@ -18,7 +18,10 @@
 //!
 //! Ranks are fabric ranks; `op` / `at_op` are scenario op indices (the `#i`
 //! printed by `hccl sim`, from 0); times are virtual ns from the start of the
-//! run. Faults combine: link factors multiply, jitters add, any matching drop
+//! run, each at most [`hccl_topology::limits::MAX_TIME_NS`] (2147483647 s,
+//! `HCCL_EXEC_TIMEOUT`'s longest). Faults combine: link factors multiply,
+//! jitters and slow-rank delays add (saturating: a sum past `u64::MAX` ns is
+//! "never"), any matching drop
 //! drops. A drop's `nth` counts the messages from `from` to `to` over the
 //! whole run, or, when `op` is given, within that op only (`"nth": 2,
 //! "op": 1`: the second message from 0 to 1 of op #1). A fault that never
@@ -29,6 +32,7 @@
 use std::path::Path;
 
 use hccl_algos::{DataType, ReduceOp};
+use hccl_topology::limits;
 use serde::{Deserialize, Serialize};
 
 use super::FaultError;
@@ -534,13 +538,23 @@ fn check_fault(i: usize, f: &Fault) -> Result<(), FaultError> {
         value,
         reason: reason.into(),
     };
-    let window = |at: u64, until: Option<u64>| match until {
-        Some(u) if u <= at => Err(bad(
-            "until_ns",
-            u.to_string(),
-            &format!("must be after at_ns = {at}"),
-        )),
+    // Every time in range (the engine adds them saturating; past this
+    // bound they would mean "never" without saying so).
+    let time = |field: &str, ns: Option<u64>| match ns.map(limits::check_ns) {
+        Some(Err(why)) => Err(bad(field, ns.unwrap_or(0).to_string(), &why)),
         _ => Ok(()),
+    };
+    let window = |at: u64, until: Option<u64>| {
+        time("at_ns", Some(at))?;
+        time("until_ns", until)?;
+        match until {
+            Some(u) if u <= at => Err(bad(
+                "until_ns",
+                u.to_string(),
+                &format!("must be after at_ns = {at}"),
+            )),
+            _ => Ok(()),
+        }
     };
     match *f {
         Fault::LinkDown {
@@ -561,7 +575,7 @@ fn check_fault(i: usize, f: &Fault) -> Result<(), FaultError> {
             }
             window(at_ns, until_ns)
         }
-        Fault::Jitter { .. } => Ok(()),
+        Fault::Jitter { max_ns, .. } => time("max_ns", Some(max_ns)),
         Fault::Drop {
             probability,
             nth,
@@ -590,6 +604,7 @@ fn check_fault(i: usize, f: &Fault) -> Result<(), FaultError> {
             (None, None) => Err(bad("probability", "null".into(), "give probability or nth")),
         },
         Fault::Crash { at_ns, at_op, .. } => match (at_ns, at_op) {
+            (Some(t), _) if limits::check_ns(t).is_err() => time("at_ns", at_ns),
             (Some(_), None) | (None, Some(_)) => Ok(()),
             (Some(t), Some(_)) => Err(bad(
                 "at_ns",
@@ -598,7 +613,8 @@ fn check_fault(i: usize, f: &Fault) -> Result<(), FaultError> {
             )),
             (None, None) => Err(bad("at_ns", "null".into(), "give at_ns or at_op")),
         },
-        Fault::SlowRank { .. } | Fault::Skip { .. } => Ok(()),
+        Fault::SlowRank { delay_ns, .. } => time("delay_ns", Some(delay_ns)),
+        Fault::Skip { .. } => Ok(()),
         Fault::WrongArgs {
             count,
             dtype,
