@@ -767,9 +767,19 @@ impl HcclAlgo {
     /// group (e.g. `alltoall=level0:NA;level1:pairwise`, which hccl-rs does
     /// not compose across levels, runs pairwise over all ranks); else
     /// `None`, and the caller keeps its default (the selector).
+    ///
+    /// "Plans" means for the whole op: rank 0 and the root both plan. That
+    /// covers every rank, as the phases a rank runs depend only on whether
+    /// it shares the root's local index (hierarchical Broadcast and Reduce
+    /// run level 1 only there), and the root always does; rank 0 alone
+    /// missed a root elsewhere (issue 22). The `fit_holds_for_every_rank`
+    /// test checks this against planning every rank.
     pub fn spec_fitting(&self, args: &CollectiveArgs, layout: &GroupLayout) -> Option<AlgoSpec> {
         let forced = self.spec_for(args.kind)?;
-        let fits = |s: &AlgoSpec| crate::algo::plan(args, s, layout, 0).is_ok();
+        let fits = |s: &AlgoSpec| {
+            let plans = |r: u32| crate::algo::plan(args, s, layout, r).is_ok();
+            plans(0) && (args.root == 0 || plans(args.root))
+        };
         if fits(&forced) {
             return Some(forced);
         }
@@ -853,6 +863,86 @@ mod tests {
         assert_eq!(s.spec, select(&a2a, &layout, &cost, None).spec);
         assert!(s.reason.starts_with("HCCL_ALGO"), "{}", s.reason);
         assert!(s.reason.contains("does not fit alltoall"), "{}", s.reason);
+    }
+
+    #[test]
+    fn a_global_setting_that_misses_a_root_is_not_applied() {
+        // Issue 22: planned on rank 0 only, `level1:pairwise` passed for a
+        // Broadcast rooted on rank 1, and rank 1 then had no plan.
+        let layout = GroupLayout::servers(2, 8);
+        let h = HcclAlgo::parse("level0:NA;level1:pairwise").unwrap();
+        for root in [0, 1, 9] {
+            let b = CollectiveArgs::new(CollectiveKind::Broadcast, 1024, DataType::Fp32, 16)
+                .with_root(root);
+            assert_eq!(h.spec_fitting(&b, &layout), None, "root {root}");
+            let s = select(&b, &layout, &CostModel::default(), Some(&h));
+            for r in 0..16 {
+                assert!(
+                    crate::algo::plan(&b, &s.spec, &layout, r).is_ok(),
+                    "root {root} rank {r}"
+                );
+            }
+        }
+    }
+
+    /// Wherever `spec_fitting` applies a setting, every rank plans: the
+    /// rule (rank 0 and the root) against the whole op, for each setting,
+    /// kind, root and a few layouts.
+    #[test]
+    fn fit_holds_for_every_rank() {
+        use CollectiveKind as K;
+        let names = [
+            "ring", "mesh", "H-D_R", "NHR", "NB", "pipeline", "pairwise", "tree", "oneshot",
+            "doubling",
+        ];
+        let mut settings: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        for n in names {
+            settings.push(format!("level0:NA;level1:{n}"));
+            settings.push(format!("level0:ring;level1:{n}"));
+            settings.push(format!("level0:mesh;level1:NA;level2:{n}"));
+        }
+        let layouts = [
+            GroupLayout::servers(2, 4),
+            GroupLayout::servers(3, 2),
+            GroupLayout::servers(1, 5),
+            GroupLayout::flat(3),
+        ];
+        let kinds = [
+            K::AllReduce,
+            K::AllGather,
+            K::ReduceScatter,
+            K::Broadcast,
+            K::Reduce,
+            K::Scatter,
+            K::Gather,
+            K::AllToAll,
+            K::Barrier,
+        ];
+        let mut applied = 0;
+        for text in &settings {
+            let h = HcclAlgo::parse(text).unwrap();
+            for layout in &layouts {
+                let n = layout.world_size();
+                for kind in kinds {
+                    let roots = if kind.is_rooted() { 0..n } else { 0..1 };
+                    for root in roots {
+                        let count = if kind == K::Barrier { 0 } else { 24 };
+                        let args =
+                            CollectiveArgs::new(kind, count, DataType::Fp32, n).with_root(root);
+                        let Some(spec) = h.spec_fitting(&args, layout) else {
+                            continue;
+                        };
+                        applied += 1;
+                        for r in 0..n {
+                            if let Err(e) = crate::algo::plan(&args, &spec, layout, r) {
+                                panic!("{text} -> {spec} for {kind} root {root} on {n} ranks: rank {r}: {e}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(applied > 500, "only {applied} fits: the loop tests little");
     }
 
     #[test]
