@@ -1643,6 +1643,15 @@ fn a_bad_hccl_exec_timeout_is_not_a_usage_error_in_hccl_sim() {
         "{err}"
     );
     assert!(!err.contains("--help") && !err.contains("Usage"), "{err}");
+    // Past HCCL's range (2147483647 s) is refused too, not saturated.
+    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .args(["sim", "--collective", "all_reduce", "--count", "4"])
+        .env("HCCL_EXEC_TIMEOUT", "1e300")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("in 0..=2147483647 (HCCL's range)"), "{err}");
     // The flag is an argument: a usage error, and it wins over the variable.
     let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
         .args([

@@ -82,12 +82,16 @@ pub struct SimArgs {
     pub json: bool,
 }
 
-/// Seconds for `--exec-timeout` (finite, not negative); the error names
-/// `HCCL_EXEC_TIMEOUT` too, the variable the flag stands for.
+/// The longest `HCCL_EXEC_TIMEOUT`, s (HCCL's range `[0, 2147483647]`).
+const MAX_EXEC_TIMEOUT_S: f64 = (hccl_topology::limits::MAX_TIME_NS / 1_000_000_000) as f64;
+
+/// Seconds for `--exec-timeout`, in HCCL's range `[0, 2147483647]`
+/// (CANN 8.0 environment variable reference, `HCCL_EXEC_TIMEOUT`); the
+/// error names `HCCL_EXEC_TIMEOUT` too, the variable the flag stands for.
 fn parse_exec_timeout(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-        _ => Err(format!("'{s}' is not a number of seconds (0 or more); set HCCL_EXEC_TIMEOUT (or --exec-timeout, which wins) to seconds of virtual time, 0 for never")),
+        Ok(v) if (0.0..=MAX_EXEC_TIMEOUT_S).contains(&v) => Ok(v),
+        _ => Err(format!("'{s}' is not a number of seconds in 0..=2147483647 (HCCL's range); set HCCL_EXEC_TIMEOUT (or --exec-timeout, which wins) to seconds of virtual time, 0 for never")),
     }
 }
 
@@ -96,16 +100,16 @@ fn parse_exec_timeout(s: &str) -> Result<f64, String> {
 /// of the variable is an environment error, not a usage error.
 ///
 /// # Errors
-/// `HCCL_EXEC_TIMEOUT` is not a number of seconds.
+/// `HCCL_EXEC_TIMEOUT` is not a number of seconds in HCCL's range.
 fn exec_timeout_s(a: &SimArgs) -> anyhow::Result<f64> {
     if let Some(v) = a.exec_timeout {
         return Ok(v);
     }
     match std::env::var("HCCL_EXEC_TIMEOUT") {
         Ok(v) if !v.trim().is_empty() => match v.trim().parse::<f64>() {
-            Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+            Ok(x) if (0.0..=MAX_EXEC_TIMEOUT_S).contains(&x) => Ok(x),
             _ => anyhow::bail!(
-                "HCCL_EXEC_TIMEOUT={v:?} is not a number of seconds (0 or more); set it to seconds of virtual time, 0 for never (--exec-timeout wins over it)"
+                "HCCL_EXEC_TIMEOUT={v:?} is not a number of seconds in 0..=2147483647 (HCCL's range); set it to seconds of virtual time, 0 for never (--exec-timeout wins over it)"
             ),
         },
         _ => Ok(DEFAULT_EXEC_TIMEOUT_S as f64),
@@ -614,7 +618,7 @@ mod tests {
         let bad = words.iter().copied().chain(["--exec-timeout", "abc"]);
         let e = Cli::try_parse_from(bad).err().unwrap().to_string();
         assert!(
-            e.contains("'abc' is not a number of seconds (0 or more); set HCCL_EXEC_TIMEOUT"),
+            e.contains("'abc' is not a number of seconds in 0..=2147483647 (HCCL's range); set HCCL_EXEC_TIMEOUT"),
             "{e}"
         );
         let good = words.iter().copied().chain(["--exec-timeout", " 7"]);
@@ -627,7 +631,15 @@ mod tests {
         let half = Cli::try_parse_from(half).unwrap().sim.exec_timeout.unwrap();
         assert_eq!(exec_timeout_ns(half), Some(500_000_000));
         assert_eq!(exec_timeout_ns(0.0), None);
-        for bad in ["-1", "nan", "inf"] {
+        // The top of HCCL's range is accepted; past it is refused (it
+        // saturated to "never" without saying so).
+        let top = words
+            .iter()
+            .copied()
+            .chain(["--exec-timeout", "2147483647"]);
+        let top = Cli::try_parse_from(top).unwrap().sim.exec_timeout.unwrap();
+        assert_eq!(exec_timeout_ns(top), Some(2_147_483_647_000_000_000));
+        for bad in ["-1", "nan", "inf", "2147483648", "1e300"] {
             let args = words.iter().copied().chain(["--exec-timeout", bad]);
             assert!(Cli::try_parse_from(args).is_err(), "{bad}");
         }
