@@ -48,7 +48,8 @@ pub struct LinkSpec {
 pub struct LinkUsage {
     /// Nanoseconds during which at least one flow was crossing the link.
     pub busy_ns: u64,
-    /// Bytes of finished flows that crossed the link.
+    /// Bytes of finished flows that crossed the link (saturates at
+    /// `u64::MAX`).
     pub bytes: u64,
 }
 
@@ -236,9 +237,10 @@ impl FlowNet {
             if let Some(pos) = link.flows.as_slice().iter().position(|&x| x == flow) {
                 link.flows.swap_remove(pos);
             }
-            link.usage.bytes += bytes;
+            // Saturating: huge counts can pass u64::MAX bytes over a run.
+            link.usage.bytes = link.usage.bytes.saturating_add(bytes);
             if link.flows.is_empty() {
-                link.usage.busy_ns += now - link.busy_since;
+                link.usage.busy_ns = link.usage.busy_ns.saturating_add(now - link.busy_since);
             } else if !link.dirty {
                 link.dirty = true;
                 self.dirty.push(l);
@@ -420,7 +422,7 @@ impl FlowNet {
             .map(|l| {
                 let mut u = l.usage;
                 if !l.flows.is_empty() {
-                    u.busy_ns += now - l.busy_since;
+                    u.busy_ns = u.busy_ns.saturating_add(now - l.busy_since);
                 }
                 u
             })

@@ -27,7 +27,7 @@ pub struct ShowArgs {
     /// Generic shapes: NPUs per server (default 1).
     #[arg(long)]
     devices: Option<u32>,
-    /// Leaf downlink:uplink oversubscription ratio (>= 1).
+    /// Leaf downlink:uplink oversubscription ratio (1 to 1000000).
     #[arg(long, default_value_t = 1.0)]
     oversubscription: f64,
     /// torus2d: dimensions as ROWSxCOLS, e.g. 4x8.

@@ -284,12 +284,13 @@ pub fn build_preset_with(
     if servers == 0 {
         return Err(bad(preset, "servers", 0, "must be at least 1"));
     }
-    if !(opts.oversubscription.is_finite() && opts.oversubscription >= 1.0) {
+    // Bounded above so uplinks keep a bandwidth the simulator can use.
+    if !(1.0..=1e6).contains(&opts.oversubscription) {
         return Err(bad(
             preset,
             "oversubscription",
-            opts.oversubscription,
-            "must be a number >= 1 (1 = non-blocking)",
+            format!("{:?}", opts.oversubscription),
+            "must be a number in 1..=1000000 (1 = non-blocking)",
         ));
     }
     if !(opts.link_gbps.is_finite() && opts.link_gbps > 0.0) {

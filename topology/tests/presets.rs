@@ -287,7 +287,8 @@ fn bad_preset_parameters() {
         oversubscription: 0.5,
         ..PresetOptions::default()
     };
-    assert!(msg(build_preset_with(Preset::LeafSpine, 8, &o)).contains(">= 1"));
+    assert!(msg(build_preset_with(Preset::LeafSpine, 8, &o))
+        .contains("oversubscription = 0.5 must be a number in 1..=1000000"));
 }
 
 #[test]
@@ -373,6 +374,17 @@ fn generic_link_numbers_are_range_checked() {
         .to_string();
     assert!(
         e.contains("link bandwidth = 1000000000000.0 is out of range"),
+        "{e}"
+    );
+    let opts = PresetOptions {
+        oversubscription: 1e300,
+        ..PresetOptions::default()
+    };
+    let e = build_preset_with(Preset::LeafSpine, 4, &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("oversubscription = 1e300 must be a number in 1..=1000000"),
         "{e}"
     );
 }
