@@ -38,7 +38,7 @@ fn check_fabric_file(data: &[u8]) {
     let _ = fabric.link_classes();
     let _ = fabric.to_dot();
     if (2..=16).contains(&n) && fabric.graph().edge_count() <= 256 {
-        let mut sc = hccl_sim::Scenario::new(&fabric).exec_timeout_ns(Some(1_836_000_000_000));
+        let mut sc = hccl_sim::Scenario::new(&fabric).exec_timeout_ns(fuzz_timeout(data));
         let w = sc.world();
         let args = CollectiveArgs::new(CollectiveKind::AllReduce, 1024, DataType::Fp32, n);
         sc.collective(w, args, AlgoSpec::Flat(Algorithm::Ring))

@@ -35,7 +35,7 @@ fn check_fault_plan(data: &[u8]) {
         .build(fabric, None)
         .expect("the fuzz scenario builds")
         .seed(7)
-        .exec_timeout_ns(Some(1_836_000_000_000));
+        .exec_timeout_ns(fuzz_timeout(data));
     if let Ok(run) = run_with_faults(&sc, &plan) {
         assert_eq!(run.report.ops.len(), 3);
         if let Some(hang) = run.hang(&sc, "fuzz") {

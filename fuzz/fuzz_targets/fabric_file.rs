@@ -3,6 +3,7 @@
 
 use libfuzzer_sys::fuzz_target;
 
+include!("../bodies/sim_common.rs");
 include!("../bodies/fabric_file.rs");
 
 fuzz_target!(|data: &[u8]| check_fabric_file(data));

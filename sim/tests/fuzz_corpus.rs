@@ -9,6 +9,7 @@ use hccl_sim::faults::FaultPlan;
 use hccl_sim::scenario_file::ScenarioFile;
 use hccl_topology::{build_preset, Fabric, Preset};
 
+include!("../../fuzz/bodies/sim_common.rs");
 include!("../../fuzz/bodies/fault_plan.rs");
 include!("../../fuzz/bodies/scenario_file.rs");
 include!("../../fuzz/bodies/fabric_file.rs");
