@@ -334,7 +334,25 @@ fn build(raw: RawFabric) -> Result<Fabric, Vec<Problem>> {
             server_of.push(raw.nodes[i].server.unwrap_or(0));
         }
         let max = server_of.iter().copied().max().unwrap_or(0);
-        for s in 0..=max {
+        // Servers are numbered without gaps, so there are at most as many
+        // as NPUs; checked first, as the gap check loops over the indices.
+        let too_big = rank_node
+            .iter()
+            .flatten()
+            .find(|&&i| raw.nodes[i].server.unwrap_or(0) as usize >= npu_count);
+        if let Some(&i) = too_big {
+            p.push(
+                Problem::new(
+                    format!("nodes[{i}].server"),
+                    format!(
+                        "is out of range: servers are numbered 0..={} without gaps ({npu_count} npu nodes)",
+                        npu_count - 1
+                    ),
+                )
+                .value(raw.nodes[i].server.unwrap_or(0).to_string()),
+            );
+        }
+        for s in (0..=max).take_while(|_| too_big.is_none()) {
             let ranks: Vec<u32> = (0..npu_count as u32)
                 .filter(|&r| server_of[r as usize] == s)
                 .collect();

@@ -200,6 +200,15 @@ fn numbers_out_of_range_name_field_value_and_range() {
         p[3].starts_with("params.op_overhead_ns = \"18446744073709551615\" is out of range"),
         "{p:#?}"
     );
+    // A server index past the NPU count is refused at once (the gap check
+    // looped over every index up to it, listing each missing server).
+    let mut v = two_npus();
+    v["nodes"][0]["server"] = json!(0);
+    v["nodes"][1]["server"] = json!(1_000_000);
+    assert_eq!(
+        problems(&v),
+        vec!["nodes[1].server = \"1000000\" is out of range: servers are numbered 0..=1 without gaps (2 npu nodes)"]
+    );
     // The largest accepted latency on both hops adds up without overflow.
     let mut v = two_npus();
     v["links"][0]["latency_ns"] = json!(hccl_topology::limits::MAX_TIME_NS);
