@@ -115,6 +115,19 @@ pub enum CommError {
     /// names them.
     #[error("{0}")]
     Undelivered(String),
+    /// An op on a sub-communicator ([`super::Comm::split`]) failed with
+    /// `source`, whose ranks are the communicator's own: printed with each
+    /// one's rank in the world it was split from, "rank 1 (global 3)"
+    /// (same `HcclResult` code as `source`).
+    #[error("{}", super::ranks::name_global(&source.to_string(), global))]
+    SubComm {
+        /// The communicator's name (`world/split0/color1`).
+        comm: String,
+        /// World rank of each of its ranks.
+        global: Vec<u32>,
+        /// The error, in the communicator's ranks.
+        source: Box<CommError>,
+    },
 }
 
 impl From<TopologyError> for CommError {
@@ -174,6 +187,7 @@ impl CommError {
             CommError::SimRemote(_) => 21,
             CommError::SimLost(_) => 13,
             CommError::Sim(_) | CommError::Broken(_) | CommError::Undelivered(_) => 4,
+            CommError::SubComm { source, .. } => source.hccl_result(),
         }
     }
 }

@@ -39,6 +39,7 @@ pub mod launch;
 mod local;
 mod p2p;
 mod profile;
+mod ranks;
 mod signature;
 mod sim_backend;
 mod vvar;
@@ -161,6 +162,32 @@ struct Shared {
     asyncs: Arc<drain::Tracker>,
     /// `HCCL_EXEC_TIMEOUT` of the backend (`None`: never): bounds that wait.
     exec_timeout: Option<std::time::Duration>,
+    /// For a communicator made by [`Comm::split`]: the world rank of each
+    /// of its ranks, which its errors name too ([`CommError::SubComm`]).
+    global: OnceLock<Vec<u32>>,
+}
+
+impl Shared {
+    /// `e` as this communicator reports it: on a split one, with the
+    /// world rank of every rank it names.
+    fn name_ranks(&self, e: CommError) -> CommError {
+        match (self.global.get(), e) {
+            (_, e @ CommError::SubComm { .. }) | (None, e) => e,
+            (Some(g), e) => CommError::SubComm {
+                comm: self.name.clone(),
+                global: g.clone(),
+                source: Box::new(e),
+            },
+        }
+    }
+
+    /// The world rank of this communicator's rank `r`.
+    fn global_rank(&self, r: u32) -> u32 {
+        self.global
+            .get()
+            .and_then(|g| g.get(r as usize).copied())
+            .unwrap_or(r)
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -258,6 +285,7 @@ impl Comm {
                 local: OnceLock::new(),
                 asyncs: Arc::default(),
                 exec_timeout,
+                global: OnceLock::new(),
             }),
         }
     }
@@ -459,7 +487,7 @@ impl Comm {
         let mut st = self.shared.state.try_lock().ok()?;
         if let Some(Backend::Tcp(t)) = st.backend.as_mut() {
             if let Some(e) = t.async_error() {
-                let e = CommError::Tcp(e);
+                let e = self.shared.name_ranks(CommError::Tcp(e));
                 lock(&self.shared.error).get_or_insert(e.clone());
                 return Some(e);
             }
@@ -590,7 +618,7 @@ impl Comm {
         while st.turn != turn && st.backend.is_some() {
             st = shared.turn_cv.wait(st).unwrap_or_else(|p| p.into_inner());
         }
-        let r = f(&mut st);
+        let r = f(&mut st).map_err(|e| shared.name_ranks(e));
         if let Err(e) = &r {
             lock(&shared.error).get_or_insert(e.clone());
             // The other ranks may be waiting in this op: tell them now
@@ -1022,6 +1050,9 @@ impl Comm {
 
     /// Broadcast `buf` from `root` to every rank (HCCL's `HcclBroadcast`, in place).
     ///
+    /// `root` is a rank of this communicator (`0..size`), not a world rank:
+    /// on a [`Comm::split`] communicator, its own numbering.
+    ///
     /// # Errors
     /// Root out of range; transport and consistency errors.
     pub fn broadcast<T: Element>(&self, buf: &mut [T], root: u32) -> Result<(), CommError> {
@@ -1032,6 +1063,9 @@ impl Comm {
     }
 
     /// Reduce to `root`: `recv` (root only; ignored elsewhere, any size) = op over ranks of `send`.
+    ///
+    /// `root` is a rank of this communicator (`0..size`), not a world rank:
+    /// on a [`Comm::split`] communicator, its own numbering.
     ///
     /// # Errors
     /// Root out of range, lengths; transport and consistency errors.
@@ -1052,6 +1086,9 @@ impl Comm {
     /// Scatter from `root`: rank r gets block r of the root's `send`
     /// (`size * recv.len()` elements on the root; ignored elsewhere, any size).
     ///
+    /// `root` is a rank of this communicator (`0..size`), not a world rank:
+    /// on a [`Comm::split`] communicator, its own numbering.
+    ///
     /// # Errors
     /// Root out of range, lengths; transport and consistency errors.
     pub fn scatter<T: Element>(
@@ -1068,6 +1105,9 @@ impl Comm {
 
     /// Gather to `root`: the root's `recv` = every rank's `send` in rank
     /// order (`recv` ignored elsewhere, any size).
+    ///
+    /// `root` is a rank of this communicator (`0..size`), not a world rank:
+    /// on a [`Comm::split`] communicator, its own numbering.
     ///
     /// # Errors
     /// Root out of range, lengths; transport and consistency errors.
@@ -1138,9 +1178,18 @@ impl Comm {
             .unwrap_or(0) as u32;
         let size = members.len() as u32;
         let name = format!("{}/split{split_no}/color{color}", self.shared.name);
+        // Its errors name world ranks too (issue 13 item 11).
+        let global: Vec<u32> = members
+            .iter()
+            .map(|&(_, r)| self.shared.global_rank(r as u32))
+            .collect();
+        let named = |c: Comm| {
+            let _ = c.shared.global.set(global.clone());
+            Some(c)
+        };
         if let Some(Backend::Sim(w)) = &lock(&self.shared.state).backend {
             let sub = w.split_world(split_no, color, size)?;
-            return Ok(Some(Comm::new(name, new_rank, size, Backend::Sim(sub))));
+            return Ok(named(Comm::new(name, new_rank, size, Backend::Sim(sub))));
         }
         // 2. The lowest member of each color starts a root; all infos are gathered.
         let len = hccl_hw::tcp::root::ROOT_INFO_LEN;
@@ -1166,7 +1215,7 @@ impl Comm {
         let leader_rank = members[0].1;
         let root = RootInfo::from_bytes(&infos[leader_rank * len..(leader_rank + 1) * len])
             .map_err(|e| CommError::Unsupported(format!("split: {e}")))?;
-        Comm::tcp(&name, cfg, &root, size, new_rank).map(Some)
+        Comm::tcp(&name, cfg, &root, size, new_rank).map(named)
     }
 }
 

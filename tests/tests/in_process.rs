@@ -473,3 +473,30 @@ fn argument_errors_found_before_the_op_is_queued_fail_every_rank() {
         }
     }
 }
+
+#[test]
+fn errors_on_a_split_communicator_name_world_ranks_on_both_backends() {
+    // Issue 13 item 11: in the odd group {1, 3}, local rank 1 (global 3)
+    // leaves; local rank 0 (global 1) must say who is who.
+    for backend in [BackendKind::Tcp, BackendKind::Sim] {
+        let out = per_rank(backend, 4, |r, c| {
+            let sub = c.split(Some(r % 2), r).unwrap().unwrap();
+            if r == 3 {
+                drop(sub);
+                return Ok(());
+            }
+            if r != 1 {
+                return Ok(());
+            }
+            sub.all_reduce(&[1.0f32; 4], &mut [0.0; 4], ReduceOp::Sum)
+                .map_err(|e| e.to_string())
+        });
+        for (r, e) in errors(backend, &out, [1]) {
+            assert!(
+                e.contains("rank 0 (global 1) lost rank 1 (global 3)")
+                    && e.contains("comm 'world/split"),
+                "{backend:?} rank {r}: {e}"
+            );
+        }
+    }
+}

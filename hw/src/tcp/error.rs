@@ -190,7 +190,7 @@ pub enum TcpError {
     InvalidArgument(String),
     /// A peer closed its connection or died while this rank needed it.
     #[error("{op} {}: rank {rank} lost rank {peer} ({reason}) {}; check that process and its log",
-        OpSeq(*seq), if *sending { format!("while sending {expected} bytes to it") } else { format!("while waiting for {expected} bytes from it (received {received})") })]
+        OpSeq(*seq), if *sending { format!("while sending {expected} bytes to it") } else if *expected == 0 { "while waiting for it to take part in the op".to_string() } else { format!("while waiting for {expected} bytes from it (received {received})") })]
     PeerLost {
         /// Op name.
         op: String,
