@@ -29,6 +29,7 @@
 //! **Ordering.** Ops on one communicator run in the order they are called,
 //! from any thread; async ops take their sequence number when called.
 
+mod crossed;
 mod drain;
 mod element;
 mod error;
@@ -261,7 +262,7 @@ impl Comm {
             Ok(p) => (p, None),
             Err(m) => (None, Some(CommError::Broken(format!("profiling: {m}")))),
         };
-        Comm {
+        let comm = Comm {
             shared: Arc::new(Shared {
                 rank,
                 size,
@@ -287,7 +288,9 @@ impl Comm {
                 exec_timeout,
                 global: OnceLock::new(),
             }),
-        }
+        };
+        crossed::register(&comm.shared);
+        comm
     }
 
     fn tcp(
@@ -771,7 +774,8 @@ impl Comm {
                     dtype: args.dtype,
                 };
                 let start = std::time::Instant::now();
-                t.run(&ctx, &info, bufs, plan)?;
+                t.run(&ctx, &info, bufs, plan)
+                    .map_err(|e| crossed::explain(shared, t, seq, e))?;
                 if let Some(p) = &shared.profile {
                     let end = std::time::Instant::now();
                     p.record(&shared.name, seq, args, &spec, OpTime::Measured(start, end));
@@ -1183,12 +1187,15 @@ impl Comm {
             .iter()
             .map(|&(_, r)| self.shared.global_rank(r as u32))
             .collect();
+        let renumbered = global.iter().enumerate().any(|(i, &g)| g != i as u32);
         let named = |c: Comm| {
-            let _ = c.shared.global.set(global.clone());
+            if renumbered {
+                let _ = c.shared.global.set(global.clone());
+            }
             Some(c)
         };
         if let Some(Backend::Sim(w)) = &lock(&self.shared.state).backend {
-            let sub = w.split_world(split_no, color, size)?;
+            let sub = w.split_world(split_no, color, global.clone())?;
             return Ok(named(Comm::new(name, new_rank, size, Backend::Sim(sub))));
         }
         // 2. The lowest member of each color starts a root; all infos are gathered.

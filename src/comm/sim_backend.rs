@@ -106,6 +106,25 @@ pub(crate) struct SimWorld {
     bound: u64,
     state: Mutex<SimState>,
     cv: Condvar,
+    /// The world rank of each rank (identity for a world from `init_all`).
+    global: Vec<u32>,
+    /// Shared by a world and every world split from it.
+    blocked: Arc<Blocked>,
+}
+
+/// What each rank of a family of worlds (a world and those split from it)
+/// waits in, by world rank: the op (`comm 'w' AllReduce #3`) and the world
+/// ranks it still waits for. Locked after a world's state, never before.
+#[derive(Default)]
+struct Blocked(Mutex<BTreeMap<u32, (String, Vec<u32>)>>);
+
+/// Removes a rank's [`Blocked`] entry when its op returns.
+struct Waiting<'a>(&'a Blocked, u32);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        lock(&(self.0).0).remove(&self.1);
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -122,6 +141,16 @@ impl SimWorld {
         timeout: Option<Duration>,
         bound: u64,
     ) -> Result<Arc<SimWorld>, CommError> {
+        SimWorld::member(n, timeout, bound, (0..n).collect(), Arc::default())
+    }
+
+    fn member(
+        n: u32,
+        timeout: Option<Duration>,
+        bound: u64,
+        global: Vec<u32>,
+        blocked: Arc<Blocked>,
+    ) -> Result<Arc<SimWorld>, CommError> {
         let fabric = build_preset(Preset::FullMesh, n)?;
         Ok(Arc::new(SimWorld {
             n,
@@ -130,6 +159,8 @@ impl SimWorld {
             bound,
             state: Mutex::new(SimState::default()),
             cv: Condvar::new(),
+            global,
+            blocked,
         }))
     }
 
@@ -138,18 +169,26 @@ impl SimWorld {
         self.timeout
     }
 
-    /// The sub-world for `color` of split number `split` (created by the first caller).
+    /// The sub-world for `color` of split number `split` (created by the
+    /// first caller), whose ranks are the world ranks `global`.
     pub(crate) fn split_world(
         &self,
         split: u64,
         color: u32,
-        n: u32,
+        global: Vec<u32>,
     ) -> Result<Arc<SimWorld>, CommError> {
         let mut s = lock(&self.state);
         if let Some(w) = s.splits.get(&(split, color)) {
             return Ok(Arc::clone(w));
         }
-        let w = SimWorld::new(n, self.timeout, self.bound)?;
+        let n = global.len() as u32;
+        let w = SimWorld::member(
+            n,
+            self.timeout,
+            self.bound,
+            global,
+            Arc::clone(&self.blocked),
+        )?;
         s.splits.insert((split, color), Arc::clone(&w));
         Ok(w)
     }
@@ -242,6 +281,8 @@ impl SimWorld {
             self.cv.notify_all();
         }
         let deadline = self.timeout.map(|t| Instant::now() + t);
+        let me = self.global.get(rank as usize).copied().unwrap_or(rank);
+        let _waiting = Waiting(&self.blocked, me);
         loop {
             let Some(p) = s.ops.get_mut(&seq) else {
                 return Err(CommError::Sim(format!("{name}: op state vanished")));
@@ -279,9 +320,14 @@ impl SimWorld {
                 .filter(|(_, i)| i.is_none())
                 .map(|(r, _)| r)
                 .collect();
+            let globals: Vec<u32> = missing.iter().map(|&m| self.global_of(m as u32)).collect();
+            lock(&self.blocked.0).insert(me, (name.clone(), globals));
             let wait = match deadline {
                 Some(d) if Instant::now() >= d => {
-                    let msg = format!("{name}: timed out waiting for ranks {missing:?} to call the op (HCCL_EXEC_TIMEOUT)");
+                    let msg = format!(
+                        "{name}: timed out waiting for ranks {missing:?} to call the op (HCCL_EXEC_TIMEOUT){}",
+                        self.blocked_elsewhere(&missing, me)
+                    );
                     let e = CommError::SimTimeout(msg);
                     p.result = Some(Err(e.clone()));
                     p.taken += 1;
@@ -301,6 +347,41 @@ impl SimWorld {
 }
 
 impl SimWorld {
+    fn global_of(&self, r: u32) -> u32 {
+        self.global.get(r as usize).copied().unwrap_or(r)
+    }
+
+    /// For a timeout: where the `missing` ranks wait instead, if in an op
+    /// of a world of the same family ("; rank 1 waits in comm 'w/split0'
+    /// AllReduce #0, which waits for this rank: ..."), else "". `me` is
+    /// this rank's world rank.
+    fn blocked_elsewhere(&self, missing: &[usize], me: u32) -> String {
+        let blocked = lock(&self.blocked.0);
+        let mut notes = Vec::new();
+        let mut cycle = false;
+        for &m in missing {
+            if let Some((op, waits)) = blocked.get(&self.global_of(m as u32)) {
+                let on_me = waits.contains(&me);
+                cycle |= on_me;
+                let tail = if on_me {
+                    ", which waits for this rank"
+                } else {
+                    ""
+                };
+                notes.push(format!("rank {m} waits in {op}{tail}"));
+            }
+        }
+        if notes.is_empty() {
+            return String::new();
+        }
+        let why = if cycle {
+            ": the ranks call these communicators' ops in different orders, which blocks both (call them in the same order on every rank)"
+        } else {
+            ""
+        };
+        format!("; {}{why}", notes.join(", "))
+    }
+
     /// Breaks the world: every waiting and later op fails with `why`.
     fn break_world(&self, s: &mut SimState, by: u32, why: &str) {
         s.broken.get_or_insert((by, why.to_string()));

@@ -632,6 +632,42 @@ impl TcpRank {
         self.broken.clone()
     }
 
+    /// The peers whose op signature for collective `seq` has reached this
+    /// rank (after a timeout: the ranks that called the op), ascending.
+    pub fn arrived(&self, seq: u64) -> Vec<u32> {
+        let mut v: Vec<u32> = (0..self.nranks)
+            .filter(|&p| self.op_starts.contains_key(&(p, seq)))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// The collectives peers have started that this rank has not: (peer,
+    /// seq, signature), by seq then peer, after reading what the
+    /// connections hold (at most 50 ms; for naming, from another
+    /// communicator's timeout, what a missing rank is blocked in). Never
+    /// runs an op; an error found on the way breaks the communicator, as
+    /// [`TcpRank::async_error`] does.
+    pub fn peers_ahead(&mut self) -> Vec<(u32, u64, Signature)> {
+        let end = Instant::now() + Duration::from_millis(50);
+        while self.broken.is_none() && !self.closed && Instant::now() < end {
+            let Some(ev) = self.next_event(Some(Duration::from_millis(1))) else {
+                break;
+            };
+            if let Err(e) = self.handle(ev, None) {
+                self.broken = Some(e);
+            }
+        }
+        let mut v: Vec<(u32, u64, Signature)> = self
+            .op_starts
+            .iter()
+            .filter(|((_, s), _)| !is_p2p_seq(*s) && self.last_done.map_or(true, |d| *s > d))
+            .map(|(&(p, s), sig)| (p, s, *sig))
+            .collect();
+        v.sort_unstable_by_key(|&(p, s, _)| (s, p));
+        v
+    }
+
     /// Runs `plan` as op `ctx` over `bufs`, blocking until it finishes on
     /// this rank, fails, or `HCCL_EXEC_TIMEOUT` passes.
     ///

@@ -1,0 +1,86 @@
+//! What a missing rank is blocked in, for a TCP timeout (issue 13 item 4).
+//! Two communicators called in different orders on different ranks wait
+//! for each other until `HCCL_EXEC_TIMEOUT`: rank 0 in `A` for rank 1,
+//! rank 1 in `B` for rank 0. Rank 1's op start for `B` has reached rank
+//! 0's connections of `B` (idle in this process), so rank 0's timeout on
+//! `A` can say where rank 1 waits. Communicators are matched by world rank
+//! ([`super::Shared::global_rank`]).
+
+use std::sync::{Arc, Mutex, Weak};
+
+use hccl_hw::tcp::{TcpError, TcpRank};
+
+use super::{lock, Backend, Shared};
+
+/// Every communicator of this process (for [`explain`]).
+static COMMS: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
+
+/// Records `shared` (and forgets dropped communicators).
+pub(super) fn register(shared: &Arc<Shared>) {
+    let mut all = lock(&COMMS);
+    all.retain(|w| w.strong_count() > 0);
+    all.push(Arc::downgrade(shared));
+}
+
+/// `e` (from op `seq` of `shared`, whose transport is `t`), with a timeout
+/// that names where each rank that never called the op is blocked: an
+/// idle communicator of this process on which it started an op this rank
+/// has not called.
+pub(super) fn explain(shared: &Shared, t: &TcpRank, seq: u64, e: TcpError) -> TcpError {
+    let TcpError::Timeout {
+        op,
+        seq: s,
+        rank,
+        secs,
+        mut waiting,
+    } = e
+    else {
+        return e;
+    };
+    let arrived = t.arrived(seq);
+    let missing: Vec<u32> = (0..shared.size)
+        .filter(|&r| r != shared.rank && !arrived.contains(&r))
+        .collect();
+    let others: Vec<Arc<Shared>> = lock(&COMMS)
+        .iter()
+        .filter_map(Weak::upgrade)
+        .filter(|o| !std::ptr::eq(Arc::as_ptr(o), shared))
+        .collect();
+    let mut notes = Vec::new();
+    for other in others {
+        // A communicator running an op on another thread is not looked at.
+        let Ok(mut st) = other.state.try_lock() else {
+            continue;
+        };
+        let Some(Backend::Tcp(o)) = st.backend.as_mut() else {
+            continue;
+        };
+        for (peer, oseq, sig) in o.peers_ahead() {
+            let g = other.global_rank(peer);
+            let Some(&m) = missing.iter().find(|&&m| shared.global_rank(m) == g) else {
+                continue;
+            };
+            let kind = super::signature::decode(&sig)
+                .map_or("an op".to_string(), |s| format!("{:?}", s.kind));
+            notes.push(format!(
+                "rank {m} waits in comm '{}' {kind} #{oseq}, which this rank has not called",
+                other.name
+            ));
+        }
+    }
+    if !notes.is_empty() {
+        notes.sort();
+        notes.dedup();
+        waiting.push_str(&format!(
+            "; {}: the ranks call these communicators' ops in different orders, which blocks both (call them in the same order on every rank)",
+            notes.join(", ")
+        ));
+    }
+    TcpError::Timeout {
+        op,
+        seq: s,
+        rank,
+        secs,
+        waiting,
+    }
+}
