@@ -19,7 +19,7 @@ use hccl_algos::layout::GroupLayout;
 use hccl_algos::schedule::{BufKind, Op, Region};
 use hccl_algos::{DataType, ReduceOp};
 use hccl_hw::tcp::cma::{self, LendWord, Token};
-use hccl_hw::tcp::rank::{AGREED_TAG, LEND_AHEAD, SEND_PIECE};
+use hccl_hw::tcp::rank::{LATE_TAG, LEND_AHEAD, SEND_PIECE};
 use hccl_hw::tcp::wire::{
     self, CmaProbe, CtrlKind, FrameHeader, FrameKind, Join, PieceDesc, SessionId, Signature,
     CMA_PROBE_LEN, CTRL_HEADER_LEN, FRAME_HEADER_LEN, LEND_POISON, PIECE_DESC_LEN,
@@ -263,12 +263,10 @@ fn frame(session: SessionId, kind: FrameKind, seq: u64, tag: u32, len: u64) -> V
     .to_vec()
 }
 
-/// The hand-written peer's op start for op 0 and its word that every
-/// signature agreed (see `hccl_hw::tcp::rank`'s consistency docs).
+/// The hand-written peer's op start for op 0: its signature, which rank 0
+/// waits for before it writes its output (see `hccl_hw::tcp::rank`).
 fn op_start(session: SessionId) -> Vec<u8> {
-    let mut b = frame(session, FrameKind::OpStart, 0, 0, 0);
-    b.extend_from_slice(&frame(session, FrameKind::OpStart, 0, AGREED_TAG, 0));
-    b
+    frame(session, FrameKind::OpStart, 0, 0, 0)
 }
 
 fn read_frame(s: &mut TcpStream, session: SessionId) -> FrameHeader {
@@ -892,4 +890,44 @@ fn pieces_for_a_posted_plain_receive_land_in_place_without_a_chunk() {
         stats.bytes_read_direct >= PIECE,
         "no piece went straight into the posted receive: {stats:?}"
     );
+}
+
+/// Issue 13 item 4: a peer that said it was still waiting for a signature
+/// at half its timeout (`LATE_TAG`) may time out and fail the op, so this
+/// rank must not succeed before that peer says every signature agreed
+/// (`AGREED_TAG`), even with its signature and its whole message here.
+/// (The hand-written peer never does: as if it timed out.)
+#[test]
+fn an_op_waits_for_a_late_peer_to_confirm_before_it_succeeds() {
+    let c = TcpConfig {
+        exec_timeout: Some(Duration::from_secs(1)),
+        ..cfg()
+    };
+    let info = root(&c);
+    let rank0 = std::thread::spawn(move || {
+        let mut t = TcpRank::connect(c, &info, 2, 0, COMM).unwrap();
+        let mut out = vec![0u8; 64];
+        let plan = recv_plan(1, 64);
+        let r = t.run(
+            &ctx(0, 0),
+            &op_info(SIG),
+            OpBuffers::separate(&[], &mut out, &mut []),
+            plan,
+        );
+        (r, out)
+    });
+    let (mut s, _, _token) = fake_rank1(&info);
+    let session = info.session;
+    let mut b = op_start(session);
+    b.extend_from_slice(&frame(session, FrameKind::OpStart, 0, LATE_TAG, 0));
+    b.extend_from_slice(&frame(session, FrameKind::Data, 0, 0, 64));
+    b.extend_from_slice(&[5u8; 64]);
+    s.write_all(&b).unwrap();
+    let (r, _) = rank0.join().unwrap();
+    let e = r.unwrap_err();
+    assert!(
+        matches!(&e, TcpError::Timeout { waiting, .. } if waiting.contains("rank 1 to confirm")),
+        "{e}"
+    );
+    drop(s);
 }

@@ -20,16 +20,22 @@
 //! finds it itself. Steps that write the user's buffers (a receive into
 //! the output, a copy or reduction into it) are held back until every
 //! signature has arrived and agrees, so a mismatched op fails before any
-//! byte lands in a receive buffer (sends and scratch work go ahead). A
-//! rank whose signatures agree then tells every peer so (an op-start frame
-//! with tag [`AGREED_TAG`]), and an op succeeds on a rank only once every
-//! peer has said so: a rank that timed out before every rank arrived never
-//! says so, so the others fail with it rather than one rank succeeding
-//! where another failed. `HCCL_EXEC_TIMEOUT` counts from the op's start
-//! until every rank has arrived, then afresh from agreement. Cost: 2(n−1)
-//! 88-byte frames per rank per op, most in the same write as a data
-//! message. Data frames carry the signature too, so a mismatched message
-//! is refused before it is copied.
+//! byte lands in a receive buffer (sends and scratch work go ahead).
+//! `HCCL_EXEC_TIMEOUT` counts from the op's start until every rank has
+//! arrived, then afresh from agreement. Cost: n−1 88-byte frames per rank
+//! per op, most in the same write as a data message. Data frames carry the
+//! signature too, so a mismatched message is refused before it is copied.
+//!
+//! **One outcome.** A rank that times out before every rank arrived fails
+//! the op; a late rank that finds every signature waiting for it could
+//! otherwise complete the op at once, where the rank that timed out
+//! failed (two communicators called in different orders do this). So a
+//! rank still waiting for signatures at half its timeout says so to every
+//! peer (an op-start frame with tag [`LATE_TAG`]), and tells them again
+//! when all have come ([`AGREED_TAG`]); a rank finishes the op only after
+//! every peer that said it was late has said it agreed. The rank that
+//! times out never does, so the late rank fails with its abort. An op
+//! whose ranks arrive within half the timeout sends neither frame.
 //! Point-to-point ops ([`P2P_SEQ_BIT`]) involve two ranks only: they skip
 //! the ring, and the receiver checks the data frame's signature (count,
 //! dtype) before any byte lands.
@@ -198,9 +204,15 @@ pub fn is_p2p_seq(seq: u64) -> bool {
 }
 
 /// The tag of an op-start frame that says "every rank's signature has
-/// reached me and agrees with mine" (tag 0 carries the sender's signature
-/// at the op's start). See the module docs.
+/// reached me and agrees with mine", sent by a rank that sent
+/// [`LATE_TAG`] (tag 0 carries the sender's signature at the op's start).
+/// See the module docs.
 pub const AGREED_TAG: u32 = 1;
+
+/// The tag of an op-start frame that says "half my `HCCL_EXEC_TIMEOUT`
+/// has passed and a signature is still missing: do not finish the op
+/// before my [`AGREED_TAG`]". See the module docs.
+pub const LATE_TAG: u32 = 2;
 
 /// What an op is, for error messages and the consistency check.
 pub struct OpInfo<'a> {
@@ -394,6 +406,9 @@ pub struct TcpRank {
     /// (peer, seq) of the peers that said every signature of op seq
     /// agreed ([`AGREED_TAG`]).
     agreed: HashSet<(u32, u64)>,
+    /// (peer, seq) of the peers that said they were still waiting at half
+    /// their timeout ([`LATE_TAG`]).
+    late: HashSet<(u32, u64)>,
     completions: VecDeque<Completion>,
     /// Sequence number of the last op that finished here (frames of it or
     /// older are stale).
@@ -536,6 +551,7 @@ impl TcpRank {
             early: HashMap::new(),
             op_starts: HashMap::new(),
             agreed: HashSet::new(),
+            late: HashSet::new(),
             completions: VecDeque::new(),
             last_done: None,
             broken: None,
@@ -745,6 +761,8 @@ impl TcpRank {
             deadline: timeout.map(|t| Instant::now() + t),
             agreed: !ring,
             deferred: Vec::new(),
+            late_at: timeout.filter(|_| ring).map(|t| Instant::now() + t / 2),
+            warned: false,
         };
         if ring {
             let h = op.header(FrameKind::OpStart, 0, 0).encode();
@@ -1383,7 +1401,8 @@ impl TcpRank {
                         format!("op start for comm {:#x} on comm {:#x}", h.comm, self.comm),
                     ));
                 }
-                if self.op_starts.len() + self.agreed.len() >= MAX_EARLY_MESSAGES {
+                if self.op_starts.len() + self.agreed.len() + self.late.len() >= MAX_EARLY_MESSAGES
+                {
                     return Err(self.protocol(
                         peer,
                         format!("more than {MAX_EARLY_MESSAGES} op starts pending"),
@@ -1391,6 +1410,10 @@ impl TcpRank {
                 }
                 if h.tag == AGREED_TAG {
                     self.agreed.insert((peer, h.seq));
+                    return Ok(());
+                }
+                if h.tag == LATE_TAG {
+                    self.late.insert((peer, h.seq));
                     return Ok(());
                 }
                 self.op_starts.insert((peer, h.seq), h.sig);
@@ -1784,6 +1807,10 @@ pub struct TcpOp<'r, 'a> {
     /// Steps that write the user's buffers, posted before `agreed`: they
     /// run (or post their receives) once it is (see the module docs).
     deferred: Vec<(StepId, Op)>,
+    /// When this rank says it is late if not `agreed` by then ([`LATE_TAG`]).
+    late_at: Option<Instant>,
+    /// It said so, and owes its peers an [`AGREED_TAG`].
+    warned: bool,
 }
 
 impl std::fmt::Debug for TcpOp<'_, '_> {
@@ -1844,12 +1871,8 @@ impl TcpOp<'_, '_> {
             return Ok(());
         }
         self.agreed = true;
-        let h = self.header(FrameKind::OpStart, AGREED_TAG, 0).encode();
-        for p in (0..n).filter(|&p| p != me) {
-            let held = self.rank.peers[p as usize]
-                .op_start
-                .get_or_insert_with(Vec::new);
-            held.extend_from_slice(&h);
+        if self.warned {
+            self.tell_peers(AGREED_TAG);
         }
         if let Some(t) = self.rank.cfg.exec_timeout {
             self.deadline = Some(Instant::now() + t);
@@ -1858,6 +1881,19 @@ impl TcpOp<'_, '_> {
             self.run_step(step, &op)?;
         }
         Ok(())
+    }
+
+    /// Queues an op-start frame with `tag` for every peer (held back to
+    /// leave with the next message, see [`Peer::op_start`]).
+    fn tell_peers(&mut self, tag: u32) {
+        let h = self.header(FrameKind::OpStart, tag, 0).encode();
+        let me = self.rank.rank;
+        for p in (0..self.rank.nranks).filter(|&p| p != me) {
+            let held = self.rank.peers[p as usize]
+                .op_start
+                .get_or_insert_with(Vec::new);
+            held.extend_from_slice(&h);
+        }
     }
 
     /// The ranks whose signature for this op has not arrived here.
@@ -1888,6 +1924,10 @@ impl TcpOp<'_, '_> {
                 return Err(self.rank.lost(self.info.name, self.ctx.seq, p));
             }
         }
+        if !self.agreed && !self.warned && self.late_at.is_some_and(|l| Instant::now() >= l) {
+            self.warned = true;
+            self.tell_peers(LATE_TAG);
+        }
         // A peer whose loan was withdrawn and whose abort has not come.
         let grace = self
             .rank
@@ -1898,10 +1938,11 @@ impl TcpOp<'_, '_> {
         if let Some((e, _)) = grace.filter(|w| Instant::now() >= w.1) {
             return Err(e.clone());
         }
-        let until = match (self.deadline, grace.map(|w| w.1)) {
-            (Some(d), Some(g)) => Some(d.min(g)),
-            (d, g) => d.or(g),
-        };
+        let late = self.late_at.filter(|_| !self.agreed && !self.warned);
+        let until = [self.deadline, grace.map(|w| w.1), late]
+            .into_iter()
+            .flatten()
+            .min();
         let wait = until.map(|d| d.saturating_duration_since(Instant::now()));
         match self.rank.next_event(wait) {
             Some(ev) => self.handle(ev),
@@ -1976,8 +2017,9 @@ impl TcpOp<'_, '_> {
                 ),
             );
         } else if !is_p2p_seq(self.ctx.seq) {
+            let seq = self.ctx.seq;
             let unconfirmed: Vec<u32> = (0..r.nranks)
-                .filter(|&p| p != r.rank && !r.agreed.contains(&(p, self.ctx.seq)))
+                .filter(|&p| r.late.contains(&(p, seq)) && !r.agreed.contains(&(p, seq)))
                 .collect();
             if !unconfirmed.is_empty() {
                 waits.push(format!(
@@ -2109,29 +2151,36 @@ impl TcpOp<'_, '_> {
         }
         self.rank.flush_op_start();
         let me = self.rank.rank;
+        // Every peer's signature (the consistency check).
+        while !self.agreed {
+            match self.not_started().first() {
+                None => self.check_starts()?,
+                Some(&p) if self.rank.peers[p as usize].dead.is_some() => {
+                    return Err(self.rank.lost(self.info.name, seq, p))
+                }
+                Some(_) => self.pump_one()?,
+            }
+        }
+        // This rank's agreement may still be held back: send it.
+        self.rank.flush_op_start();
+        // A mismatched frame, or a peer's word that it is late, may still
+        // be queued: look once more.
+        self.pump_nonblocking()?;
+        // The agreement of every peer that said it was late.
         loop {
-            // A peer this rank still needs a signature or an agreement from.
             let r = &*self.rank;
-            let waiting = (0..r.nranks).find(|&p| {
-                p != me && (!r.op_starts.contains_key(&(p, seq)) || !r.agreed.contains(&(p, seq)))
-            });
-            let Some(p) = waiting else {
-                // Every signature is here, so this is agreed (or fails).
-                self.check_starts()?;
-                break;
-            };
+            let unconfirmed = (0..r.nranks)
+                .find(|&p| p != me && r.late.contains(&(p, seq)) && !r.agreed.contains(&(p, seq)));
+            let Some(p) = unconfirmed else { break };
             if self.rank.peers[p as usize].dead.is_some() {
                 return Err(self.rank.lost(self.info.name, seq, p));
             }
             self.pump_one()?;
         }
-        // This rank's agreement may still be held back: send it.
-        self.rank.flush_op_start();
-        // A mismatched frame may still be queued: look once more.
-        self.pump_nonblocking()?;
         self.wait_lent()?;
         self.rank.op_starts.retain(|(_, s), _| *s > seq);
         self.rank.agreed.retain(|(_, s)| *s > seq);
+        self.rank.late.retain(|(_, s)| *s > seq);
         self.rank.last_done = Some(seq);
         Ok(())
     }

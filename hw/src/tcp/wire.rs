@@ -464,7 +464,10 @@ pub async fn write_ctrl<W: AsyncWrite + Unpin>(
 pub enum FrameKind {
     /// A message of one step: `len` payload bytes follow.
     Data = 1,
-    /// Start of op `seq` on the sender, with its signature (no payload).
+    /// Start of op `seq` on the sender, with its signature (no payload);
+    /// sent to every peer. `tag` 0 is the start itself; `tag`
+    /// [`super::rank::LATE_TAG`] and [`super::rank::AGREED_TAG`] are the
+    /// late-rank exchange (see [`super::rank`]'s consistency docs).
     OpStart = 2,
     /// The sender failed op `seq`; payload is a UTF-8 reason (bounded).
     Abort = 3,
