@@ -118,12 +118,16 @@ pub(crate) struct SimWorld {
 #[derive(Default)]
 struct Blocked(Mutex<BTreeMap<u32, (String, Vec<u32>)>>);
 
-/// Removes a rank's [`Blocked`] entry when its op returns.
-struct Waiting<'a>(&'a Blocked, u32);
+/// Removes a rank's [`Blocked`] entry when its op returns, unless it
+/// timed out: the other ranks of a cycle time out about then too, and
+/// still name where it was (until its next op).
+struct Waiting<'a>(&'a Blocked, u32, bool);
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        lock(&(self.0).0).remove(&self.1);
+        if !self.2 {
+            lock(&(self.0).0).remove(&self.1);
+        }
     }
 }
 
@@ -282,7 +286,7 @@ impl SimWorld {
         }
         let deadline = self.timeout.map(|t| Instant::now() + t);
         let me = self.global.get(rank as usize).copied().unwrap_or(rank);
-        let _waiting = Waiting(&self.blocked, me);
+        let mut waiting = Waiting(&self.blocked, me, false);
         loop {
             let Some(p) = s.ops.get_mut(&seq) else {
                 return Err(CommError::Sim(format!("{name}: op state vanished")));
@@ -324,11 +328,14 @@ impl SimWorld {
             lock(&self.blocked.0).insert(me, (name.clone(), globals));
             let wait = match deadline {
                 Some(d) if Instant::now() >= d => {
+                    let arrived: Vec<usize> =
+                        (0..n as usize).filter(|r| !missing.contains(r)).collect();
                     let msg = format!(
-                        "{name}: timed out waiting for ranks {missing:?} to call the op (HCCL_EXEC_TIMEOUT){}",
+                        "{name}: timed out waiting for ranks {missing:?}, which never called the op (arrived: ranks {arrived:?}; HCCL_EXEC_TIMEOUT){}",
                         self.blocked_elsewhere(&missing, me)
                     );
                     let e = CommError::SimTimeout(msg);
+                    waiting.2 = true;
                     p.result = Some(Err(e.clone()));
                     p.taken += 1;
                     self.cv.notify_all();

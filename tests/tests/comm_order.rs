@@ -75,3 +75,46 @@ fn crossed_communicators_fail_alike_naming_both_on_tcp() {
 fn crossed_communicators_fail_alike_naming_both_on_sim() {
     check(BackendKind::Sim);
 }
+
+/// Issue 13 item 3: two of eight ranks never call the op; every waiting
+/// rank's timeout names those two and the six that arrived, with the
+/// communicator and the op's seq, on both backends.
+fn two_never_call(backend: BackendKind) {
+    std::env::set_var("HCCL_EXEC_TIMEOUT", "1");
+    let hs: Vec<_> = Comm::init_all_on(backend, 8)
+        .unwrap()
+        .into_iter()
+        .map(|c| {
+            std::thread::spawn(move || {
+                if c.rank() >= 6 {
+                    // Stays a member (a dropped one is a lost peer).
+                    std::thread::sleep(std::time::Duration::from_millis(2500));
+                    return None;
+                }
+                let r = c.all_reduce(&[1.0f32; 4], &mut [0.0; 4], ReduceOp::Sum);
+                Some(r.map_err(|e| e.to_string()))
+            })
+        })
+        .collect();
+    let out: Vec<_> = hs.into_iter().map(|h| h.join().unwrap()).collect();
+    for (r, o) in out.iter().take(6).enumerate() {
+        let e = o.clone().unwrap().unwrap_err();
+        assert!(
+            e.contains("comm 'world' AllReduce #0")
+                && e.contains(
+                    "ranks [6, 7], which never called the op (arrived: ranks [0, 1, 2, 3, 4, 5]"
+                ),
+            "{backend:?} rank {r}: {e}"
+        );
+    }
+}
+
+#[test]
+fn a_timeout_names_the_ranks_that_never_called_on_tcp() {
+    two_never_call(BackendKind::Tcp);
+}
+
+#[test]
+fn a_timeout_names_the_ranks_that_never_called_on_sim() {
+    two_never_call(BackendKind::Sim);
+}
