@@ -8,15 +8,31 @@ fn hccl(args: &[&str]) -> Output {
     hccl_env(args, &[])
 }
 
+/// Variables of a launcher: set in the caller's shell, they would make
+/// `hccl test` one rank of a TCP job.
+const LAUNCHER_VARS: [&str; 8] = [
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_SIZE",
+    "PMI_RANK",
+    "PMI_SIZE",
+];
+
 /// `hccl test ARGS` with `env` set (a value of `None` removes the
-/// variable); HCCL_ALGO and HCCL_PROFILING_ENABLE are removed unless `env`
-/// sets them.
+/// variable); HCCL_ALGO, HCCL_PROFILING_ENABLE and the launchers'
+/// variables are removed unless `env` sets them.
 fn hccl_env(args: &[&str], env: &[(&str, Option<&str>)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_hccl"));
     c.arg("test")
         .args(args)
         .env_remove("HCCL_ALGO")
         .env_remove("HCCL_PROFILING_ENABLE");
+    for v in LAUNCHER_VARS {
+        c.env_remove(v);
+    }
     for (k, v) in env {
         match v {
             Some(v) => c.env(k, v),
