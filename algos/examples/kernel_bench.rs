@@ -11,11 +11,16 @@
 //! write. `ratio` = kernel GB/s / memcpy GB/s at the same size. Each figure
 //! is the best of 5 batches, each batch running at least a fifth of the
 //! measurement time.
+//!
+//! A second table times the fp16/bf16 kernels that also keep the f32
+//! result ([`Partials`], issue 13): `reduce_kept` (what a `RecvReduce`
+//! runs) and `fold_kept` (a `LocalReduce` fold step, its source already in
+//! f32), against the plain `reduce` of the first table. Filter `kept`.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use hccl_algos::kernels::reduce;
+use hccl_algos::kernels::{fold_kept, reduce, reduce_kept, values, Partials};
 use hccl_algos::{DataType, ReduceOp};
 
 const SIZES: [(usize, &str); 4] = [
@@ -121,4 +126,63 @@ fn main() {
         }
         println!();
     }
+    let kept: Vec<DataType> = [DataType::Bf16, DataType::Fp16]
+        .into_iter()
+        .filter(|d| format!("{d} sum kept").contains(&filter))
+        .collect();
+    if kept.is_empty() {
+        return;
+    }
+    println!();
+    print!("{:<12}", "size");
+    for d in &kept {
+        print!(
+            "{:>22}{:>22}",
+            format!("{d} reduce_kept"),
+            format!("{d} fold_kept")
+        );
+    }
+    println!();
+    for (len, label) in SIZES {
+        print!("{label:<12}");
+        for &dtype in &kept {
+            let src: Vec<u8> = one(dtype).into_iter().cycle().take(len).collect();
+            let mut dst = src.clone();
+            let mut parts = Partials::new();
+            let plain = measure(len, batch, || {
+                reduce(dtype, ReduceOp::Sum, black_box(&mut dst), black_box(&src))
+                    .expect("whole elements");
+            });
+            let kept = measure(len, batch, || {
+                reduce_kept(
+                    dtype,
+                    ReduceOp::Sum,
+                    black_box(&mut dst),
+                    0,
+                    &mut parts,
+                    &src,
+                )
+                .expect("whole elements");
+            });
+            let vals = values(dtype, &src, 0, None).expect("whole elements");
+            let fold = measure(len, batch, || {
+                fold_kept(
+                    dtype,
+                    ReduceOp::Sum,
+                    black_box(&mut dst),
+                    0,
+                    &mut parts,
+                    &vals,
+                )
+                .expect("whole elements");
+            });
+            print!(
+                "{:>22}{:>22}",
+                format!("{kept:.2} ({:.2}x)", kept / plain),
+                format!("{fold:.2} ({:.2}x)", fold / plain)
+            );
+        }
+        println!();
+    }
+    println!("(x = GB/s relative to the plain reduce of the same type and size)");
 }

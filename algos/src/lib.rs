@@ -13,6 +13,7 @@ pub mod exec;
 pub mod kernels;
 pub mod layout;
 pub mod mem_transport;
+pub mod precision;
 pub mod reference;
 pub mod schedule;
 pub mod select;
@@ -21,4 +22,5 @@ pub mod verify;
 
 pub use dtype::{DataType, ReduceOp};
 pub use exec::Executor;
+pub use precision::ReducePrecision;
 pub use schedule::{BufKind, Deps, Op, Rank, RankPlan, RankSchedule, Region, Step, StepId};

@@ -472,11 +472,28 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         Err(m) if a.algo.is_none() => return Ok(input_error(m)),
         Err(m) => return Ok(usage_error(bin, m)),
     };
-    let args_of = |bytes| workload::args_for(coll, bytes, a.datatype, a.op, a.root, n);
+    // HCCL_REDUCE_PRECISION=fp32 (as `Comm` runs it): fp16/bf16 sums in f32.
+    let precision = match std::env::var("HCCL_REDUCE_PRECISION") {
+        Err(_) => hccl_algos::ReducePrecision::Native,
+        Ok(v) => match hccl_algos::ReducePrecision::parse(&v) {
+            Ok(p) => p,
+            Err(m) => return Ok(usage_error(bin, format!("HCCL_REDUCE_PRECISION: {m}"))),
+        },
+    };
+    let args_of = |bytes| {
+        workload::args_for(coll, bytes, a.datatype, a.op, a.root, n)
+            .map(|x| precision.widened(&x).unwrap_or(x))
+    };
     let first_args = match args_of(sizes[0]) {
         Ok(x) => x,
         Err(e) => return Ok(usage_error(bin, e)),
     };
+    if first_args.dtype != a.datatype {
+        println!(
+            "# note: HCCL_REDUCE_PRECISION=fp32: {} {} runs in fp32 (partial sums in f32, twice the bytes; sizes and times are the fp32 op's)",
+            a.datatype, a.op
+        );
+    }
     // A global HCCL_ALGO names the algorithm for the ops it fits; like HCCL,
     // an op it does not fit keeps the default. --algo is explicit: an error.
     let mut algo_note = None;

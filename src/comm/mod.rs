@@ -59,7 +59,7 @@ pub use element::Element;
 pub use error::CommError;
 pub use group::{group, Group};
 pub use handle::OpHandle;
-pub use hccl_algos::{DataType, ReduceOp};
+pub use hccl_algos::{DataType, ReduceOp, ReducePrecision};
 pub use p2p::{P2pItem, P2pKind};
 
 use element::{bytes, bytes_mut};
@@ -166,6 +166,8 @@ struct Shared {
     /// For a communicator made by [`Comm::split`]: the world rank of each
     /// of its ranks, which its errors name too ([`CommError::SubComm`]).
     global: OnceLock<Vec<u32>>,
+    /// The precision of fp16/bf16 partial sums (`HCCL_REDUCE_PRECISION`).
+    precision: Mutex<ReducePrecision>,
 }
 
 impl Shared {
@@ -238,7 +240,21 @@ fn settings() -> Result<TcpConfig, CommError> {
     hccl_hw::tcp::select::check_algo_env()?;
     profile::check_env()?;
     hccl_env::check_env()?;
+    precision_from_env()?;
     Ok(cfg)
+}
+
+/// `HCCL_REDUCE_PRECISION`: `native` (unset: the default) or `fp32`; see
+/// [`ReducePrecision`].
+fn precision_from_env() -> Result<ReducePrecision, CommError> {
+    match std::env::var("HCCL_REDUCE_PRECISION") {
+        Err(_) => Ok(ReducePrecision::Native),
+        Ok(v) => ReducePrecision::parse(&v).map_err(|reason| CommError::Env {
+            var: "HCCL_REDUCE_PRECISION",
+            value: v,
+            reason,
+        }),
+    }
 }
 
 fn pick_algo(args: &CollectiveArgs, hosts: u32) -> Result<AlgoSpec, CommError> {
@@ -287,6 +303,9 @@ impl Comm {
                 asyncs: Arc::default(),
                 exec_timeout,
                 global: OnceLock::new(),
+                // `settings()` checked it; a split re-reads it, then takes
+                // its parent's setting.
+                precision: Mutex::new(precision_from_env().unwrap_or_default()),
             }),
         };
         crossed::register(&comm.shared);
@@ -471,6 +490,22 @@ impl Comm {
     /// The communicator's name (`world`, or `world/split0/color3`, ...).
     pub fn name(&self) -> &str {
         &self.shared.name
+    }
+
+    /// The precision fp16/bf16 Sum/Prod/Avg reductions carry partial sums
+    /// in: `HCCL_REDUCE_PRECISION` when the communicator was made (a split
+    /// takes its parent's), [`ReducePrecision::Native`] by default.
+    pub fn reduce_precision(&self) -> ReducePrecision {
+        *lock(&self.shared.precision)
+    }
+
+    /// Sets the precision of this communicator's later fp16/bf16 Sum, Prod
+    /// and Avg reductions. [`ReducePrecision::Fp32`] runs them in f32
+    /// (twice the bytes; see [`ReducePrecision`]). Every rank must use the
+    /// same setting for an op: a rank that differs fails the op on every
+    /// rank with a "reduce precision mismatch" naming both settings.
+    pub fn set_reduce_precision(&self, precision: ReducePrecision) {
+        *lock(&self.shared.precision) = precision;
     }
 
     /// The backend running this communicator.
@@ -701,7 +736,54 @@ impl Comm {
                 need("in-place buffer", len, b.len())?;
             }
         }
-        let spec = pick_algo(args, shared.hosts)?;
+        let precision = *lock(&shared.precision);
+        let Some(wide) = precision.widened(args) else {
+            let spec = pick_algo(args, shared.hosts)?;
+            return Comm::run_on_backend(shared, st, seq, (args, args, false), spec, user);
+        };
+        // HCCL_REDUCE_PRECISION=fp32: the op in f32 on widened copies, the
+        // output rounded once back into the user's buffer.
+        let spec = pick_algo(&wide, shared.hosts)?;
+        let kernel = |e: hccl_algos::kernels::KernelError| CommError::Shape {
+            op: op.clone(),
+            detail: e.to_string(),
+        };
+        let dtype = args.dtype;
+        match user {
+            UserBufs::Separate(i, o) => {
+                let wi = hccl_algos::precision::widen(dtype, i).map_err(kernel)?;
+                let mut wo = vec![0u8; 2 * o.len()];
+                let bufs = UserBufs::Separate(&wi, &mut wo);
+                Comm::run_on_backend(shared, st, seq, (&wide, args, true), spec, bufs)?;
+                hccl_algos::precision::narrow(dtype, &wo, o).map_err(kernel)
+            }
+            UserBufs::InPlace(b) => {
+                let mut wb = hccl_algos::precision::widen(dtype, b).map_err(kernel)?;
+                let bufs = UserBufs::InPlace(&mut wb);
+                Comm::run_on_backend(shared, st, seq, (&wide, args, true), spec, bufs)?;
+                let at = alias.map_or(0, |a| a.output_at) as usize;
+                let out = &mut b[at..at + outb as usize];
+                let wout = &wb[2 * at..2 * (at + outb as usize)];
+                hccl_algos::precision::narrow(dtype, wout, out).map_err(kernel)
+            }
+        }
+    }
+
+    /// Runs a checked op on the backend. `args` are what runs (f32 for a
+    /// widened op), `sig_args` what the user called (the signature and the
+    /// profile use them), `wide` whether the op was widened.
+    fn run_on_backend(
+        shared: &Shared,
+        st: &mut State,
+        seq: u64,
+        (args, sig_args, wide): (&CollectiveArgs, &CollectiveArgs, bool),
+        spec: AlgoSpec,
+        user: UserBufs<'_>,
+    ) -> Result<(), CommError> {
+        let op = format!("{:?}", args.kind);
+        let rank = shared.rank;
+        let (inb, outb) = args.io_bytes(rank);
+        let alias = args.alias(rank);
         let State {
             backend, scratch, ..
         } = st;
@@ -716,9 +798,15 @@ impl Comm {
                     ),
                     (UserBufs::InPlace(b), None) => (b[..inb as usize].to_vec(), 0),
                 };
-                let (out, sim_ns) = w.run(&shared.name, rank, seq, args, spec, input)?;
+                let (out, sim_ns) = w.run(&shared.name, rank, seq, (args, wide), spec, input)?;
                 if let Some(p) = &shared.profile {
-                    p.record(&shared.name, seq, args, &spec, OpTime::Simulated(sim_ns));
+                    p.record(
+                        &shared.name,
+                        seq,
+                        sig_args,
+                        &spec,
+                        OpTime::Simulated(sim_ns),
+                    );
                 }
                 let dst: &mut [u8] = match user {
                     UserBufs::Separate(_, o) => o,
@@ -746,15 +834,15 @@ impl Comm {
                     scratch.resize(need, 0);
                 }
                 let scratch = &mut scratch[..need];
-                let sig = args.signature();
+                let sig = sig_args.signature();
                 let describe = |remote: &hccl_hw::tcp::wire::Signature, peer| {
-                    signature::describe(args, &sig, &spec, rank, remote, peer)
+                    signature::describe(sig_args, &sig, (&spec, wide), rank, remote, peer)
                 };
                 // Errors name the communicator: "comm 'world' AllReduce #3".
                 let label = format!("comm '{}' {op}", shared.name);
                 let info = OpInfo {
                     name: &label,
-                    sig: signature::encode_with_algo(&sig, &spec),
+                    sig: signature::encode_full(&sig, &spec, wide),
                     describe: &describe,
                 };
                 let bufs = match (user, alias) {
@@ -778,7 +866,13 @@ impl Comm {
                     .map_err(|e| crossed::explain(shared, t, seq, e))?;
                 if let Some(p) = &shared.profile {
                     let end = std::time::Instant::now();
-                    p.record(&shared.name, seq, args, &spec, OpTime::Measured(start, end));
+                    p.record(
+                        &shared.name,
+                        seq,
+                        sig_args,
+                        &spec,
+                        OpTime::Measured(start, end),
+                    );
                 }
                 Ok(())
             }
@@ -1196,7 +1290,9 @@ impl Comm {
         };
         if let Some(Backend::Sim(w)) = &lock(&self.shared.state).backend {
             let sub = w.split_world(split_no, color, global.clone())?;
-            return Ok(named(Comm::new(name, new_rank, size, Backend::Sim(sub))));
+            let c = Comm::new(name, new_rank, size, Backend::Sim(sub));
+            c.set_reduce_precision(self.reduce_precision());
+            return Ok(named(c));
         }
         // 2. The lowest member of each color starts a root; all infos are gathered.
         let len = hccl_hw::tcp::root::ROOT_INFO_LEN;
@@ -1222,7 +1318,9 @@ impl Comm {
         let leader_rank = members[0].1;
         let root = RootInfo::from_bytes(&infos[leader_rank * len..(leader_rank + 1) * len])
             .map_err(|e| CommError::Unsupported(format!("split: {e}")))?;
-        Comm::tcp(&name, cfg, &root, size, new_rank).map(named)
+        let c = Comm::tcp(&name, cfg, &root, size, new_rank)?;
+        c.set_reduce_precision(self.reduce_precision());
+        Ok(named(c))
     }
 }
 

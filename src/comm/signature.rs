@@ -46,6 +46,24 @@ pub(crate) fn encode_with_algo(s: &OpSignature, spec: &AlgoSpec) -> Signature {
     b
 }
 
+/// [`encode_with_algo`] with byte 3 = 1 if the op runs widened to f32
+/// (`HCCL_REDUCE_PRECISION=fp32` on an fp16/bf16 reduction), else 0: ranks
+/// that disagree would send messages of different lengths.
+pub(crate) fn encode_full(s: &OpSignature, spec: &AlgoSpec, wide: bool) -> Signature {
+    let mut b = encode_with_algo(s, spec);
+    b[3] = u8::from(wide);
+    b
+}
+
+/// The precision name of [`encode_full`]'s byte 3.
+fn precision_name(wide: bool) -> &'static str {
+    if wide {
+        "fp32"
+    } else {
+        "native"
+    }
+}
+
 /// The algorithm [`encode_with_algo`] put in `b`, if any.
 pub(crate) fn decode_algo(b: &Signature) -> Option<AlgoSpec> {
     let algo = |i: u8| Algorithm::ALL.get(i as usize).copied();
@@ -91,7 +109,7 @@ pub(crate) fn decode(b: &Signature) -> Option<OpSignature> {
 pub(crate) fn describe(
     args: &CollectiveArgs,
     local: &OpSignature,
-    spec: &AlgoSpec,
+    (spec, wide): (&AlgoSpec, bool),
     me: Rank,
     remote: &Signature,
     peer: Rank,
@@ -99,7 +117,16 @@ pub(crate) fn describe(
     let Some(r) = decode(remote) else {
         return format!("rank {peer} sent an op signature this build cannot read (a different hccl-rs version?)");
     };
-    match (OpSignature::check_consistent(local, &r, peer), decode_algo(remote)) {
+    let consistent = OpSignature::check_consistent(local, &r, peer);
+    if consistent.is_ok() && (remote[3] == 1) != wide {
+        // Before the algorithm: the choice depends on the bytes moved.
+        return format!(
+            "reduce precision mismatch, local {} (rank {me}), remote {} (rank {peer}); set HCCL_REDUCE_PRECISION (or Comm::set_reduce_precision) alike on every rank",
+            precision_name(wide),
+            precision_name(remote[3] == 1)
+        );
+    }
+    match (consistent, decode_algo(remote)) {
         (Err(e), _) if local.counts != r.counts && e.field == "per-rank counts" => format!(
             "{} mismatch, local {} (rank {me}), remote different ones (rank {peer}); every rank must call the collective with the same arguments",
             e.field,
@@ -210,9 +237,22 @@ mod tests {
         let remote = encode(&theirs.signature());
         let ring = AlgoSpec::Flat(Algorithm::Ring);
         assert_eq!(
-            describe(&mine, &mine.signature(), &ring, 0, &remote, 2),
+            describe(&mine, &mine.signature(), (&ring, false), 0, &remote, 2),
             "per-rank counts mismatch, local counts [3, 0, 5] (rank 0), remote different ones (rank 2); every rank must call the collective with the same arguments"
         );
+    }
+
+    #[test]
+    fn a_reduce_precision_mismatch_names_the_setting_before_the_algorithm() {
+        let a = CollectiveArgs::new(CollectiveKind::AllReduce, 6, DataType::Bf16, 4);
+        let s = a.signature();
+        let remote = encode_full(&s, &AlgoSpec::Flat(Algorithm::Mesh), true);
+        let ring = AlgoSpec::Flat(Algorithm::Ring);
+        assert_eq!(
+            describe(&a, &s, (&ring, false), 0, &remote, 3),
+            "reduce precision mismatch, local native (rank 0), remote fp32 (rank 3); set HCCL_REDUCE_PRECISION (or Comm::set_reduce_precision) alike on every rank"
+        );
+        assert_ne!(encode_full(&s, &ring, true), encode_full(&s, &ring, false));
     }
 
     fn sig(kind: CollectiveKind, count: u64, op: ReduceOp, root: u32) -> OpSignature {
@@ -244,7 +284,7 @@ mod tests {
         let remote = encode(&sig(CollectiveKind::AllReduce, 4, ReduceOp::Sum, 0));
         let ring = AlgoSpec::Flat(Algorithm::Ring);
         assert_eq!(
-            describe(&args(6), &local, &ring, 2, &remote, 1),
+            describe(&args(6), &local, (&ring, false), 2, &remote, 1),
             "count mismatch, local 6 (rank 2), remote 4 (rank 1); every rank must call the collective with the same arguments"
         );
     }
@@ -270,7 +310,7 @@ mod tests {
         }
         let remote = encode_with_algo(&s, &specs[0]);
         assert_eq!(
-            describe(&args(6), &s, &specs[1], 0, &remote, 3),
+            describe(&args(6), &s, (&specs[1], false), 0, &remote, 3),
             "algorithm mismatch, local doubling (rank 0), remote ring (rank 3); set HCCL_ALGO alike on every rank"
         );
     }

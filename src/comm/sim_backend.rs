@@ -36,6 +36,8 @@ type Outputs = Result<Arc<(Vec<Vec<u8>>, u64)>, CommError>;
 
 struct Pending {
     args: CollectiveArgs,
+    /// `first` runs the op widened to f32 (`HCCL_REDUCE_PRECISION=fp32`).
+    wide: bool,
     /// The rank whose arguments are `args` (the first to call).
     first: u32,
     /// The algorithm `first` runs the op with.
@@ -226,7 +228,7 @@ impl SimWorld {
         comm: &str,
         rank: u32,
         seq: u64,
-        args: &CollectiveArgs,
+        (args, wide): (&CollectiveArgs, bool),
         spec: AlgoSpec,
         input: Vec<u8>,
     ) -> Result<(Vec<u8>, u64), CommError> {
@@ -238,6 +240,7 @@ impl SimWorld {
         let n = self.n;
         let p = s.ops.entry(seq).or_insert_with(|| Pending {
             args: args.clone(),
+            wide,
             first: rank,
             spec,
             inputs: vec![None; n as usize],
@@ -245,7 +248,15 @@ impl SimWorld {
             result: None,
             taken: 0,
         });
+        let precision = |w: bool| if w { "fp32" } else { "native" };
         let mismatch = match OpSignature::check_consistent(&args.signature(), &p.args.signature(), 0) {
+            // A widened op's dtype is fp32: name the setting, not the type.
+            _ if wide != p.wide => Some(format!(
+                "{name}: reduce precision mismatch, {} on rank {rank}, {} on rank {}; set HCCL_REDUCE_PRECISION (or Comm::set_reduce_precision) alike on every rank",
+                precision(wide),
+                precision(p.wide),
+                p.first
+            )),
             // Both ranks' counts are here: show them, not their hashes.
             Err(e) if e.field == "per-rank counts" => Some(format!(
                 "{name}: {} mismatch, {} on rank {rank}, {} on rank {}; every rank must call the collective with the same arguments",
