@@ -619,7 +619,9 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             asked.push((bytes, None));
             continue;
         }
-        asked.push((bytes, Some(args.message_bytes())));
+        // In the user's dtype: a widened op (HCCL_REDUCE_PRECISION) moves twice.
+        let moved = args.message_bytes() / args.dtype.size() * a.datatype.size();
+        asked.push((bytes, Some(moved)));
         match &choice {
             AlgoChoice::Selector => {
                 let s = select::select(&args, &layout, &costs, None);

@@ -71,11 +71,11 @@ impl Native<2> for Bf16 {
 
 /// fp16 elements per block: amortises the conversion calls; the three
 /// staging arrays (1.5 KiB) stay in L1.
-const BLOCK: usize = 128;
+pub(super) const BLOCK: usize = 128;
 
 /// `out[i] = fp16 bytes[2i..2i+2]` widened; `bytes.len() == 2 * out.len() <= 2 * BLOCK`.
 #[inline(always)]
-fn widen_fp16(bytes: &[u8], out: &mut [f32]) {
+pub(super) fn widen_fp16(bytes: &[u8], out: &mut [f32]) {
     let mut bits = [0u16; BLOCK];
     let bits = &mut bits[..out.len()];
     for (b, c) in bits.iter_mut().zip(bytes.chunks_exact(2)) {
@@ -86,7 +86,7 @@ fn widen_fp16(bytes: &[u8], out: &mut [f32]) {
 
 /// `bytes[2i..2i+2] = fp16(values[i])`, rounded to nearest even.
 #[inline(always)]
-fn narrow_fp16(values: &[f32], bytes: &mut [u8]) {
+pub(super) fn narrow_fp16(values: &[f32], bytes: &mut [u8]) {
     let mut bits = [0u16; BLOCK];
     let bits = &mut bits[..values.len()];
     bits.reinterpret_cast_mut::<f16>()

@@ -27,7 +27,7 @@ use std::ops::Range;
 
 use half::f16;
 
-use super::half_float::{bf16_to_f32, f32_to_bf16};
+use super::half_float::{bf16_to_f32, f32_to_bf16, narrow_fp16, widen_fp16, BLOCK};
 use super::native::Native;
 use super::{check_same, check_whole, KernelError};
 use crate::dtype::{DataType, ReduceOp};
@@ -80,60 +80,199 @@ impl Partials {
     }
 }
 
-type Widen = fn([u8; 2]) -> f32;
-type Narrow = fn(f32) -> [u8; 2];
-
-fn bf16_widen(b: [u8; 2]) -> f32 {
-    bf16_to_f32(u16::from_le_bytes(b))
-}
-fn bf16_narrow(v: f32) -> [u8; 2] {
-    f32_to_bf16(v).to_le_bytes()
-}
-fn fp16_widen(b: [u8; 2]) -> f32 {
-    f16::from_bits(u16::from_le_bytes(b)).to_f32()
-}
-fn fp16_narrow(v: f32) -> [u8; 2] {
-    f16::from_f32(v).to_bits().to_le_bytes()
+/// A 16-bit float format: widening and narrowing of one element, inlined
+/// into each kernel's loop (a function pointer per element made the loops
+/// 10x slower than the plain kernels).
+trait Half {
+    fn widen(b: [u8; 2]) -> f32;
+    fn narrow(v: f32) -> [u8; 2];
 }
 
-/// The conversions of `dtype`, or `None` if it keeps no partials.
-fn convs(dtype: DataType) -> Option<(Widen, Narrow)> {
-    match dtype {
-        DataType::Bf16 => Some((bf16_widen, bf16_narrow)),
-        DataType::Fp16 => Some((fp16_widen, fp16_narrow)),
-        _ => None,
+struct Bf;
+struct Fp;
+
+impl Half for Bf {
+    #[inline(always)]
+    fn widen(b: [u8; 2]) -> f32 {
+        bf16_to_f32(u16::from_le_bytes(b))
+    }
+    #[inline(always)]
+    fn narrow(v: f32) -> [u8; 2] {
+        f32_to_bf16(v).to_le_bytes()
     }
 }
 
-fn combine(op: ReduceOp) -> fn(f32, f32) -> f32 {
-    match op {
-        ReduceOp::Sum | ReduceOp::Avg => Native::<4>::sum,
-        ReduceOp::Prod => Native::<4>::prod,
-        ReduceOp::Max => Native::<4>::max,
-        ReduceOp::Min => Native::<4>::min,
+impl Half for Fp {
+    #[inline(always)]
+    fn widen(b: [u8; 2]) -> f32 {
+        f16::from_bits(u16::from_le_bytes(b)).to_f32()
+    }
+    #[inline(always)]
+    fn narrow(v: f32) -> [u8; 2] {
+        f16::from_f32(v).to_bits().to_le_bytes()
     }
 }
 
+/// Runs `$body` with `$t` the format of `$dtype` (a type) and `$f` the f32
+/// combination of `$op` (a function item), so every (format, op) pair
+/// compiles to its own inlined loop.
+macro_rules! dispatch {
+    ($dtype:expr, $op:expr, |$t:ident, $f:ident| $body:expr) => {
+        if $dtype == DataType::Bf16 {
+            type $t = Bf;
+            dispatch!(@op $op, $f, $body)
+        } else {
+            type $t = Fp;
+            dispatch!(@op $op, $f, $body)
+        }
+    };
+    (@op $op:expr, $f:ident, $body:expr) => {
+        match $op {
+            ReduceOp::Sum | ReduceOp::Avg => {
+                let $f = Native::<4>::sum;
+                $body
+            }
+            ReduceOp::Prod => {
+                let $f = Native::<4>::prod;
+                $body
+            }
+            ReduceOp::Max => {
+                let $f = Native::<4>::max;
+                $body
+            }
+            ReduceOp::Min => {
+                let $f = Native::<4>::min;
+                $body
+            }
+        }
+    };
+}
+
+#[inline(always)]
 fn pair(c: &[u8]) -> [u8; 2] {
     [c[0], c[1]]
 }
 
-/// Checks `dtype` keeps partials and every operand is whole elements of equal length.
-fn check(dtype: DataType, ops: &[(&'static str, usize)]) -> Result<(Widen, Narrow), KernelError> {
+/// Checks `dtype` keeps partials and every operand is whole elements of
+/// equal length.
+fn check(dtype: DataType, ops: &[(&'static str, usize)]) -> Result<(), KernelError> {
+    if !keeps_partials(dtype) {
+        // Callers ask only for fp16/bf16; any other type is a caller bug,
+        // reported as a partial element of a 2-byte type, not a panic.
+        return Err(KernelError::PartialElement {
+            operand: "dtype",
+            len: dtype.size(),
+            dtype,
+            elem_size: 2,
+        });
+    }
     for &(name, len) in ops {
         check_whole(dtype, name, len)?;
     }
     for w in ops.windows(2) {
         check_same(dtype, w[0], w[1])?;
     }
-    // Callers ask only for fp16/bf16; any other type is a caller bug, reported
-    // as a partial element of a 2-byte type rather than a panic.
-    convs(dtype).ok_or(KernelError::PartialElement {
-        operand: "dtype",
-        len: dtype.size(),
-        dtype,
-        elem_size: 2,
-    })
+    Ok(())
+}
+
+#[inline(always)]
+fn fold_loop<T: Half>(
+    f: impl Fn(f32, f32) -> f32,
+    dst: &mut [u8],
+    vals: &mut [f32],
+    known: &mut [bool],
+    src: &[f32],
+) {
+    for (((d, v), k), s) in dst.chunks_exact_mut(2).zip(vals).zip(known).zip(src) {
+        let mine = if *k { *v } else { T::widen(pair(d)) };
+        let r = f(mine, *s);
+        *v = r;
+        *k = true;
+        d.copy_from_slice(&T::narrow(r));
+    }
+}
+
+#[inline(always)]
+fn into_loop<T: Half>(
+    f: impl Fn(f32, f32) -> f32,
+    out: &mut [u8],
+    vals: &mut [f32],
+    known: &mut [bool],
+    a: &[u8],
+    b: &[u8],
+) {
+    // One flat zip chain (as `fold_loop`): nested zips did not vectorize.
+    known.fill(true);
+    let elems = out
+        .chunks_exact_mut(2)
+        .zip(vals)
+        .zip(a.chunks_exact(2))
+        .zip(b.chunks_exact(2));
+    for (((o, v), x), y) in elems {
+        let r = f(T::widen(pair(x)), T::widen(pair(y)));
+        *v = r;
+        o.copy_from_slice(&T::narrow(r));
+    }
+}
+
+#[inline(always)]
+fn in_place_loop<T: Half>(
+    f: impl Fn(f32, f32) -> f32,
+    dst: &mut [u8],
+    vals: &mut [f32],
+    known: &mut [bool],
+    src: &[u8],
+) {
+    known.fill(true);
+    for ((d, v), s) in dst.chunks_exact_mut(2).zip(vals).zip(src.chunks_exact(2)) {
+        let r = f(T::widen(pair(d)), T::widen(pair(s)));
+        *v = r;
+        d.copy_from_slice(&T::narrow(r));
+    }
+}
+
+/// fp16 `out = a (op) b` (`a = None`: `out` itself) in blocks through the
+/// `half` crate's slice conversions (F16C when the CPU has it), as the
+/// plain fp16 kernel does: per element they cost 5x.
+#[inline(always)]
+fn fp16_blocks(
+    f: impl Fn(f32, f32) -> f32,
+    out: &mut [u8],
+    vals: &mut [f32],
+    known: &mut [bool],
+    a: Option<&[u8]>,
+    b: &[u8],
+) {
+    known.fill(true);
+    let mut x = [0f32; BLOCK];
+    let mut y = [0f32; BLOCK];
+    for (i, (o, v)) in out
+        .chunks_mut(2 * BLOCK)
+        .zip(vals.chunks_mut(BLOCK))
+        .enumerate()
+    {
+        let n = v.len();
+        let range = 2 * BLOCK * i..2 * BLOCK * i + 2 * n;
+        match a {
+            Some(a) => widen_fp16(&a[range.clone()], &mut x[..n]),
+            None => widen_fp16(o, &mut x[..n]),
+        }
+        widen_fp16(&b[range], &mut y[..n]);
+        for ((p, q), w) in x[..n].iter_mut().zip(&y[..n]).zip(v.iter_mut()) {
+            *p = f(*p, *q);
+            *w = *p;
+        }
+        narrow_fp16(&x[..n], o);
+    }
+}
+
+#[inline(always)]
+fn divide_loop<T: Half>(dst: &mut [u8], vals: &[f32], known: &mut [bool], div: f32) {
+    for ((d, v), k) in dst.chunks_exact_mut(2).zip(vals).zip(known) {
+        let mine = if *k { *v } else { T::widen(pair(d)) };
+        d.copy_from_slice(&T::narrow(mine / div));
+        *k = false;
+    }
 }
 
 /// The f32 values of the elements in `bytes`, which start at byte `at` of a
@@ -149,8 +288,12 @@ pub fn values(
     at: usize,
     parts: Option<&Partials>,
 ) -> Result<Vec<f32>, KernelError> {
-    let (widen, _) = check(dtype, &[("src", bytes.len())])?;
-    let mut out: Vec<f32> = bytes.chunks_exact(2).map(|c| widen(pair(c))).collect();
+    check(dtype, &[("src", bytes.len())])?;
+    let mut out: Vec<f32> = if dtype == DataType::Bf16 {
+        bytes.chunks_exact(2).map(|c| Bf::widen(pair(c))).collect()
+    } else {
+        bytes.chunks_exact(2).map(|c| Fp::widen(pair(c))).collect()
+    };
     if let Some(p) = parts {
         let e0 = at / 2;
         for (i, v) in out.iter_mut().enumerate() {
@@ -179,16 +322,9 @@ pub fn fold_kept(
     parts: &mut Partials,
     src: &[f32],
 ) -> Result<(), KernelError> {
-    let (widen, narrow) = check(dtype, &[("dst", dst.len()), ("src", src.len() * 2)])?;
-    let f = combine(op);
+    check(dtype, &[("dst", dst.len()), ("src", src.len() * 2)])?;
     let (vals, known) = parts.slot(at / 2, src.len());
-    for (((d, v), k), s) in dst.chunks_exact_mut(2).zip(vals).zip(known).zip(src) {
-        let mine = if *k { *v } else { widen(pair(d)) };
-        let r = f(mine, *s);
-        *v = r;
-        *k = true;
-        d.copy_from_slice(&narrow(r));
-    }
+    dispatch!(dtype, op, |T, f| fold_loop::<T>(f, dst, vals, known, src));
     Ok(())
 }
 
@@ -207,19 +343,13 @@ pub fn reduce_into_kept(
     a: &[u8],
     b: &[u8],
 ) -> Result<(), KernelError> {
-    let (widen, narrow) = check(dtype, &[("out", out.len()), ("a", a.len()), ("b", b.len())])?;
-    let f = combine(op);
+    check(dtype, &[("out", out.len()), ("a", a.len()), ("b", b.len())])?;
     let (vals, known) = parts.slot(at / 2, out.len() / 2);
-    let elems = out
-        .chunks_exact_mut(2)
-        .zip(a.chunks_exact(2))
-        .zip(b.chunks_exact(2));
-    for (((o, x), y), (v, k)) in elems.zip(vals.iter_mut().zip(known)) {
-        let r = f(widen(pair(x)), widen(pair(y)));
-        *v = r;
-        *k = true;
-        o.copy_from_slice(&narrow(r));
+    if dtype == DataType::Fp16 {
+        dispatch!(@op op, f, fp16_blocks(f, out, vals, known, Some(a), b));
+        return Ok(());
     }
+    dispatch!(dtype, op, |T, f| into_loop::<T>(f, out, vals, known, a, b));
     Ok(())
 }
 
@@ -236,16 +366,15 @@ pub fn reduce_kept(
     parts: &mut Partials,
     src: &[u8],
 ) -> Result<(), KernelError> {
-    let (widen, narrow) = check(dtype, &[("dst", dst.len()), ("src", src.len())])?;
-    let f = combine(op);
+    check(dtype, &[("dst", dst.len()), ("src", src.len())])?;
     let (vals, known) = parts.slot(at / 2, dst.len() / 2);
-    let elems = dst.chunks_exact_mut(2).zip(src.chunks_exact(2));
-    for ((d, s), (v, k)) in elems.zip(vals.iter_mut().zip(known)) {
-        let r = f(widen(pair(d)), widen(pair(s)));
-        *v = r;
-        *k = true;
-        d.copy_from_slice(&narrow(r));
+    if dtype == DataType::Fp16 {
+        dispatch!(@op op, f, fp16_blocks(f, dst, vals, known, None, src));
+        return Ok(());
     }
+    dispatch!(dtype, op, |T, f| in_place_loop::<T>(
+        f, dst, vals, known, src
+    ));
     Ok(())
 }
 
@@ -261,16 +390,16 @@ pub fn divide_kept(
     parts: &mut Partials,
     divisor: u32,
 ) -> Result<(), KernelError> {
-    let (widen, narrow) = check(dtype, &[("dst", dst.len())])?;
+    check(dtype, &[("dst", dst.len())])?;
     if divisor == 0 {
         return Err(KernelError::ZeroDivisor { dtype });
     }
     let div = divisor as f32;
     let (vals, known) = parts.slot(at / 2, dst.len() / 2);
-    for ((d, v), k) in dst.chunks_exact_mut(2).zip(vals).zip(known) {
-        let mine = if *k { *v } else { widen(pair(d)) };
-        d.copy_from_slice(&narrow(mine / div));
-        *k = false;
+    if dtype == DataType::Bf16 {
+        divide_loop::<Bf>(dst, vals, known, div);
+    } else {
+        divide_loop::<Fp>(dst, vals, known, div);
     }
     Ok(())
 }

@@ -624,3 +624,57 @@ proptest! {
         }
     }
 }
+
+/// The `*_kept` kernels round one reduction as the plain kernels do, for
+/// every op, both 16-bit types and lengths around the fp16 block size; a
+/// fold continues from the kept f32 values (no second rounding).
+#[test]
+fn kept_kernels_match_the_plain_ones_and_fold_from_the_kept_values() {
+    for dtype in [DataType::Bf16, DataType::Fp16] {
+        let elem = |i: usize, s: u32| -> [u8; 2] {
+            let x = ((i as f32) * 0.37 + s as f32).sin() * 300.0;
+            match dtype {
+                DataType::Bf16 => bf16::from_f32(x).to_le_bytes(),
+                _ => f16::from_f32(x).to_le_bytes(),
+            }
+        };
+        for n in [1usize, 127, 128, 129, 300] {
+            let a: Vec<u8> = (0..n).flat_map(|i| elem(i, 1)).collect();
+            let b: Vec<u8> = (0..n).flat_map(|i| elem(i, 2)).collect();
+            for op in ReduceOp::ALL {
+                let want = both(dtype, op, &a, &b);
+                let mut parts = Partials::new();
+                let mut d = a.clone();
+                reduce_kept(dtype, op, &mut d, 6, &mut parts, &b).unwrap();
+                assert_eq!(d, want, "{dtype} {op} n={n} reduce_kept");
+                let mut o = vec![0u8; a.len()];
+                let mut parts2 = Partials::new();
+                reduce_into_kept(dtype, op, &mut o, 6, &mut parts2, &a, &b).unwrap();
+                assert_eq!(o, want, "{dtype} {op} n={n} reduce_into_kept");
+                // The kept values are the unrounded f32 results: folding a
+                // zero (sum) from them and rounding gives the same bytes.
+                if op == ReduceOp::Sum {
+                    let zeros = vec![0f32; n];
+                    fold_kept(dtype, op, &mut d, 6, &mut parts, &zeros).unwrap();
+                    assert_eq!(d, want, "{dtype} n={n} fold of 0");
+                }
+            }
+        }
+    }
+    // bf16: 256 + 1 + 1 kept in f32 is 258 (exact); rounded per step it is 256.
+    let one = bf16::from_f32(1.0).to_le_bytes();
+    let mut d = bf16::from_f32(256.0).to_le_bytes().to_vec();
+    let mut parts = Partials::new();
+    reduce_kept(DataType::Bf16, ReduceOp::Sum, &mut d, 0, &mut parts, &one).unwrap();
+    assert_eq!(d, bf16::from_f32(256.0).to_le_bytes(), "257 rounds to 256");
+    fold_kept(DataType::Bf16, ReduceOp::Sum, &mut d, 0, &mut parts, &[1.0]).unwrap();
+    assert_eq!(d, bf16::from_f32(258.0).to_le_bytes());
+    // A write forgets: the fold then starts from the bytes.
+    parts.forget(0..2);
+    fold_kept(DataType::Bf16, ReduceOp::Sum, &mut d, 0, &mut parts, &[1.0]).unwrap();
+    assert_eq!(
+        d,
+        bf16::from_f32(260.0).to_le_bytes(),
+        "258 + 1 = 259, a tie: 260"
+    );
+}
