@@ -17,7 +17,7 @@
 
 use crate::collective::CollectiveArgs;
 use crate::dtype::{DataType, ReduceOp};
-use crate::kernels::KernelError;
+use crate::kernels::{self, KernelError};
 
 /// The precision partial sums of fp16/bf16 reductions travel in. See the
 /// module docs.
@@ -75,25 +75,12 @@ impl std::fmt::Display for ReducePrecision {
     }
 }
 
-/// Widening and narrowing of one element's bits.
-type Convs = (fn(u16) -> f32, fn(f32) -> u16);
-
-fn convs(dtype: DataType) -> Result<Convs, KernelError> {
-    match dtype {
-        DataType::Bf16 => Ok((
-            |h| half::bf16::from_bits(h).to_f32(),
-            |v| half::bf16::from_f32(v).to_bits(),
-        )),
-        DataType::Fp16 => Ok((
-            |h| half::f16::from_bits(h).to_f32(),
-            |v| half::f16::from_f32(v).to_bits(),
-        )),
-        _ => Err(KernelError::PartialElement {
-            operand: "dtype",
-            len: dtype.size(),
-            dtype,
-            elem_size: 2,
-        }),
+fn not_half(dtype: DataType) -> KernelError {
+    KernelError::PartialElement {
+        operand: "dtype",
+        len: dtype.size(),
+        dtype,
+        elem_size: 2,
     }
 }
 
@@ -103,7 +90,9 @@ fn convs(dtype: DataType) -> Result<Convs, KernelError> {
 /// [`KernelError::PartialElement`] if `src` has an odd length or `dtype`
 /// is not fp16/bf16.
 pub fn widen(dtype: DataType, src: &[u8]) -> Result<Vec<u8>, KernelError> {
-    let (up, _) = convs(dtype)?;
+    if !kernels::keeps_partials(dtype) {
+        return Err(not_half(dtype));
+    }
     if src.len() % 2 != 0 {
         return Err(KernelError::PartialElement {
             operand: "src",
@@ -112,10 +101,9 @@ pub fn widen(dtype: DataType, src: &[u8]) -> Result<Vec<u8>, KernelError> {
             elem_size: 2,
         });
     }
-    Ok(src
-        .chunks_exact(2)
-        .flat_map(|c| up(u16::from_le_bytes([c[0], c[1]])).to_le_bytes())
-        .collect())
+    let mut out = vec![0u8; 2 * src.len()];
+    kernels::widen_all(dtype, src, &mut out);
+    Ok(out)
 }
 
 /// f32 little-endian elements rounded (to nearest, ties to even) into
@@ -125,7 +113,9 @@ pub fn widen(dtype: DataType, src: &[u8]) -> Result<Vec<u8>, KernelError> {
 /// [`KernelError::LengthMismatch`] if the lengths do not match,
 /// [`KernelError::PartialElement`] if `dtype` is not fp16/bf16.
 pub fn narrow(dtype: DataType, src: &[u8], dst: &mut [u8]) -> Result<(), KernelError> {
-    let (_, down) = convs(dtype)?;
+    if !kernels::keeps_partials(dtype) {
+        return Err(not_half(dtype));
+    }
     if src.len() != 2 * dst.len() || src.len() % 4 != 0 {
         return Err(KernelError::LengthMismatch {
             dtype,
@@ -135,10 +125,7 @@ pub fn narrow(dtype: DataType, src: &[u8], dst: &mut [u8]) -> Result<(), KernelE
             right_len: dst.len() as u64,
         });
     }
-    for (d, s) in dst.chunks_exact_mut(2).zip(src.chunks_exact(4)) {
-        let v = f32::from_le_bytes([s[0], s[1], s[2], s[3]]);
-        d.copy_from_slice(&down(v).to_le_bytes());
-    }
+    kernels::narrow_all(dtype, src, dst);
     Ok(())
 }
 
@@ -195,5 +182,24 @@ mod tests {
         assert_eq!(back, [0x80, 0x43, 0x84, 0x43], "257 -> 256, 263 -> 264");
         assert!(widen(DataType::Fp32, &b).is_err());
         assert!(narrow(DataType::Bf16, &w, &mut [0u8; 2]).is_err());
+    }
+
+    #[test]
+    fn fp16_widen_and_narrow_cross_the_block_boundary() {
+        // 300 values, exact in fp16 (halves from -70 to 79.5).
+        let vals: Vec<f32> = (0..300).map(|i| i as f32 * 0.5 - 70.0).collect();
+        let b: Vec<u8> = vals
+            .iter()
+            .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+            .collect();
+        let w = widen(DataType::Fp16, &b).unwrap();
+        let back: Vec<f32> = w
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        assert_eq!(back, vals);
+        let mut n = vec![0u8; b.len()];
+        narrow(DataType::Fp16, &w, &mut n).unwrap();
+        assert_eq!(n, b);
     }
 }

@@ -39,6 +39,7 @@ mod partials;
 pub use partials::{
     divide_kept, fold_kept, keeps_partials, reduce_into_kept, reduce_kept, values, Partials,
 };
+pub(crate) use partials::{narrow_all, widen_all};
 
 use crate::dtype::{DataType, ReduceOp};
 

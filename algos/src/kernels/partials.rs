@@ -403,3 +403,49 @@ pub fn divide_kept(
     }
     Ok(())
 }
+
+/// fp16/bf16 elements widened into f32 elements (`out` holds twice the
+/// bytes of `src`; lengths already checked): bf16 by a shift, fp16 in
+/// blocks through the `half` crate's F16C slice conversion.
+pub(crate) fn widen_all(dtype: DataType, src: &[u8], out: &mut [u8]) {
+    if dtype == DataType::Bf16 {
+        for (o, c) in out.chunks_exact_mut(4).zip(src.chunks_exact(2)) {
+            o.copy_from_slice(&Bf::widen(pair(c)).to_le_bytes());
+        }
+        return;
+    }
+    let mut x = [0f32; BLOCK];
+    for (s, o) in src.chunks(2 * BLOCK).zip(out.chunks_mut(4 * BLOCK)) {
+        let n = s.len() / 2;
+        widen_fp16(s, &mut x[..n]);
+        for (b, v) in o.chunks_exact_mut(4).zip(&x[..n]) {
+            b.copy_from_slice(&v.to_le_bytes());
+        }
+    }
+}
+
+/// f32 elements rounded into fp16/bf16 elements (`out` holds half the
+/// bytes of `src`; lengths already checked).
+pub(crate) fn narrow_all(dtype: DataType, src: &[u8], out: &mut [u8]) {
+    let f32_at = |c: &[u8]| f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+    if dtype == DataType::Bf16 {
+        // On the bits, as `f32_to_bf16` but with an integer NaN test: the
+        // float compare kept this loop scalar (a fifth of a widened op's time).
+        for (o, c) in out.chunks_exact_mut(2).zip(src.chunks_exact(4)) {
+            let x = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            let nan = (x >> 16) | 0x0040;
+            let rounded = x.wrapping_add(0x7FFF + ((x >> 16) & 1)) >> 16;
+            let is_nan = (x & 0x7FFF_FFFF) > 0x7F80_0000;
+            o.copy_from_slice(&((if is_nan { nan } else { rounded }) as u16).to_le_bytes());
+        }
+        return;
+    }
+    let mut x = [0f32; BLOCK];
+    for (s, o) in src.chunks(4 * BLOCK).zip(out.chunks_mut(2 * BLOCK)) {
+        let n = s.len() / 4;
+        for (v, c) in x[..n].iter_mut().zip(s.chunks_exact(4)) {
+            *v = f32_at(c);
+        }
+        narrow_fp16(&x[..n], o);
+    }
+}
