@@ -197,3 +197,70 @@ proptest! {
         }
     }
 }
+
+/// Inputs whose f32 sums are exact in any order for up to 16 ranks: small
+/// integers times powers of two (|k| < 128, 2^-4 to 2^7: 8 + 11 + 4 bits),
+/// whose partial sums fp16/bf16 mostly cannot hold.
+fn exact_values(n: usize, seed: u64) -> Vec<f32> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = (x % 255) as f32 - 127.0;
+            let e = ((x >> 16) % 12) as i32 - 4;
+            k * 2f32.powi(e)
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(12))]
+
+    /// `ReducePrecision::Fp32` as `Comm` runs it (widen, the f32 op, narrow
+    /// once): every algorithm of AllReduce / ReduceScatter / Reduce, in
+    /// place or not, equals the exact sum rounded once (the reference, whose
+    /// f32 fold is exact for these inputs).
+    #[test]
+    fn fp32_partials_give_every_algorithm_the_once_rounded_exact_sum(
+        p in 2u32..=9,
+        count in 1u64..40,
+        seed in any::<u64>(),
+        bf in any::<bool>(),
+        in_place in any::<bool>(),
+    ) {
+        use hccl_algos::precision::{narrow, widen};
+        use hccl_algos::ReducePrecision;
+        let dtype = if bf { DataType::Bf16 } else { DataType::Fp16 };
+        for kind in [CollectiveKind::AllReduce, CollectiveKind::ReduceScatter, CollectiveKind::Reduce] {
+            let args = CollectiveArgs::new(kind, count, dtype, p)
+                .with_root(p / 2)
+                .with_in_place(in_place);
+            let inputs: Vec<Vec<u8>> = (0..p)
+                .map(|r| {
+                    let n = args.io_bytes(r).0 as usize / 2;
+                    encode(dtype, &exact_values(n, seed ^ u64::from(r) << 32))
+                })
+                .collect();
+            let want = reference(&args, &inputs).unwrap();
+            let wide = ReducePrecision::Fp32.widened(&args).unwrap();
+            let wide_inputs: Vec<Vec<u8>> =
+                inputs.iter().map(|i| widen(dtype, i).unwrap()).collect();
+            for a in Algorithm::supported_for(kind) {
+                let spec = AlgoSpec::Flat(a);
+                let Some(got) = run(&wide, &spec, &GroupLayout::flat(p), &wide_inputs, seed) else {
+                    continue;
+                };
+                for (r, (g, w)) in got.iter().zip(&want).enumerate() {
+                    if kind == CollectiveKind::Reduce && r as u32 != p / 2 {
+                        continue;
+                    }
+                    let mut out = vec![0u8; g.len() / 2];
+                    narrow(dtype, g, &mut out).unwrap();
+                    prop_assert_eq!(&out, w, "{} {} rank {} in_place={}", a, kind, r, in_place);
+                }
+            }
+        }
+    }
+}
