@@ -1684,3 +1684,32 @@ fn a_bad_hccl_exec_timeout_is_not_a_usage_error_in_hccl_sim() {
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
+
+#[test]
+fn malformed_launcher_variables_fail_as_comm_from_env_does() {
+    let cases: [(&[(&str, Option<&str>)], &str); 3] = [
+        (
+            &[("RANK", Some("0")), ("WORLD_SIZE", Some("abc"))],
+            "error: WORLD_SIZE=\"abc\": not a whole number",
+        ),
+        (
+            &[("RANK", Some("0")), ("WORLD_SIZE", Some("-2"))],
+            "error: WORLD_SIZE=\"-2\": not a whole number",
+        ),
+        (
+            &[
+                ("OMPI_COMM_WORLD_SIZE", Some("x")),
+                ("OMPI_COMM_WORLD_RANK", Some("0")),
+            ],
+            "error: OMPI_COMM_WORLD_SIZE=\"x\": not a whole number",
+        ),
+    ];
+    for (env, want) in cases {
+        let o = hccl_env(&["all_reduce", "-b", "8K", "-e", "8K"], env);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{env:?}: {err}");
+        assert!(err.starts_with(want), "{env:?}: {err}");
+        assert!(!err.contains("Usage"), "{env:?}: {err}");
+        assert!(!stdout(&o).contains("simulator"), "{env:?}");
+    }
+}

@@ -356,6 +356,13 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     }
     // Under a launcher that started several ranks, the ranks are the job
     // (hccl_test under mpirun); --transport sim keeps one simulation each.
+    // A malformed launcher variable fails here as Comm::from_env would,
+    // rather than passing for "no launcher" and running the simulator.
+    if tcp::launcher().is_some() {
+        if let Err(e) = hccl::comm::launch::rank_and_world_size(&|k| std::env::var(k).ok()) {
+            return Ok(input_error(e));
+        }
+    }
     let launched = launched_as_ranks();
     let transport = a.transport.unwrap_or(if launched.is_some() {
         TransportArg::Tcp

@@ -104,6 +104,39 @@ pub(crate) fn hash128(parts: &[&[u8]]) -> u128 {
     (u128::from(fnv(0xcbf2_9ce4_8422_2325)) << 64) | u128::from(fnv(0x6c62_272e_07bb_0142))
 }
 
+/// The launcher's rank and world size (`RANK`/`WORLD_SIZE`, Open MPI's,
+/// PMI's), each `None` when unset: what [`EnvLaunch::from_env`] reads,
+/// with its checks, so that a tool deciding whether it runs under a
+/// launcher fails on a malformed value as the communicator would.
+///
+/// # Errors
+/// [`CommError::Env`] naming a value that is not a whole number, two
+/// launchers' values that disagree, a world size of 0, or a rank not below
+/// the world size.
+pub fn rank_and_world_size(
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Option<u32>, Option<u32>), CommError> {
+    let rank = num(get, &["RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"])?;
+    let world_size = num(get, &["WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"])?;
+    if world_size == Some(0) {
+        return Err(CommError::Env {
+            var: "WORLD_SIZE",
+            value: "0".into(),
+            reason: "must be at least 1: the number of ranks the launcher starts".into(),
+        });
+    }
+    if let (Some(rank), Some(world_size)) = (rank, world_size) {
+        if rank >= world_size {
+            return Err(CommError::Env {
+                var: "RANK",
+                value: rank.to_string(),
+                reason: format!("must be below WORLD_SIZE = {world_size}"),
+            });
+        }
+    }
+    Ok((rank, world_size))
+}
+
 impl EnvLaunch {
     /// Reads the process environment.
     ///
@@ -118,33 +151,14 @@ impl EnvLaunch {
     /// # Errors
     /// [`CommError::Env`] naming a missing or malformed variable.
     pub fn from_lookup(get: &dyn Fn(&str) -> Option<String>) -> Result<EnvLaunch, CommError> {
-        let rank = num(get, &["RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"])?.ok_or_else(|| {
-            CommError::Env {
-                var: "RANK",
-                value: String::new(),
-                reason: "unset: launch with torchrun-style RANK/WORLD_SIZE or under mpirun".into(),
-            }
-        })?;
-        let world_size = num(get, &["WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"])?
-            .ok_or_else(|| CommError::Env {
-                var: "WORLD_SIZE",
-                value: String::new(),
-                reason: "unset: launch with torchrun-style RANK/WORLD_SIZE or under mpirun".into(),
-            })?;
-        if world_size == 0 {
-            return Err(CommError::Env {
-                var: "WORLD_SIZE",
-                value: world_size.to_string(),
-                reason: "must be at least 1: the number of ranks the launcher starts".into(),
-            });
-        }
-        if rank >= world_size {
-            return Err(CommError::Env {
-                var: "RANK",
-                value: rank.to_string(),
-                reason: format!("must be below WORLD_SIZE = {world_size}"),
-            });
-        }
+        let (rank, world_size) = rank_and_world_size(get)?;
+        let unset = |var| CommError::Env {
+            var,
+            value: String::new(),
+            reason: "unset: launch with torchrun-style RANK/WORLD_SIZE or under mpirun".into(),
+        };
+        let rank = rank.ok_or_else(|| unset("RANK"))?;
+        let world_size = world_size.ok_or_else(|| unset("WORLD_SIZE"))?;
         // Informational only: a stale value is not worth failing a launch.
         let local_rank = match num(get, &["LOCAL_RANK"])? {
             Some(l) => Some(l),
