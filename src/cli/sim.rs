@@ -497,9 +497,20 @@ mod tests {
                     "examples/faults/{f} is not documented: add it to the README's table and here"
                 );
             };
+            let row = readme
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{f}` |")))
+                .unwrap_or_else(|| panic!("README table misses {f}"));
             assert!(
-                readme.contains(&format!("| `{f}` |")),
-                "README table misses {f}"
+                row.trim_end()
+                    .trim_end_matches('|')
+                    .trim_end()
+                    .rsplit('|')
+                    .next()
+                    .unwrap()
+                    .trim()
+                    .starts_with(&code.to_string()),
+                "README row of {f} does not give exit code {code}: {row}"
             );
             // The README's two `hccl sim` commands.
             let scenario = SimArgs {
