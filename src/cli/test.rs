@@ -388,6 +388,11 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             "{bin}: note: started as one of several ranks ({launcher}) with --transport sim: every process runs its own simulation; drop --transport sim (or pass --transport tcp) to run one job over TCP across the processes"
         );
     }
+    // The variables a Comm would refuse (HCCL_EXEC_TIMEOUT=abc,
+    // HCCL_DETERMINISTIC=maybe, HCCL_BACKEND=foo) are refused here too.
+    if let Err(e) = hccl::comm::check_env() {
+        return Ok(input_error(e));
+    }
     let faults = match &a.faults {
         Some(path) => match hccl_sim::faults::FaultPlan::from_file(path) {
             Ok(p) => Some(p),

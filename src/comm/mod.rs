@@ -244,6 +244,20 @@ fn settings() -> Result<TcpConfig, CommError> {
     Ok(cfg)
 }
 
+/// Checks the process's `HCCL_*` settings as [`Comm`]'s constructors do
+/// (`HCCL_BACKEND`, the transport's, `HCCL_ALGO`, profiling,
+/// `HCCL_DETERMINISTIC` and the other HCCL switches,
+/// `HCCL_REDUCE_PRECISION`), without building a communicator: for tools
+/// that run the simulator directly and must refuse the same bad values.
+///
+/// # Errors
+/// [`CommError::Env`] (or the transport's config error) naming the first
+/// variable whose value is not accepted.
+pub fn check_env() -> Result<(), CommError> {
+    BackendKind::from_env()?;
+    settings().map(|_| ())
+}
+
 /// `HCCL_REDUCE_PRECISION`: `native` (unset: the default) or `fp32`; see
 /// [`ReducePrecision`].
 fn precision_from_env() -> Result<ReducePrecision, CommError> {
