@@ -16,7 +16,10 @@
 //! Destination: standard error, or standard output when
 //! `ASCEND_SLOG_PRINT_TO_STDOUT=1` (CANN's switch for printing logs to the
 //! screen; 0, unset or anything else: standard error, as CANN falls back to
-//! its default for other values).
+//! its default for other values). Colour codes only when that stream is a
+//! terminal.
+
+use std::io::IsTerminal;
 
 use tracing::level_filters::LevelFilter;
 
@@ -111,9 +114,16 @@ pub fn init_logging() -> bool {
             Some(e.to_string()),
         ),
     };
+    // Colour codes only on a terminal: a file or pipe gets plain text.
+    let ansi = if s.to_stdout {
+        std::io::stdout().is_terminal()
+    } else {
+        std::io::stderr().is_terminal()
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_target(false)
+        .with_ansi(ansi)
         .without_time();
     let installed = if s.to_stdout {
         builder.with_writer(std::io::stdout).try_init().is_ok()
