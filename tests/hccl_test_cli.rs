@@ -1713,3 +1713,35 @@ fn malformed_launcher_variables_fail_as_comm_from_env_does() {
         assert!(!stdout(&o).contains("simulator"), "{env:?}");
     }
 }
+
+#[test]
+fn bad_hccl_variables_are_refused_on_the_simulator_as_comm_refuses_them() {
+    for (var, value) in [
+        ("HCCL_EXEC_TIMEOUT", "abc"),
+        ("HCCL_DETERMINISTIC", "maybe"),
+        ("HCCL_BACKEND", "foo"),
+    ] {
+        let o = hccl_env(
+            &["all_reduce", "-b", "8K", "-e", "8K"],
+            &[(var, Some(value))],
+        );
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{var}={value}: {err}");
+        assert!(err.starts_with("error: "), "{var}={value}: {err}");
+        assert!(
+            err.contains(var) && err.contains(value),
+            "{var}={value}: {err}"
+        );
+    }
+}
+
+#[test]
+fn logs_to_a_pipe_have_no_colour_codes() {
+    let o = hccl_env(
+        &["all_reduce", "-b", "8K", "-e", "8K", "--mode", "timing"],
+        &[("ASCEND_GLOBAL_LOG_LEVEL", Some("9")), ("RUST_LOG", None)],
+    );
+    let err = stderr(&o);
+    assert!(err.contains("is not a log level"), "{err}");
+    assert!(!err.contains('\u{1b}'), "ANSI escape in a pipe: {err:?}");
+}
