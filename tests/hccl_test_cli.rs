@@ -1687,7 +1687,7 @@ fn a_bad_hccl_exec_timeout_is_not_a_usage_error_in_hccl_sim() {
 
 #[test]
 fn malformed_launcher_variables_fail_as_comm_from_env_does() {
-    let cases: [(&[(&str, Option<&str>)], &str); 3] = [
+    let cases = [
         (
             &[("RANK", Some("0")), ("WORLD_SIZE", Some("abc"))],
             "error: WORLD_SIZE=\"abc\": not a whole number",
