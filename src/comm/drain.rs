@@ -107,6 +107,31 @@ impl Tracker {
     }
 }
 
+/// Destroy's error for the messages that reached rank `rank` and that no
+/// receive took, as (sender, message number of the pair, bytes): "destroy
+/// on rank 1: 1 message from rank 0 (4096 bytes, message 0 of the pair) was
+/// never received ...". Ok if there are none.
+pub(crate) fn unreceived(rank: u32, msgs: &[(u32, u64, u64)]) -> Result<(), CommError> {
+    if msgs.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = msgs
+        .iter()
+        .map(|(src, n, bytes)| format!("from rank {src} ({bytes} bytes, message {n} of the pair)"))
+        .collect();
+    let what = match list.as_slice() {
+        [one] => format!("1 message {one} was never received, so its data was lost"),
+        _ => format!(
+            "{} messages ({}) were never received, so their data was lost",
+            list.len(),
+            list.join(", ")
+        ),
+    };
+    Err(CommError::Undelivered(format!(
+        "destroy on rank {rank}: {what}; call recv for each message sent to this rank before destroying the communicator"
+    )))
+}
+
 /// "a send to rank 1", "an AllReduce".
 fn describe(k: AsyncKind) -> String {
     match k {

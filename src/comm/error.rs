@@ -109,10 +109,10 @@ pub enum CommError {
     /// The communicator was aborted or failed before; destroy it.
     #[error("communicator is unusable: {0}")]
     Broken(String),
-    /// [`super::Comm::destroy`] found async ops whose data was not
-    /// delivered: still running after its linger (they are aborted), or
-    /// failed while nobody waited for their handle. The message counts and
-    /// names them.
+    /// [`super::Comm::destroy`] found data that was not delivered: async
+    /// ops still running after its linger (they are aborted), or failed
+    /// while nobody waited for their handle, or messages that reached this
+    /// rank and that no receive took. The message counts and names them.
     #[error("{0}")]
     Undelivered(String),
     /// An op on a sub-communicator ([`super::Comm::split`]) failed with

@@ -595,7 +595,10 @@ impl Comm {
     /// [`CommError::Undelivered`] counting and naming the async ops (sends,
     /// receives, collectives, with their peers) still running after that
     /// wait (they are aborted, so the peers fail too), or that failed while
-    /// their handle was dropped without waiting, with their errors.
+    /// their handle was dropped without waiting, with their errors; or
+    /// naming the messages sent to this rank that no receive took ("1
+    /// message from rank 0 (4096 bytes, message 0 of the pair) was never
+    /// received"), whose senders saw them delivered.
     pub fn destroy(self) -> Result<(), CommError> {
         self.close()
     }
@@ -615,12 +618,25 @@ impl Comm {
         }
         // Failures nobody waited for; after a timeout those are the aborts.
         let unseen = asyncs.take_unseen(rank);
-        if r.is_ok() {
-            r = unseen;
-        }
+        // Messages that reached this rank and that no receive took: their
+        // senders saw them delivered, so this is the only report.
+        let mut st = lock(&self.shared.state);
+        let msgs = match st.backend.as_mut() {
+            Some(Backend::Tcp(t)) => t.unreceived(),
+            Some(Backend::Sim(w)) => w.unreceived(rank),
+            None => Vec::new(),
+        };
         // Close now, on the caller's thread: were the last async thread to
         // drop the state, a caller that exits next would cut its goodbye.
-        lock(&self.shared.state).backend = None;
+        st.backend = None;
+        drop(st);
+        for e in [unseen, drain::unreceived(rank, &msgs)] {
+            r = match (r, e) {
+                (Ok(()), e) => e,
+                (Err(a), Err(b)) => Err(CommError::Undelivered(format!("{a}; {b}"))),
+                (r, Ok(())) => r,
+            };
+        }
         r
     }
 

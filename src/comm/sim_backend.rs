@@ -446,6 +446,17 @@ impl SimWorld {
         self.timeout.map_or(0.0, |t| t.as_secs_f64())
     }
 
+    /// The messages sent to rank `me` that no receive took: (sender,
+    /// message number of the pair, bytes), ascending.
+    pub(crate) fn unreceived(&self, me: u32) -> Vec<(u32, u64, u64)> {
+        lock(&self.state)
+            .mail
+            .iter()
+            .filter(|((_, dst, _), _)| *dst == me)
+            .map(|(&(src, _, n), mail)| (src, n, mail.data.len() as u64))
+            .collect()
+    }
+
     /// Leaves message `m` (its bytes `data`) for its receiver. Never waits.
     pub(crate) fn post_send(&self, name: &str, m: Msg, data: Vec<u8>) -> Result<(), CommError> {
         let mut s = lock(&self.state);

@@ -39,6 +39,8 @@ on_both!(
     async_sends_and_receives,
     an_async_send_then_destroy_is_delivered,
     a_failed_async_op_nobody_waited_for_is_destroys_error,
+    a_message_nobody_received_is_the_receivers_destroy_error,
+    an_unreceived_async_send_then_destroy_on_one_thread_is_reported,
 );
 
 /// Element `i` of the message from `s` to `d`: exact in f32 (< 2^24).
@@ -417,4 +419,46 @@ fn a_failed_async_op_nobody_waited_for_is_destroys_error(backend: BackendKind) {
             && e.contains("a receive from rank 1 failed:"),
         "{e}"
     );
+}
+
+/// Rank 0 sends a small (4 KiB) and a large (1 MiB) message that reach
+/// rank 1 (an all_reduce after them orders it), but rank 1 never receives
+/// them: rank 1's destroy fails naming both, rank 0's succeeds.
+fn a_message_nobody_received_is_the_receivers_destroy_error(backend: BackendKind) {
+    let out = on_threads(backend, 2, |c| {
+        if c.rank() == 0 {
+            let a = c.send_async(vec![1f32; 1024], 1);
+            let b = c.send_async(vec![2f32; 262_144], 1);
+            let mut v = [1.0f32];
+            c.all_reduce_in_place(&mut v, ReduceOp::Sum).unwrap();
+            drop((a, b));
+        } else {
+            let mut v = [1.0f32];
+            c.all_reduce_in_place(&mut v, ReduceOp::Sum).unwrap();
+        }
+        c.destroy().map_err(|e| e.to_string())
+    });
+    let e = out[1].clone().unwrap_err();
+    assert!(
+        e.contains("destroy on rank 1: 2 messages (from rank 0 (4096 bytes, message 0 of the pair), from rank 0 (1048576 bytes, message 1 of the pair)) were never received"),
+        "{e}"
+    );
+    assert_eq!(out[0], Ok(()));
+}
+
+/// The trial's program: one thread, `send_async` of 1024 floats to rank 1,
+/// the handle dropped, then destroy rank 0 and rank 1, which never
+/// received it: rank 1's destroy says so.
+fn an_unreceived_async_send_then_destroy_on_one_thread_is_reported(backend: BackendKind) {
+    for _ in 0..20 {
+        let mut comms = Comm::init_all_on(backend, 2).unwrap().into_iter();
+        let (c0, c1) = (comms.next().unwrap(), comms.next().unwrap());
+        drop(c0.send_async(vec![1f32; 1024], 1));
+        assert_eq!(c0.destroy().map_err(|e| e.to_string()), Ok(()));
+        let e = c1.destroy().unwrap_err().to_string();
+        assert!(
+            e.contains("destroy on rank 1: 1 message from rank 0 (4096 bytes, message 0 of the pair) was never received"),
+            "{e}"
+        );
+    }
 }

@@ -648,6 +648,22 @@ impl TcpRank {
         self.broken.clone()
     }
 
+    /// The point-to-point messages that reached this rank and that no
+    /// receive took, after reading what the connections hold (never
+    /// blocks): (sender, message number of the pair, bytes), ascending.
+    /// A p2p frame carries its pair's message number (mod 2^32) as its tag.
+    /// For a destroy that must report them: a queued send is delivered or
+    /// reported.
+    pub fn unreceived(&mut self) -> Vec<(u32, u64, u64)> {
+        let _ = self.async_error();
+        let mut v: Vec<(u32, u64, u64)> = (self.early.iter())
+            .filter(|(k, _)| is_p2p_seq(k.seq))
+            .map(|(k, e)| (k.peer, u64::from(k.tag), e.len))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
     /// The peers whose op signature for collective `seq` has reached this
     /// rank (after a timeout: the ranks that called the op), ascending.
     pub fn arrived(&self, seq: u64) -> Vec<u32> {
