@@ -4,6 +4,7 @@
 //! `HcclCommInitAll` before synchronising the streams.
 
 use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use super::{Comm, CommError};
@@ -59,7 +60,10 @@ impl<'env> Group<'env> {
 /// call has run (or failed) by then.
 ///
 /// # Panics
-/// If a call panics, once every call has ended.
+/// If a call panics: its communicator is aborted at once (so peers that
+/// wait in an op it never ran fail, naming it, instead of timing out), its
+/// later calls in the group are skipped, and the panic resumes once every
+/// other call has ended.
 pub fn group<'env>(f: impl FnOnce(&mut Group<'env>)) -> Result<(), CommError> {
     let mut g = Group { calls: Vec::new() };
     f(&mut g);
@@ -81,17 +85,32 @@ pub fn group<'env>(f: impl FnOnce(&mut Group<'env>)) -> Result<(), CommError> {
             .into_values()
             .map(|(comm, calls)| {
                 s.spawn(move || {
-                    calls
-                        .into_iter()
-                        .map(|(i, call)| (i, call(comm)))
-                        .collect::<Vec<_>>()
+                    let mut done = Vec::new();
+                    for (i, call) in calls {
+                        match std::panic::catch_unwind(AssertUnwindSafe(|| call(comm))) {
+                            Ok(r) => done.push((i, r)),
+                            Err(p) => {
+                                // Its peers may wait in the op it never
+                                // ran: fail them now, not at the timeout.
+                                comm.abort_because(format!(
+                                    "rank {} aborted the communicator: its call {i} in \
+                                     hccl::group panicked",
+                                    comm.rank()
+                                ));
+                                return Err(p);
+                            }
+                        }
+                    }
+                    Ok(done)
                 })
             })
             .collect();
         for t in threads {
             match t.join() {
-                Ok(done) => done.into_iter().for_each(|(i, r)| results[i] = Some(r)),
-                Err(p) => panic = Some(p),
+                Ok(Ok(done)) => done.into_iter().for_each(|(i, r)| results[i] = Some(r)),
+                Ok(Err(p)) | Err(p) => {
+                    panic.get_or_insert(p);
+                }
             }
         }
     });

@@ -561,6 +561,14 @@ impl Comm {
     /// Aborts the communicator: interrupts a running op, tells the peers,
     /// closes the connections. Every later op fails. A second call is a no-op.
     pub fn abort(&self) {
+        self.abort_because(format!(
+            "rank {} aborted the communicator",
+            self.shared.rank
+        ));
+    }
+
+    /// [`Comm::abort`] telling the peers `reason`.
+    fn abort_because(&self, reason: String) {
         {
             let mut a = lock(&self.shared.aborted);
             if *a {
@@ -568,16 +576,15 @@ impl Comm {
             }
             *a = true;
         }
-        let reason = format!("rank {} aborted the communicator", self.shared.rank);
         if let Some(h) = &self.shared.abort {
-            h.abort();
+            h.abort_with(&reason);
         }
         if let Some(w) = &self.shared.sim {
             w.fail(self.shared.rank, &reason);
         }
         let mut st = lock(&self.shared.state);
         if let Some(Backend::Tcp(t)) = st.backend.as_mut() {
-            t.abort();
+            t.abort_with(&reason);
         }
         st.backend = None;
         lock(&self.shared.error).get_or_insert(CommError::Broken(reason));
@@ -969,7 +976,7 @@ impl Comm {
         let on_stuck = Box::new(move |msg: String| {
             lock(&sh.error).get_or_insert(CommError::Undriven(msg.clone()));
             if let Some(h) = &sh.abort {
-                h.abort();
+                h.abort_with(&format!("rank {} failed: {msg}", sh.rank));
             }
             if let Some(w) = &sh.sim {
                 w.fail(sh.rank, &msg);

@@ -183,3 +183,63 @@ fn async_ops_count_as_driven() {
     }
     drop_together(comms);
 }
+
+/// A call in a group that panics aborts its communicator, so the peer
+/// waiting in the op it never ran fails at once naming it (not at the
+/// 3 s timeout), and the panic reaches the caller.
+fn panic_in_group(backend: BackendKind) {
+    short_timeout();
+    let comms = Comm::init_all_on(backend, 2).unwrap();
+    let mut peer_result = None;
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        hccl::group(|g| {
+            g.call(&comms[0], |_| panic!("user bug"));
+            g.call(&comms[1], |c| {
+                let mut r = [0f32; 4];
+                peer_result = Some(c.all_reduce(&[1f32; 4], &mut r, ReduceOp::Sum));
+                Ok(())
+            });
+        })
+    }));
+    assert!(panicked.is_err(), "the panic is resumed");
+    let e = peer_result.unwrap().unwrap_err();
+    assert!(
+        !matches!(
+            e,
+            CommError::SimTimeout(_) | CommError::Tcp(hccl_hw::tcp::TcpError::Timeout { .. })
+        ),
+        "the peer failed at its timeout: {e}"
+    );
+    assert!(e.to_string().contains("hccl::group panicked"), "{e}");
+    drop_together(comms);
+}
+
+#[test]
+fn a_panicking_group_call_fails_its_peers_at_once_on_sim() {
+    panic_in_group(BackendKind::Sim);
+}
+
+#[test]
+fn a_panicking_group_call_fails_its_peers_at_once_on_tcp() {
+    panic_in_group(BackendKind::Tcp);
+}
+
+/// The peers of a call failed as undriven are told why (on TCP they saw
+/// only a lost connection, "the peer destroyed its communicator").
+#[test]
+fn peers_of_an_undriven_call_are_told_why_on_tcp() {
+    short_timeout();
+    let comms = Comm::init_all_on(BackendKind::Tcp, 2).unwrap();
+    let mut r = [0f32; 4];
+    let e = comms[0]
+        .all_reduce(&[1f32; 4], &mut r, ReduceOp::Sum)
+        .unwrap_err();
+    assert!(matches!(e, CommError::Undriven(_)), "{e}");
+    let e = comms[1]
+        .all_reduce(&[1f32; 4], &mut r, ReduceOp::Sum)
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("cannot complete"), "{msg}");
+    assert!(!msg.contains("destroyed"), "{msg}");
+    drop_together(comms);
+}

@@ -158,8 +158,9 @@ pub enum Event {
         /// The socket's words.
         reason: String,
     },
-    /// The user aborted the communicator from another thread.
-    LocalAbort,
+    /// The communicator was aborted from another thread: by the user
+    /// (`None`), or by the facade with a reason the peers are told.
+    LocalAbort(Option<String>),
     /// `peer` sent bytes that are not a valid frame; the connection is dropped.
     Protocol {
         /// The peer.

@@ -414,6 +414,9 @@ pub struct TcpRank {
     /// older are stale).
     last_done: Option<u64>,
     broken: Option<TcpError>,
+    /// The reason of an [`AbortHandle::abort_with`] that failed the
+    /// running op, for [`TcpOp::fail`] to tell the peers.
+    abort_reason: Option<String>,
     closed: bool,
     start: Instant,
     /// Kept to build [`AbortHandle`]s.
@@ -456,7 +459,14 @@ pub struct AbortHandle(UnboundedSender<Event>);
 impl AbortHandle {
     /// Fails the running op (or the next one) of the rank.
     pub fn abort(&self) {
-        let _ = self.0.send(Event::LocalAbort);
+        let _ = self.0.send(Event::LocalAbort(None));
+    }
+
+    /// [`AbortHandle::abort`] for `reason`: the op fails with
+    /// [`TcpError::Broken`] carrying it, and every peer is sent it in an
+    /// abort frame (so their ops fail naming it, not a lost connection).
+    pub fn abort_with(&self, reason: &str) {
+        let _ = self.0.send(Event::LocalAbort(Some(reason.to_string())));
     }
 }
 
@@ -550,6 +560,7 @@ impl TcpRank {
             posted: HashMap::new(),
             early: HashMap::new(),
             op_starts: HashMap::new(),
+            abort_reason: None,
             agreed: HashSet::new(),
             late: HashSet::new(),
             completions: VecDeque::new(),
@@ -1539,10 +1550,14 @@ impl TcpRank {
                 tracing::debug!("hccl rank {}: writing to rank {peer}: {reason}", self.rank);
                 Ok(())
             }
-            Event::LocalAbort => Err(TcpError::Broken(format!(
+            Event::LocalAbort(None) => Err(TcpError::Broken(format!(
                 "rank {} was aborted by the user",
                 self.rank
             ))),
+            Event::LocalAbort(Some(reason)) => {
+                self.abort_reason = Some(reason.clone());
+                Err(TcpError::Broken(reason))
+            }
             Event::Protocol { peer, error } => {
                 self.peers[peer as usize].dead = Some(format!("protocol error: {error}"));
                 Err(TcpError::Protocol {
@@ -2240,7 +2255,9 @@ impl TcpOp<'_, '_> {
             }
             self.rank.peers[p as usize].outq.clear();
         }
-        if !matches!(e, TcpError::Aborted { .. } | TcpError::Broken(_)) {
+        if let Some(reason) = self.rank.abort_reason.take() {
+            self.rank.broadcast_abort(self.ctx.seq, &reason);
+        } else if !matches!(e, TcpError::Aborted { .. } | TcpError::Broken(_)) {
             let reason = format!("rank {}: {e}", self.rank.rank);
             self.rank.broadcast_abort(self.ctx.seq, &reason);
         }
