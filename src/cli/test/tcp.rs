@@ -167,6 +167,74 @@ pub fn check_npus(p: u32, launch: &Launch) -> Result<String, String> {
     ))
 }
 
+/// Bytes of one rank's settings line in the start-up comparison (the line
+/// is about 150 bytes; a longer one is compared on its first 1024).
+const SETTINGS_BYTES: usize = 1024;
+
+/// `settings` as a block of [`SETTINGS_BYTES`], zero-padded.
+fn settings_block(settings: &str) -> Vec<u8> {
+    let mut b = settings.as_bytes().to_vec();
+    b.resize(SETTINGS_BYTES, 0);
+    b
+}
+
+/// The flags of a settings line (`all_reduce -b 8192 -e 8192 ... -n 2`):
+/// the collective as `COLL`, then each `-flag value` pair.
+fn flags(line: &str) -> Vec<(String, String)> {
+    let mut t = line.split_whitespace().peekable();
+    let mut out: Vec<(String, String)> = t
+        .next()
+        .map(|c| ("collective".to_string(), c.to_string()))
+        .into_iter()
+        .collect();
+    while let Some(k) = t.next() {
+        if k.starts_with('-') {
+            let v = match t.peek() {
+                Some(v) if !v.starts_with('-') => t.next().unwrap_or_default(),
+                _ => "",
+            };
+            out.push((k.to_string(), v.to_string()));
+        }
+    }
+    out
+}
+
+/// When `lines` (rank r's settings line at r) are not all rank 0's: the
+/// error naming each flag that differs (`-n 2 on rank 0, -n 3 on rank 1`).
+fn settings_mismatch(lines: &[String]) -> Option<String> {
+    let first = lines.first()?;
+    let (r, other) = lines.iter().enumerate().find(|(_, l)| *l != first)?;
+    let (a, b) = (flags(first), flags(other));
+    let value =
+        |f: &[(String, String)], k: &str| f.iter().find(|(x, _)| x == k).map(|(_, v)| v.clone());
+    let mut keys: Vec<&str> = a.iter().chain(&b).map(|(k, _)| k.as_str()).collect();
+    keys.dedup();
+    let mut seen = Vec::new();
+    let mut diffs = Vec::new();
+    for k in keys {
+        if seen.contains(&k) {
+            continue;
+        }
+        seen.push(k);
+        let (x, y) = (value(&a, k), value(&b, k));
+        if x != y {
+            let say = |v: Option<String>, rank: usize| match (k, v) {
+                ("collective", Some(v)) => format!("{v} on rank {rank}"),
+                (_, Some(v)) => format!("{k} {v} on rank {rank}"),
+                (_, None) => format!("no {k} on rank {rank}"),
+            };
+            diffs.push(format!("{}, {}", say(x, 0), say(y, r)));
+        }
+    }
+    if diffs.is_empty() {
+        diffs.push(format!("rank 0: {first}; rank {r}: {other}"));
+    }
+    Some(format!(
+        "the ranks were started with different settings: {}; start every rank with the same hccl test flags",
+        diffs.join("; ")
+    ))
+}
+
 /// Runs this process's rank of the sweep; rank 0 prints the header and
 /// the table (the same columns as the simulator's). Returns this rank, the
 /// world size and the rows (every rank gets the same times and checks).
@@ -183,6 +251,22 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
     })?;
     let n = comm.size();
     let rank = comm.rank();
+    // First op of every rank, of one shape whatever the flags: ranks
+    // started with different flags would otherwise meet in mismatched ops.
+    let mut all = vec![0u8; SETTINGS_BYTES * n as usize];
+    comm.all_gather(&settings_block(s.settings), &mut all)
+        .context("--transport tcp: comparing the ranks' settings")?;
+    let lines: Vec<String> = all
+        .chunks(SETTINGS_BYTES)
+        .map(|b| {
+            String::from_utf8_lossy(b)
+                .trim_end_matches('\0')
+                .to_string()
+        })
+        .collect();
+    if let Some(m) = settings_mismatch(&lines) {
+        anyhow::bail!("{m}");
+    }
     if s.coll.uses_root() && s.root >= n {
         anyhow::bail!(
             "-r/--root {} is outside the world of {n} ranks; use a root in 0..={}",
@@ -743,6 +827,27 @@ mod tests {
                 .find(|(a, _)| *a == k)
                 .map(|(_, v)| v.to_string())
         }
+    }
+
+    #[test]
+    fn ranks_with_different_flags_are_named_flag_by_flag() {
+        let line = |n: &str| {
+            format!("all_reduce -b 8192 -e 8192 -i default -d fp32 -o sum -r 0 -n {n} -w 1 -c 1 --seed 1 --transport tcp")
+        };
+        assert_eq!(settings_mismatch(&[line("2"), line("2")]), None);
+        let m = settings_mismatch(&[line("2"), line("2"), line("3")]).unwrap();
+        assert!(m.contains(": -n 2 on rank 0, -n 3 on rank 2; start"), "{m}");
+        let m = settings_mismatch(&[line("2"), format!("{} -p 8", line("2"))]).unwrap();
+        assert!(m.contains("no -p on rank 0, -p 8 on rank 1"), "{m}");
+        let m =
+            settings_mismatch(&[line("2"), line("2").replace("all_reduce", "broadcast")]).unwrap();
+        assert!(
+            m.contains("all_reduce on rank 0, broadcast on rank 1"),
+            "{m}"
+        );
+        let block = settings_block(&line("2"));
+        assert_eq!(block.len(), SETTINGS_BYTES);
+        assert!(block.starts_with(line("2").as_bytes()));
     }
 
     #[test]
