@@ -310,7 +310,9 @@ pub fn render(a: &PlanArgs) -> anyhow::Result<(String, bool)> {
         Some(ns) => writeln!(t, "  this plan: {:.1} us", ns / 1000.0)?,
         None => writeln!(t, "  this plan: not costable")?,
     }
-    for c in explain(&args, &layout, &cost).iter().take(6) {
+    // Every candidate the selector weighed (as many as "cheapest of N"
+    // says), so a forced algorithm is listed wherever it ranks.
+    for c in explain(&args, &layout, &cost) {
         writeln!(t, "  {c}")?;
     }
     match &verdict {
@@ -358,6 +360,32 @@ mod tests {
         assert!(t.contains("scratch 0 B, 1 step\n"), "{t}");
         // The cost list names the schedule once, not every algorithm.
         assert!(!t.contains("  mesh "), "{t}");
+    }
+
+    #[test]
+    fn every_candidate_is_listed_and_the_forced_one_among_them() {
+        let mut a = args("all_reduce", 4, 1024, "ring", 1);
+        a.algo = None;
+        let (t, _) = render(&a).unwrap();
+        let n: usize = t
+            .split("cheapest of ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no candidate count: {t}"));
+        let listed = t
+            .lines()
+            .skip_while(|l| !l.starts_with("  this plan:"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .count();
+        assert_eq!(listed, n, "{t}");
+        let (t, _) = render(&args("all_reduce", 3, 1024, "H-D_R", 1)).unwrap();
+        let costs = t.split("  this plan:").nth(1).unwrap();
+        assert!(
+            costs.lines().any(|l| l.trim_start().starts_with("H-D_R ")),
+            "{t}"
+        );
     }
 
     #[test]
