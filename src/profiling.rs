@@ -75,6 +75,13 @@ pub enum ProfilingError {
         /// The OS error.
         error: std::io::Error,
     },
+    /// [`ProfilingConfig::check_writable`]: the output path exists and is
+    /// not a directory (a file such as `/etc/passwd`).
+    #[error("{ENV_OUTPUT_PATH}={} is not a directory; set it to a writable directory", dir.display())]
+    NotADirectory {
+        /// The path.
+        dir: PathBuf,
+    },
     /// The output directory or file could not be written.
     #[error(
         "profiling: cannot write {path}: {error}; set {ENV_OUTPUT_PATH} to a writable directory"
@@ -169,12 +176,18 @@ impl ProfilingConfig {
     /// records when the file is written at the end.
     ///
     /// # Errors
+    /// [`ProfilingError::NotADirectory`] for a path that is a file;
     /// [`ProfilingError::Unwritable`] naming the path and the OS error.
     pub fn check_writable(&self) -> Result<(), ProfilingError> {
         let io = |path: &Path| {
             let (dir, path) = (self.dir.clone(), path.to_path_buf());
             move |error| ProfilingError::Unwritable { dir, path, error }
         };
+        if self.dir.exists() && !self.dir.is_dir() {
+            return Err(ProfilingError::NotADirectory {
+                dir: self.dir.clone(),
+            });
+        }
         std::fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
         let probe = self
             .dir

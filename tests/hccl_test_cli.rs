@@ -501,6 +501,23 @@ fn profiling_env_writes_one_record_per_timed_op() {
         "{e}"
     );
     assert_eq!(e.matches("os error").count(), 1, "{e}");
+    // A path that is a file is named as one, not as "File exists".
+    let file = scratch("profile-path-is-a-file").join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let o = hccl_env(
+        &["all_reduce", "-b", "1K", "-e", "1K"],
+        &[
+            ("HCCL_PROFILING_ENABLE", Some("1")),
+            ("HCCL_PROFILING_OUTPUT_PATH", Some(file.to_str().unwrap())),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let e = stderr(&o);
+    let want = format!(
+        "error: HCCL_PROFILING_OUTPUT_PATH={} is not a directory",
+        file.display()
+    );
+    assert!(e.starts_with(&want), "{e}");
 }
 
 #[test]

@@ -58,6 +58,9 @@ pub(crate) fn check_env() -> Result<(), CommError> {
                     "cannot write {}: {error}; set it to a writable directory",
                     path.display()
                 ),
+                ProfilingError::NotADirectory { .. } => {
+                    "is not a directory; set it to a writable directory".into()
+                }
                 e => e.to_string(),
             },
         }),
