@@ -36,6 +36,9 @@ fn unknown_keys_are_a_note_and_strict_rejects_them() {
             && out.contains("server_list[0].pod_name"),
         "{out}"
     );
+    // Said once, as the note: not also as a log line.
+    let err = text(&o.stderr);
+    assert!(!err.contains("pod_name"), "{err}");
     let o = check("pod.json", WITH_POD_FIELDS, true);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
     let err = text(&o.stderr);

@@ -59,11 +59,18 @@ fn parse_version(s: &str) -> Result<Version, String> {
 /// Runs one `hccl ranktable` subcommand.
 pub fn run(command: RanktableCommand) -> anyhow::Result<ExitCode> {
     match command {
-        RanktableCommand::Check { file, strict } => match if strict {
-            RankTable::from_file_strict(&file)
-        } else {
-            RankTable::from_file(&file)
-        } {
+        // The check prints what it found (ignored keys as a note): the
+        // parser's own warning would say it a second time.
+        RanktableCommand::Check { file, strict } => match tracing::subscriber::with_default(
+            tracing::subscriber::NoSubscriber::default(),
+            || {
+                if strict {
+                    RankTable::from_file_strict(&file)
+                } else {
+                    RankTable::from_file(&file)
+                }
+            },
+        ) {
             Ok(table) => {
                 let pods = table.super_pods().len();
                 writeln!(
