@@ -1762,3 +1762,22 @@ fn logs_to_a_pipe_have_no_colour_codes() {
     assert!(err.contains("is not a log level"), "{err}");
     assert!(!err.contains('\u{1b}'), "ANSI escape in a pipe: {err:?}");
 }
+
+#[test]
+fn a_bootstrap_timeout_is_said_once() {
+    let o = hccl_env(
+        &["all_reduce", "-b", "8K", "-e", "8K", "--transport", "tcp"],
+        &[
+            ("RANK", Some("0")),
+            ("WORLD_SIZE", Some("2")),
+            ("MASTER_ADDR", Some("127.0.0.1")),
+            ("MASTER_PORT", Some("0")),
+            ("HCCL_IF_IP", Some("127.0.0.1")),
+            ("HCCL_CONNECT_TIMEOUT", Some("1")),
+        ],
+    );
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(err.matches("bootstrap timed out").count(), 1, "{err}");
+    assert!(err.starts_with("error: "), "{err}");
+}

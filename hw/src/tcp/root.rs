@@ -388,15 +388,21 @@ async fn reject(mut s: TcpStream, session: SessionId, code: RejectCode, reason: 
     let _ = wire::write_ctrl(&mut s, CtrlKind::Reject, session, &body).await;
 }
 
-/// Ends the session for every rank that joined: logs `msg` and sends it to
-/// them as a reject with `code`.
+/// Ends the session for every rank that joined: sends `msg` to them as a
+/// reject with `code` (and logs it as an error only when none joined).
 async fn reject_all(
     info: &RootInfo,
     joined: &mut BTreeMap<u32, Joined>,
     code: RejectCode,
     msg: &str,
 ) {
-    tracing::error!("hccl root {}: {msg}", info.addr);
+    // The ranks that joined return `msg` as their error: logging it too
+    // would print it twice. With nobody to tell, the log is its only trace.
+    if joined.is_empty() {
+        tracing::error!("hccl root {}: {msg}", info.addr);
+    } else {
+        tracing::debug!("hccl root {}: {msg}", info.addr);
+    }
     let body = wire::encode_reject(code, msg);
     answer_all(joined, CtrlKind::Reject, info.session, &body).await;
 }
