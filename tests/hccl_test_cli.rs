@@ -1605,7 +1605,7 @@ fn the_check_memory_limit_is_the_memory_available_or_the_flag() {
     ]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("(limit 0.1 GiB: --check-memory)"),
+        stderr(&o).contains("(limit 100.0 MiB: --check-memory)"),
         "{}",
         stderr(&o)
     );
@@ -1780,4 +1780,34 @@ fn a_bootstrap_timeout_is_said_once() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert_eq!(err.matches("bootstrap timed out").count(), 1, "{err}");
     assert!(err.starts_with("error: "), "{err}");
+}
+
+#[test]
+fn counts_of_one_are_singular() {
+    let o = hccl_env(
+        &[
+            "all_reduce",
+            "-b",
+            "8K",
+            "-e",
+            "8K",
+            "--transport",
+            "tcp",
+            "--spawn",
+            "1",
+        ],
+        &[],
+    );
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        out.contains("# ranks: 1 process on the TCP transport"),
+        "{out}"
+    );
+    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .args(["topo", "show", "--preset", "leaf-spine", "--servers", "2"])
+        .output()
+        .unwrap();
+    let out = stdout(&o);
+    assert!(out.contains("3 nodes (2 NPUs, 1 other node),"), "{out}");
 }

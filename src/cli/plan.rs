@@ -113,6 +113,9 @@ fn plural(n: usize, noun: &str) -> String {
 const MAX_RANKS: u32 = 1 << 20;
 
 fn layout(a: &PlanArgs) -> anyhow::Result<GroupLayout> {
+    if a.ranks == 0 {
+        anyhow::bail!("--ranks 0: plan at least one rank");
+    }
     if a.ranks > MAX_RANKS {
         anyhow::bail!(
             "--ranks {} is more than hccl plan handles ({MAX_RANKS}, 2^20)",
@@ -502,6 +505,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--ranks 4294967295 is more than"), "{e}");
+        let e = render(&args("all_reduce", 0, 1, "ring", 1))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(e, "--ranks 0: plan at least one rank");
         let mut a = args("broadcast", 4, 1024, "ring", 1);
         a.rank = 4;
         let e = render(&a).unwrap_err().to_string();

@@ -555,14 +555,14 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             .unwrap_or(0);
         let (limit, why) = check_limit(a.check_memory, available_memory());
         if need > limit {
-            let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+            let human = |b: u64| hccl_topology::limits::human_bytes(u128::from(b));
             return Ok(usage_error(
                 bin,
                 format!(
-                    "checking {} bytes on {n} ranks needs about {:.1} GiB of host memory (limit {:.1} GiB: {why}); use --mode timing, -c 0, or a smaller -e",
+                    "checking {} bytes on {n} ranks needs about {} of host memory (limit {}: {why}); use --mode timing, -c 0, or a smaller -e",
                     largest,
-                    gib(need),
-                    gib(limit),
+                    human(need),
+                    human(limit),
                 ),
             ));
         }

@@ -115,10 +115,11 @@ pub(crate) fn summary(fabric: &Fabric) -> String {
     let npus = fabric.world_size() as usize;
     let _ = writeln!(
         s,
-        "graph: {} nodes ({} NPUs, {} others), {} directed links",
+        "graph: {} nodes ({} NPUs, {} other node{}), {} directed links",
         g.node_count(),
         npus,
         g.node_count() - npus,
+        if g.node_count() - npus == 1 { "" } else { "s" },
         g.edge_count()
     );
     let _ = writeln!(s, "link classes (bandwidth per direction):");

@@ -84,7 +84,7 @@ pub enum CommError {
     #[error("simulator: {0}")]
     SimLost(String),
     /// An environment variable is missing or malformed.
-    #[error("{var}={value:?}: {reason}")]
+    #[error("{}", env_text(var, value, reason))]
     Env {
         /// The variable.
         var: &'static str,
@@ -128,6 +128,16 @@ pub enum CommError {
         /// The error, in the communicator's ranks.
         source: Box<CommError>,
     },
+}
+
+/// [`CommError::Env`]'s text: `RANK is unset: ...` for an unset
+/// variable, `WORLD_SIZE="abc": ...` for a malformed one.
+fn env_text(var: &str, value: &str, reason: &str) -> String {
+    if value.is_empty() {
+        format!("{var} is unset: {reason}")
+    } else {
+        format!("{var}={value:?}: {reason}")
+    }
 }
 
 impl From<TopologyError> for CommError {

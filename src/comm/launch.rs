@@ -155,7 +155,7 @@ impl EnvLaunch {
         let unset = |var| CommError::Env {
             var,
             value: String::new(),
-            reason: "unset: launch with torchrun-style RANK/WORLD_SIZE or under mpirun".into(),
+            reason: "launch with torchrun-style RANK/WORLD_SIZE or under mpirun".into(),
         };
         let rank = rank.ok_or_else(|| unset("RANK"))?;
         let world_size = world_size.ok_or_else(|| unset("WORLD_SIZE"))?;
@@ -320,7 +320,11 @@ mod tests {
         let e = EnvLaunch::from_lookup(&env(&[("RANK", "4"), ("WORLD_SIZE", "4")])).unwrap_err();
         assert!(e.to_string().contains("WORLD_SIZE = 4"), "{e}");
         let e = EnvLaunch::from_lookup(&env(&[("WORLD_SIZE", "4")])).unwrap_err();
-        assert!(e.to_string().starts_with("RANK=\"\""), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("RANK is unset: launch with torchrun-style"),
+            "{e}"
+        );
         let e = EnvLaunch::from_lookup(&env(&[("RANK", "0"), ("WORLD_SIZE", "0")])).unwrap_err();
         assert!(
             e.to_string()

@@ -311,7 +311,8 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
         )?;
         writeln!(
             out,
-            "# ranks: {n} processes on the TCP transport, launched by {}",
+            "# ranks: {n} process{} on the TCP transport, launched by {}",
+            if n == 1 { "" } else { "es" },
             launcher().map_or("torchrun-style RANK/WORLD_SIZE", |l| l.by)
         )?;
         for note in s.launch_notes {
