@@ -698,7 +698,13 @@ impl Comm {
             lock(&shared.error).get_or_insert(e.clone());
             // The other ranks may be waiting in this op: tell them now
             // (a failure the transport found, it has told them already).
-            let reason = format!("rank {} failed: {e}", shared.rank);
+            // Without this op's prefix, which the peers' text has already.
+            let text = e.to_string();
+            let reason = format!(
+                "rank {} failed: {}",
+                shared.rank,
+                hccl_hw::tcp::own_reason(&text)
+            );
             match st.backend.as_mut() {
                 Some(Backend::Tcp(t)) => t.abort_with(&reason),
                 Some(Backend::Sim(w)) => w.fail(shared.rank, &reason),

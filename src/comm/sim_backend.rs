@@ -73,9 +73,10 @@ struct SimState {
 
 impl SimState {
     fn broken_error(&self, name: &str) -> Option<CommError> {
-        self.broken
-            .as_ref()
-            .map(|(by, why)| CommError::SimRemote(format!("{name}: aborted by rank {by}: {why}")))
+        self.broken.as_ref().map(|(by, why)| {
+            let why = hccl_hw::tcp::own_reason(why);
+            CommError::SimRemote(format!("{name}: aborted by rank {by}: {why}"))
+        })
     }
 
     /// The error of waiting for `peer` if it dropped its communicator.

@@ -258,6 +258,15 @@ fn a_ranks_bad_buffer_fails_every_rank_at_once_on_both_backends() {
             if r != 1 {
                 assert!(e.contains("rank 1"), "{backend:?} rank {r}: {e}");
             }
+            // The failed rank's reason comes without the op's prefix again.
+            assert!(
+                e.matches("AllReduce #0").count() <= 1,
+                "{backend:?} rank {r}: {e}"
+            );
+            assert!(
+                e.matches("simulator:").count() <= 1,
+                "{backend:?} rank {r}: {e}"
+            );
         }
     }
 }
@@ -271,6 +280,7 @@ fn a_count_mismatch_fails_every_simulated_rank_naming_both() {
     });
     for (r, e) in errors(BackendKind::Sim, &out, 0..out.len()) {
         assert!(e.contains("count mismatch"), "rank {r}: {e}");
+        assert_eq!(e.matches("AllReduce #0").count(), 1, "rank {r}: {e}");
         assert!(
             e.contains("11 on rank 1") && e.contains("10 on rank"),
             "rank {r}: {e}"
@@ -498,5 +508,21 @@ fn errors_on_a_split_communicator_name_world_ranks_on_both_backends() {
                 "{backend:?} rank {r}: {e}"
             );
         }
+    }
+}
+
+/// A rank whose op fails with its own prefixed error tells the others
+/// its reason without that prefix: "aborted by rank 1: rank 1 failed:
+/// <reason>", the op named once (TCP: 3 ranks, a count mismatch).
+#[test]
+fn a_failed_ranks_reason_names_the_op_once_on_tcp() {
+    let out = per_rank(BackendKind::Tcp, 3, |r, c| {
+        let n = if r == 1 { 11 } else { 10 };
+        c.all_reduce(&vec![1.0f32; n], &mut vec![0.0; n], ReduceOp::Sum)
+            .map_err(|e| e.to_string())
+    });
+    for (r, e) in errors(BackendKind::Tcp, &out, 0..out.len()) {
+        eprintln!("Tcp rank {r}: {e}");
+        assert!(e.matches("AllReduce #0").count() <= 1, "rank {r}: {e}");
     }
 }

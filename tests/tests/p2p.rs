@@ -41,6 +41,7 @@ on_both!(
     a_failed_async_op_nobody_waited_for_is_destroys_error,
     a_message_nobody_received_is_the_receivers_destroy_error,
     an_unreceived_async_send_then_destroy_on_one_thread_is_reported,
+    after_a_count_mismatch_the_sender_reads_the_receivers_words,
 );
 
 /// Element `i` of the message from `s` to `d`: exact in f32 (< 2^24).
@@ -461,4 +462,27 @@ fn an_unreceived_async_send_then_destroy_on_one_thread_is_reported(backend: Back
             "{e}"
         );
     }
+}
+
+/// After a count mismatch (5 sent, 4 expected) the sender's next op fails
+/// with the receiver's element-level words, not bytes.
+fn after_a_count_mismatch_the_sender_reads_the_receivers_words(backend: BackendKind) {
+    let out = on_threads(backend, 2, |c| {
+        let r = if c.rank() == 0 {
+            c.send(&[1.0f32; 5], 1)
+        } else {
+            c.recv(&mut [0.0f32; 4], 0)
+        };
+        let mut v = [1.0f32];
+        let next = c.all_reduce_in_place(&mut v, ReduceOp::Sum);
+        (r.is_ok(), next.map_err(|e| e.to_string()))
+    });
+    let e = out[0].1.clone().unwrap_err();
+    assert!(
+        e.contains("aborted by rank 1")
+            && e.contains("send/recv mismatch, count: rank 0 sends 5, rank 1 receives 4"),
+        "{e}"
+    );
+    assert!(!e.contains("bytes"), "{e}");
+    assert!(out[1].1.is_err());
 }

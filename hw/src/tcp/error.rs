@@ -347,14 +347,47 @@ impl std::fmt::Display for OpSeq {
     }
 }
 
+/// An op error's text without the backend and op prefix that a peer's
+/// abort text repeats itself ("simulator: comm 'world' AllReduce #0: x"
+/// is "x"), for the reason a failed rank sends its peers, whose own
+/// error names their op already. Text of another form is returned whole.
+pub fn own_reason(text: &str) -> &str {
+    let t = text.strip_prefix("simulator: ").unwrap_or(text);
+    let Some(rest) = t.strip_prefix("comm '") else {
+        return t;
+    };
+    // "<name>' <Kind> #<seq>: reason" (the name may hold ": ").
+    match rest.find("' ").map(|i| &rest[i + 2..]) {
+        Some(op) => match op.find(": ") {
+            Some(j) if op[..j].contains('#') => &op[j + 2..],
+            _ => t,
+        },
+        None => t,
+    }
+}
+
 #[cfg(test)]
 mod op_seq_tests {
-    use super::OpSeq;
+    use super::{own_reason, OpSeq};
     use crate::tcp::rank::P2P_SEQ_BIT;
 
     #[test]
     fn p2p_sequence_numbers_print_without_the_namespace_bit() {
         assert_eq!(OpSeq(7).to_string(), "#7");
         assert_eq!(OpSeq(P2P_SEQ_BIT | 3).to_string(), "p2p #3");
+    }
+
+    #[test]
+    fn own_reason_drops_the_backend_and_op_prefix_only() {
+        assert_eq!(
+            own_reason("simulator: comm 'world' AllReduce #0: count: rank 0 sends 5"),
+            "count: rank 0 sends 5"
+        );
+        assert_eq!(
+            own_reason("comm 'w/s' Broadcast #3: rank 1 lost rank 0"),
+            "rank 1 lost rank 0"
+        );
+        assert_eq!(own_reason("bad root: 9"), "bad root: 9");
+        assert_eq!(own_reason("comm 'x' has no op: y"), "comm 'x' has no op: y");
     }
 }

@@ -36,7 +36,7 @@ pub mod wire;
 
 pub use buffers::OpBuffers;
 pub use config::TcpConfig;
-pub use error::TcpError;
+pub use error::{own_reason, TcpError};
 pub use rank::{is_p2p_seq, AbortHandle, CmaStats, OpInfo, TcpOp, TcpRank, P2P_SEQ_BIT};
 pub use root::RootInfo;
 pub use select::{choose_algo, plan_op};

@@ -71,7 +71,7 @@ use super::buffers::OpBuffers;
 use super::cma::{self, LendWord, LentPieces, LentReadError, Token};
 use super::cma_reader::{self, ChunkPool};
 use super::config::TcpConfig;
-use super::error::TcpError;
+use super::error::{own_reason, TcpError};
 use super::io::{reader, writer, Event, Outgoing};
 use super::root::RootInfo;
 use super::wire::{
@@ -418,6 +418,9 @@ pub struct TcpRank {
     /// running op, for [`TcpOp::fail`] to tell the peers.
     abort_reason: Option<String>,
     closed: bool,
+    /// A failed op left telling the peers to [`TcpRank::abort_with`]: a
+    /// p2p length mismatch, which the caller words in elements.
+    abort_deferred: bool,
     start: Instant,
     /// Kept to build [`AbortHandle`]s.
     ev_tx: UnboundedSender<Event>,
@@ -567,6 +570,7 @@ impl TcpRank {
             last_done: None,
             broken: None,
             closed: false,
+            abort_deferred: false,
             start: Instant::now(),
             ev_tx,
             local_ip: mesh.local_addr.ip(),
@@ -896,10 +900,12 @@ impl TcpRank {
         if self.closed {
             return;
         }
-        if self.broken.is_none() {
+        if self.broken.is_none() || self.abort_deferred {
+            self.abort_deferred = false;
             let seq = self.last_done.map_or(0, |d| d + 1);
             self.broadcast_abort(seq, reason);
-            self.broken = Some(TcpError::Broken(reason.to_string()));
+            self.broken
+                .get_or_insert(TcpError::Broken(reason.to_string()));
         }
         self.shutdown(false);
     }
@@ -2257,8 +2263,14 @@ impl TcpOp<'_, '_> {
         }
         if let Some(reason) = self.rank.abort_reason.take() {
             self.rank.broadcast_abort(self.ctx.seq, &reason);
+        } else if matches!(e, TcpError::LengthMismatch { .. }) && is_p2p_seq(self.ctx.seq) {
+            // The caller rewords it in elements and tells the peers
+            // (abort_with), so that the sender reads the receiver's words.
+            self.rank.abort_deferred = true;
         } else if !matches!(e, TcpError::Aborted { .. } | TcpError::Broken(_)) {
-            let reason = format!("rank {}: {e}", self.rank.rank);
+            // Without the op's prefix, which the peers' own error has.
+            let text = e.to_string();
+            let reason = format!("rank {}: {}", self.rank.rank, own_reason(&text));
             self.rank.broadcast_abort(self.ctx.seq, &reason);
         }
         // The caller may rewrite its buffers as soon as this returns, and
