@@ -750,6 +750,7 @@ impl TcpRank {
                 "the communicator was destroyed or aborted".into(),
             ));
         }
+        self.send_deferred_abort();
         match &self.broken {
             // A peer aborted this op while this rank finished the last one.
             Some(TcpError::Aborted {
@@ -908,6 +909,21 @@ impl TcpRank {
                 .get_or_insert(TcpError::Broken(reason.to_string()));
         }
         self.shutdown(false);
+    }
+
+    /// Tells the peers of the failure whose abort was left to the caller
+    /// ([`TcpRank::abort_with`]) if the caller went on without it, in
+    /// the transport's own words.
+    fn send_deferred_abort(&mut self) {
+        if !std::mem::take(&mut self.abort_deferred) {
+            return;
+        }
+        if let Some(e) = self.broken.clone() {
+            let text = e.to_string();
+            let reason = format!("rank {}: {}", self.rank, own_reason(&text));
+            let seq = self.last_done.map_or(0, |d| d + 1);
+            self.broadcast_abort(seq, &reason);
+        }
     }
 
     fn broadcast_abort(&mut self, seq: u64, reason: &str) {
@@ -1112,6 +1128,7 @@ impl TcpRank {
         if self.closed {
             return;
         }
+        self.send_deferred_abort();
         self.closed = true;
         let bye = FrameHeader {
             kind: FrameKind::Bye,
