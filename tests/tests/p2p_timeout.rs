@@ -90,3 +90,34 @@ fn unreceived_send_past_buffsize_times_out_on_sim() {
     let comms = Comm::init_all_on(BackendKind::Sim, 2).unwrap();
     comms[0].send(&[1u8; 100], 1).unwrap();
 }
+
+/// Rank 0 sends 2 MiB (past HCCL_BUFFSIZE, 1 MB) and drops the handle;
+/// rank 1 destroys without receiving: rank 0's destroy reports the send,
+/// which could not be delivered, on both backends.
+fn a_large_send_to_a_rank_that_destroys_is_reported(backend: BackendKind) {
+    short_timeouts();
+    let mut comms = comms_made_elsewhere(backend, 2).into_iter();
+    let (c0, c1) = (comms.next().unwrap(), comms.next().unwrap());
+    let sender = std::thread::spawn(move || {
+        drop(c0.send_async(vec![1f32; 524_288], 1));
+        c0.destroy().map_err(|e| e.to_string())
+    });
+    let _ = c1.destroy();
+    let e = sender.join().unwrap().unwrap_err();
+    assert!(
+        e.contains("destroy on rank 0:")
+            && (e.contains("a send to rank 1 failed")
+                || e.contains("1 send (to rank 1) still pending")),
+        "{backend:?}: {e}"
+    );
+}
+
+#[test]
+fn a_large_send_to_a_rank_that_destroys_is_reported_on_tcp() {
+    a_large_send_to_a_rank_that_destroys_is_reported(BackendKind::Tcp);
+}
+
+#[test]
+fn a_large_send_to_a_rank_that_destroys_is_reported_on_sim() {
+    a_large_send_to_a_rank_that_destroys_is_reported(BackendKind::Sim);
+}
