@@ -511,7 +511,16 @@ fn type_errors_name_the_json_path() {
 fn structural_errors_have_line_and_column() {
     let (line, col, msg) = syntax(b"");
     assert_eq!((line, col), (1, 0));
-    assert!(msg.contains("EOF"), "{msg}");
+    assert_eq!(msg, "the file is empty");
+    // A truncated file: where it ends, not a `?` path and serde's "EOF".
+    let text = br#"{"status":"completed","version":"1.0","server_count":"1","server_list":[{"server_id":"a","device":[{"device_id":"0","#;
+    let e = RankTable::from_slice(text).unwrap_err().to_string();
+    assert!(
+        e.starts_with(
+            "rank table: server_list[0].device[0]: end of file inside the table (a truncated file?) at line 1, column"
+        ),
+        "{e}"
+    );
     let (line, _, msg) = syntax(b"{\n  \"status\": \"completed\",\n  \"version\": 1.0\n}");
     assert_eq!(line, 3);
     assert!(msg.contains("invalid type"), "{msg}");

@@ -188,15 +188,25 @@ fn syntax_error(
     TopologyError::RankTableSyntax {
         line: inner.line(),
         column: inner.column(),
-        // `.` is serde_path_to_error's top level.
-        path: if path == "." { String::new() } else { path },
+        // `.` is serde_path_to_error's top level; `?` a key it never read
+        // (the text ended first), which names nothing.
+        path: match path.trim_end_matches(".?").trim_end_matches('?') {
+            "." => String::new(),
+            p => p.to_string(),
+        },
         message: {
-            let mut m = inner
-                .to_string()
-                .split(" at line ")
-                .next()
-                .unwrap_or("")
-                .to_string();
+            let mut m = if inner.is_eof() && bytes.trim_ascii().is_empty() {
+                "the file is empty".to_string()
+            } else if inner.is_eof() {
+                "end of file inside the table (a truncated file?)".to_string()
+            } else {
+                inner
+                    .to_string()
+                    .split(" at line ")
+                    .next()
+                    .unwrap_or("")
+                    .to_string()
+            };
             if !unknown.is_empty() {
                 m.push_str(&format!(
                     " (keys outside HCCL's format: {})",
