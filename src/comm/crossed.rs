@@ -12,6 +12,10 @@ use hccl_hw::tcp::{TcpError, TcpRank};
 
 use super::{lock, Backend, Shared};
 
+/// What a timeout that found ranks blocked in another communicator adds,
+/// on TCP and on the simulator backend.
+pub(super) const DIFFERENT_ORDERS: &str = ": the ranks call these communicators' ops in different orders, which blocks both (call them in the same order on every rank)";
+
 /// Every communicator of this process (for [`explain`]).
 static COMMS: Mutex<Vec<Weak<Shared>>> = Mutex::new(Vec::new());
 
@@ -71,10 +75,7 @@ pub(super) fn explain(shared: &Shared, t: &TcpRank, seq: u64, e: TcpError) -> Tc
     if !notes.is_empty() {
         notes.sort();
         notes.dedup();
-        waiting.push_str(&format!(
-            "; {}: the ranks call these communicators' ops in different orders, which blocks both (call them in the same order on every rank)",
-            notes.join(", ")
-        ));
+        waiting.push_str(&format!("; {}{DIFFERENT_ORDERS}", notes.join(", ")));
     }
     TcpError::Timeout {
         op,

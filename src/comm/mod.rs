@@ -991,11 +991,29 @@ impl Comm {
         Some(world.enter(rank, waits, describe, on_stuck))
     }
 
-    /// Marks this rank as driven by an async op, for [`local`]'s check.
-    fn note_async(&self) {
+    /// Runs `f` as an async op of `kind` on a thread named `name`: the
+    /// rank counts as driven for [`local`]'s check, destroy waits for the
+    /// op ([`drain`]), and a failure its handle never reports is kept for
+    /// destroy's error.
+    fn spawn_async<T: Send + 'static>(
+        &self,
+        name: String,
+        kind: drain::AsyncKind,
+        f: impl FnOnce(&Arc<Shared>) -> Result<T, CommError> + Send + 'static,
+    ) -> OpHandle<T> {
         if let Some(w) = self.shared.local.get() {
             w.driven(self.shared.rank);
         }
+        let shared = Arc::clone(&self.shared);
+        let running = drain::AsyncGuard::new(&shared.asyncs, kind);
+        let id = running.id();
+        OpHandle::spawn(name, move || {
+            let _running = running;
+            let r = f(&shared);
+            shared.asyncs.note_result(id, kind, &r);
+            r
+        })
+        .reported_to(&self.shared.asyncs, id)
     }
 
     /// Ends a call [`Comm::enter_blocking`] started: a call failed as stuck
@@ -1010,32 +1028,24 @@ impl Comm {
     /// [`Comm::collective`] on its own thread, with owned buffers: returns
     /// the output buffer (allocated to `args.io_bytes(rank).1` bytes).
     pub fn collective_async(&self, args: CollectiveArgs, input: Vec<u8>) -> OpHandle<Vec<u8>> {
-        let shared = Arc::clone(&self.shared);
         let checked = self.check_world(&args);
         let (turn, seq) = self.take_ticket();
-        self.note_async();
         let kind = drain::AsyncKind::Collective(args.kind.name());
-        let running = drain::AsyncGuard::new(&shared.asyncs, kind);
-        let id = running.id();
-        OpHandle::spawn(format!("hccl-op-{seq}"), move || {
-            let _running = running;
+        self.spawn_async(format!("hccl-op-{seq}"), kind, move |shared| {
             // A failed check fails the op's turn, telling the peers; either
             // way `at_turn` runs and passes the turn on.
-            let checked = checked.or_else(|e| Comm::at_turn(&shared, turn, |_| Err(e)));
-            let r = checked.and_then(|()| {
+            let checked = checked.or_else(|e| Comm::at_turn(shared, turn, |_| Err(e)));
+            checked.and_then(|()| {
                 let mut out = vec![0u8; args.io_bytes(shared.rank).1 as usize];
                 Comm::run_at(
-                    &shared,
+                    shared,
                     (turn, seq),
                     &args,
                     UserBufs::Separate(&input, &mut out),
                 )
                 .map(|()| out)
-            });
-            shared.asyncs.note_result(id, kind, &r);
-            r
+            })
         })
-        .reported_to(&self.shared.asyncs, id)
     }
 
     /// An argument error a collective found before its op was queued still

@@ -32,7 +32,6 @@
 //! backends, as it would on one HCCL stream; use [`Comm::batch_send_recv`].
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use hccl_algos::collective::{CollectiveArgs, P2p};
 use hccl_algos::layout::GroupLayout;
@@ -41,7 +40,7 @@ use hccl_algos::transport::OpContext;
 use hccl_hw::tcp::wire::Signature;
 use hccl_hw::tcp::{OpBuffers, OpInfo, TcpError, TcpRank, P2P_SEQ_BIT};
 
-use super::drain::{AsyncGuard, AsyncKind};
+use super::drain::AsyncKind;
 use super::element::{bytes, bytes_mut};
 use super::sim_backend::{Msg, SimWorld};
 use super::{
@@ -252,28 +251,14 @@ impl Comm {
     /// [`Comm::send`] on its own thread; the handle gives `buf` back when
     /// the send is done. Runs in call order with this rank's other ops.
     pub fn send_async<T: Element>(&self, buf: Vec<T>, dest: u32) -> OpHandle<Vec<T>> {
-        let shared = Arc::clone(&self.shared);
-        let turn =
-            check(&shared, "Send", false, &[P2pItem::send(&buf, dest)]).map(|()| self.take_turn());
-        self.note_async();
-        let kind = AsyncKind::Send(dest);
-        let running = AsyncGuard::new(&shared.asyncs, kind);
-        let id = running.id();
-        OpHandle::spawn(format!("hccl-send-{dest}"), move || {
-            let _running = running;
-            let r = turn.and_then(|turn| {
-                p2p_at(
-                    &shared,
-                    turn,
-                    "Send",
-                    false,
-                    &mut [P2pItem::send(&buf, dest)],
-                )
-            });
-            shared.asyncs.note_result(id, kind, &r);
-            r.map(|()| buf)
+        let turn = check(&self.shared, "Send", false, &[P2pItem::send(&buf, dest)])
+            .map(|()| self.take_turn());
+        let name = format!("hccl-send-{dest}");
+        self.spawn_async(name, AsyncKind::Send(dest), move |shared| {
+            let items = &mut [P2pItem::send(&buf, dest)];
+            turn.and_then(|turn| p2p_at(shared, turn, "Send", false, items))?;
+            Ok(buf)
         })
-        .reported_to(&self.shared.asyncs, id)
     }
 
     /// [`Comm::recv`] on its own thread: receives `buf.len()` elements from
@@ -287,28 +272,14 @@ impl Comm {
     /// `HcclBatchSendRecv`), which starts all its sends and receives at
     /// once.
     pub fn recv_async<T: Element>(&self, mut buf: Vec<T>, src: u32) -> OpHandle<Vec<T>> {
-        let shared = Arc::clone(&self.shared);
-        let turn = check(&shared, "Recv", false, &[P2pItem::recv(&mut buf, src)])
+        let turn = check(&self.shared, "Recv", false, &[P2pItem::recv(&mut buf, src)])
             .map(|()| self.take_turn());
-        self.note_async();
-        let kind = AsyncKind::Recv(src);
-        let running = AsyncGuard::new(&shared.asyncs, kind);
-        let id = running.id();
-        OpHandle::spawn(format!("hccl-recv-{src}"), move || {
-            let _running = running;
-            let r = turn.and_then(|turn| {
-                p2p_at(
-                    &shared,
-                    turn,
-                    "Recv",
-                    false,
-                    &mut [P2pItem::recv(&mut buf, src)],
-                )
-            });
-            shared.asyncs.note_result(id, kind, &r);
-            r.map(|()| buf)
+        let name = format!("hccl-recv-{src}");
+        self.spawn_async(name, AsyncKind::Recv(src), move |shared| {
+            let items = &mut [P2pItem::recv(&mut buf, src)];
+            turn.and_then(|turn| p2p_at(shared, turn, "Recv", false, items))?;
+            Ok(buf)
         })
-        .reported_to(&self.shared.asyncs, id)
     }
 
     fn p2p_now(&self, op: &str, batch: bool, items: &mut [P2pItem<'_>]) -> Result<(), CommError> {

@@ -297,7 +297,7 @@ impl SimWorld {
             self.cv.notify_all();
         }
         let deadline = self.timeout.map(|t| Instant::now() + t);
-        let me = self.global.get(rank as usize).copied().unwrap_or(rank);
+        let me = self.global_of(rank);
         let mut waiting = Waiting(&self.blocked, me, false);
         loop {
             let Some(p) = s.ops.get_mut(&seq) else {
@@ -394,7 +394,7 @@ impl SimWorld {
             return String::new();
         }
         let why = if cycle {
-            ": the ranks call these communicators' ops in different orders, which blocks both (call them in the same order on every rank)"
+            super::crossed::DIFFERENT_ORDERS
         } else {
             ""
         };

@@ -203,6 +203,10 @@ pub fn is_p2p_seq(seq: u64) -> bool {
     seq & P2P_SEQ_BIT != 0
 }
 
+/// The tag of the op-start frame every rank sends every peer when an op
+/// starts: it carries the sender's signature. See the module docs.
+const SIGNATURE_TAG: u32 = 0;
+
 /// The tag of an op-start frame that says "every rank's signature has
 /// reached me and agrees with mine", sent by a rank that sent
 /// [`LATE_TAG`] (tag 0 carries the sender's signature at the op's start).
@@ -682,11 +686,16 @@ impl TcpRank {
     /// The peers whose op signature for collective `seq` has reached this
     /// rank (after a timeout: the ranks that called the op), ascending.
     pub fn arrived(&self, seq: u64) -> Vec<u32> {
-        let mut v: Vec<u32> = (0..self.nranks)
+        (0..self.nranks)
             .filter(|&p| self.op_starts.contains_key(&(p, seq)))
-            .collect();
-        v.sort_unstable();
-        v
+            .collect()
+    }
+
+    /// The peers that said they were late for op `seq` ([`LATE_TAG`]) and
+    /// have not yet said that every signature agreed ([`AGREED_TAG`]).
+    fn unconfirmed(&self, seq: u64) -> impl Iterator<Item = u32> + '_ {
+        (0..self.nranks)
+            .filter(move |&p| self.late.contains(&(p, seq)) && !self.agreed.contains(&(p, seq)))
     }
 
     /// The collectives peers have started that this rank has not: (peer,
@@ -797,13 +806,7 @@ impl TcpRank {
             warned: false,
         };
         if ring {
-            let h = op.header(FrameKind::OpStart, 0, 0).encode();
-            for p in (0..op.rank.nranks).filter(|&p| p != op.rank.rank) {
-                let held = op.rank.peers[p as usize]
-                    .op_start
-                    .get_or_insert_with(Vec::new);
-                held.extend_from_slice(&h);
-            }
+            op.tell_peers(SIGNATURE_TAG);
         }
         // Check what arrived early for this op (signatures, aborts).
         op.pump_nonblocking().map_err(|e| op.fail(e))?;
@@ -2071,10 +2074,7 @@ impl TcpOp<'_, '_> {
                 ),
             );
         } else if !is_p2p_seq(self.ctx.seq) {
-            let seq = self.ctx.seq;
-            let unconfirmed: Vec<u32> = (0..r.nranks)
-                .filter(|&p| r.late.contains(&(p, seq)) && !r.agreed.contains(&(p, seq)))
-                .collect();
+            let unconfirmed: Vec<u32> = r.unconfirmed(self.ctx.seq).collect();
             if !unconfirmed.is_empty() {
                 waits.push(format!(
                     "{} to confirm that every rank called the op alike (still waiting for another rank's signature)",
@@ -2222,9 +2222,7 @@ impl TcpOp<'_, '_> {
         self.pump_nonblocking()?;
         // The agreement of every peer that said it was late.
         loop {
-            let r = &*self.rank;
-            let unconfirmed = (0..r.nranks)
-                .find(|&p| p != me && r.late.contains(&(p, seq)) && !r.agreed.contains(&(p, seq)));
+            let unconfirmed = self.rank.unconfirmed(seq).find(|&p| p != me);
             let Some(p) = unconfirmed else { break };
             if self.rank.peers[p as usize].dead.is_some() {
                 return Err(self.rank.lost(self.info.name, seq, p));
