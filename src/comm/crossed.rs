@@ -26,6 +26,21 @@ pub(super) fn register(shared: &Arc<Shared>) {
     all.push(Arc::downgrade(shared));
 }
 
+/// `m` locked, if it comes free within 200 ms.
+fn lock_briefly<T>(m: &Mutex<T>) -> Option<std::sync::MutexGuard<'_, T>> {
+    let end = std::time::Instant::now() + std::time::Duration::from_millis(200);
+    loop {
+        match m.try_lock() {
+            Ok(g) => return Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => return Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < end => {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        }
+    }
+}
+
 /// `e` (from op `seq` of `shared`, whose transport is `t`), with a timeout
 /// that names where each rank that never called the op is blocked: an
 /// idle communicator of this process on which it started an op this rank
@@ -52,8 +67,11 @@ pub(super) fn explain(shared: &Shared, t: &TcpRank, seq: u64, e: TcpError) -> Tc
         .collect();
     let mut notes = Vec::new();
     for other in others {
-        // A communicator running an op on another thread is not looked at.
-        let Ok(mut st) = other.state.try_lock() else {
+        // A communicator running an op on another thread is not looked at;
+        // one that another rank's timeout is looking at (for at most
+        // `peers_ahead`'s 50 ms) is waited for: ranks of a cycle time out
+        // together, and each must see the other's idle communicator.
+        let Some(mut st) = lock_briefly(&other.state) else {
             continue;
         };
         let Some(Backend::Tcp(o)) = st.backend.as_mut() else {
