@@ -949,7 +949,7 @@ fn warmups_and_iterations_do_not_change_the_time_per_op() {
 fn wrong_args_fault_is_a_failure_not_a_hang() {
     let plan = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/examples/faults/wrong_count.json"
+        "/../examples/faults/wrong_count.json"
     );
     let o = hccl(&[
         "all_reduce",
@@ -1024,7 +1024,7 @@ fn servers_of_unequal_size_run_flat_and_say_so() {
     // 2x8 with the second server cut to 4 devices: a valid rank table, on
     // which hierarchical algorithms cannot run.
     let mut table: serde_json::Value =
-        serde_json::from_str(include_str!("../examples/rank_table_2x8.json")).unwrap();
+        serde_json::from_str(include_str!("../../examples/rank_table_2x8.json")).unwrap();
     let devices = table["server_list"][1]["device"].as_array_mut().unwrap();
     devices.truncate(4);
     let path = scratch("uneven").join("uneven.json");

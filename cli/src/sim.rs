@@ -443,8 +443,9 @@ mod tests {
             .sim
     }
 
+    /// The repository's root, where examples/ lives.
     fn root() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
     }
 
     fn with_root(mut a: SimArgs) -> SimArgs {

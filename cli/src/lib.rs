@@ -1,0 +1,91 @@
+//! The `hccl` and `hccl-test` programs, compiled once: the `hccl` command
+//! line (rank tables, topologies, schedules, the simulator and the
+//! `hccl_test`-style benchmark) and `hccl-test`, the benchmark alone.
+//!
+//! One module per subcommand; the two binaries are thin `main`s calling
+//! [`hccl_main`] and [`hccl_test_main`]. The library they drive is `hccl`
+//! (and `hccl-algos`, `hccl-sim`, `hccl-topology` for planning and
+//! simulation); none of this crate's dependencies (clap, anyhow,
+//! plotters, indicatif) reach the library.
+
+use std::process::ExitCode;
+
+use clap::{Args, FromArgMatches, Parser, Subcommand};
+
+mod plan;
+mod ranktable;
+mod sim;
+mod test;
+mod topo;
+
+/// hccl-rs: collective communication in the style of Huawei HCCL.
+#[derive(Parser, Debug)]
+#[command(name = "hccl", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Check or generate HCCL rank table files (versions 1.0 and 1.2).
+    #[command(subcommand)]
+    Ranktable(ranktable::RanktableCommand),
+    /// Show a cluster topology: a preset, a rank table or a fabric file.
+    #[command(subcommand)]
+    Topo(topo::TopoCommand),
+    /// Print a rank's schedule for a collective, its cost estimate and the verifier's verdict.
+    Plan(plan::PlanArgs),
+    /// Benchmark a collective over a size sweep (see `test::ABOUT`).
+    #[command(about = test::ABOUT)]
+    Test(Box<test::TestArgs>),
+    /// Run collectives on the simulated fabric, optionally under a fault plan; print results or the hang report (exit 4 on a hang, 3 on mismatched arguments, 2 on bad flags).
+    Sim(Box<sim::SimArgs>),
+}
+
+/// `hccl ARGS`: parses the process's arguments (exit 2 on bad flags, as
+/// clap does), runs the subcommand and returns its exit code; an error
+/// is printed to stderr with exit code 1.
+pub fn hccl_main() -> ExitCode {
+    let cli = Cli::parse();
+    // Warnings the library logs (and more with RUST_LOG or
+    // ASCEND_GLOBAL_LOG_LEVEL) go to stderr.
+    hccl::init_logging();
+    finish(match cli.command {
+        Command::Ranktable(c) => ranktable::run(c),
+        Command::Topo(c) => topo::run(c),
+        Command::Plan(c) => plan::run(c),
+        Command::Test(c) => test::run(*c, "hccl test"),
+        Command::Sim(c) => sim::run(*c),
+    })
+}
+
+/// `hccl-test ARGS`: the same program as `hccl test ARGS` (CANN's
+/// `hccl_test` / nccl-tests, on the simulator or over TCP) as its own
+/// binary; exit codes as [`hccl_main`].
+pub fn hccl_test_main() -> ExitCode {
+    let cmd = test::TestArgs::augment_args(
+        clap::Command::new("hccl-test").version(env!("CARGO_PKG_VERSION")),
+    )
+    .about(test::ABOUT);
+    let args = match test::TestArgs::from_arg_matches(&cmd.get_matches()) {
+        Ok(a) => a,
+        Err(e) => e.exit(),
+    };
+    hccl::init_logging();
+    finish(test::run(args, "hccl-test"))
+}
+
+/// A subcommand's result as the process's exit code.
+fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
+    match result {
+        Ok(code) => code,
+        // A reader that closed the pipe (`hccl ... | head`) wants no more
+        // output: that is not an error.
+        Err(e) if test::is_broken_pipe(&e) => test::broken_pipe_exit(),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
