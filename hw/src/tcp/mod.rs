@@ -26,6 +26,7 @@ pub mod buffers;
 pub mod cma;
 pub mod cma_reader;
 pub mod config;
+pub(crate) mod core;
 pub mod error;
 pub mod iface;
 pub mod io;

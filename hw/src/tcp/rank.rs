@@ -62,7 +62,6 @@ use std::time::{Duration, Instant};
 use hccl_algos::exec::Executor;
 use hccl_algos::schedule::{Op, Rank, RankPlan, Region, StepId};
 use hccl_algos::transport::{drive, Completion, OpContext, Transport};
-use hccl_algos::ReduceOp;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinHandle;
 
@@ -71,6 +70,9 @@ use super::buffers::OpBuffers;
 use super::cma::{self, LendWord, LentPieces, LentReadError, Token};
 use super::cma_reader::{self, ChunkPool};
 use super::config::TcpConfig;
+use super::core::matcher::{
+    ChunkAction, HeaderAction, Key, MatchError, Matcher, PostAction, RecvKind,
+};
 use super::error::{own_reason, TcpError};
 use super::io::{reader, writer, Event, Outgoing};
 use super::root::RootInfo;
@@ -235,53 +237,6 @@ impl std::fmt::Debug for OpInfo<'_> {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct Key {
-    peer: u32,
-    seq: u64,
-    tag: u32,
-}
-
-#[derive(Clone, Copy, Debug)]
-enum RecvKind {
-    Copy {
-        dst: Region,
-    },
-    Reduce {
-        local: Region,
-        dst: Region,
-        op: ReduceOp,
-    },
-}
-
-#[derive(Debug)]
-struct Posted {
-    step: StepId,
-    kind: RecvKind,
-    len: u64,
-    got: u64,
-}
-
-#[derive(Debug)]
-struct Early {
-    len: u64,
-    sig: Signature,
-    got: u64,
-    chunks: Vec<(Vec<u8>, Permit)>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Dest {
-    Posted,
-    Early,
-}
-
-#[derive(Debug)]
-struct Incoming {
-    key: Key,
-    dest: Dest,
-}
-
 #[derive(Debug, Default)]
 struct Peer {
     tx: Option<UnboundedSender<Outgoing>>,
@@ -293,7 +248,6 @@ struct Peer {
     /// Consumed chunk buffers go back to the peer's reader for reuse.
     recycle: Option<UnboundedSender<Vec<u8>>>,
     budget: Option<ByteBudget>,
-    incoming: Option<Incoming>,
     dead: Option<String>,
     sends_in_flight: u32,
     /// The messages posted to this peer and not yet complete (written, or
@@ -404,8 +358,8 @@ pub struct TcpRank {
     writers: Vec<JoinHandle<()>>,
     events: UnboundedReceiver<Event>,
     peers: Vec<Peer>,
-    posted: HashMap<Key, Posted>,
-    early: HashMap<Key, Early>,
+    /// Posted receives and early messages.
+    matcher: Matcher<(Vec<u8>, Permit)>,
     op_starts: HashMap<(u32, u64), Signature>,
     /// (peer, seq) of the peers that said every signature of op seq
     /// agreed ([`AGREED_TAG`]).
@@ -564,8 +518,7 @@ impl TcpRank {
             writers,
             events,
             peers,
-            posted: HashMap::new(),
-            early: HashMap::new(),
+            matcher: Matcher::new(nranks),
             op_starts: HashMap::new(),
             abort_reason: None,
             agreed: HashSet::new(),
@@ -675,12 +628,7 @@ impl TcpRank {
     /// reported.
     pub fn unreceived(&mut self) -> Vec<(u32, u64, u64)> {
         let _ = self.async_error();
-        let mut v: Vec<(u32, u64, u64)> = (self.early.iter())
-            .filter(|(k, _)| is_p2p_seq(k.seq))
-            .map(|(k, e)| (k.peer, u64::from(k.tag), e.len))
-            .collect();
-        v.sort_unstable();
-        v
+        self.matcher.unreceived()
     }
 
     /// The peers whose op signature for collective `seq` has reached this
@@ -1266,116 +1214,43 @@ impl TcpRank {
                         ),
                     ));
                 }
-                // P2p seqs are numbered per pair, so another sender's
-                // message may share the running op's seq: only a frame
-                // whose receive is posted belongs to the op; the rest wait
-                // (and are checked when their receive is posted).
-                let mine = |c: &OpContext| {
-                    c.seq == h.seq && (!is_p2p_seq(h.seq) || self.posted.contains_key(&key))
-                };
-                if let Some((ctx, info, bufs)) = op.as_mut().filter(|(c, _, _)| mine(c)) {
-                    if h.sig != info.sig {
-                        return Err(TcpError::Mismatch {
-                            op: name,
-                            seq: h.seq,
-                            detail: (info.describe)(&h.sig, peer),
-                        });
-                    }
-                    if let Some(p) = self.posted.get(&key) {
-                        if p.len != h.len {
-                            return Err(TcpError::LengthMismatch {
-                                op: name,
-                                seq: h.seq,
-                                rank: self.rank,
-                                peer,
-                                tag: h.tag,
-                                expected: p.len,
-                                received: h.len,
-                            });
-                        }
-                        if h.len == 0 {
-                            let p = self.posted.remove(&key).map(|p| p.step);
-                            self.completions
-                                .extend(p.map(|step| Completion { seq: ctx.seq, step }));
-                        } else {
-                            self.peers[peer as usize].incoming = Some(Incoming {
-                                key,
-                                dest: Dest::Posted,
-                            });
-                        }
-                        let _ = bufs;
-                        return Ok(());
-                    }
-                }
-                if self.early.len() >= MAX_EARLY_MESSAGES {
-                    return Err(self.protocol(
-                        peer,
-                        format!(
-                            "more than {MAX_EARLY_MESSAGES} messages arrived before their receives"
-                        ),
-                    ));
-                }
-                if self.early.contains_key(&key) {
-                    return Err(self.protocol(
-                        peer,
-                        format!("second message with op #{} tag {}", h.seq, h.tag),
-                    ));
-                }
-                self.early.insert(
-                    key,
-                    Early {
-                        len: h.len,
-                        sig: h.sig,
-                        got: 0,
-                        chunks: Vec::new(),
-                    },
-                );
-                if h.len > 0 {
-                    self.peers[peer as usize].incoming = Some(Incoming {
-                        key,
-                        dest: Dest::Early,
-                    });
-                }
-                Ok(())
-            }
-            Event::Chunk { peer, data, permit } => {
-                let Some(inc) = self.peers[peer as usize].incoming.as_ref() else {
-                    return Ok(());
-                };
-                let key = inc.key;
-                match inc.dest {
-                    Dest::Early => {
-                        let Some(e) = self.early.get_mut(&key) else {
-                            return Ok(());
-                        };
-                        e.got += data.len() as u64;
-                        let done = e.got >= e.len;
-                        e.chunks.push((data, permit));
-                        if done {
-                            self.peers[peer as usize].incoming = None;
-                        }
+                let running = op.as_ref().map(|(c, i, _)| (c.seq, &i.sig));
+                match self.matcher.on_header(key, h.len, &h.sig, running) {
+                    Ok(HeaderAction::Complete(step)) => {
+                        self.completions.push_back(Completion { seq: h.seq, step });
                         Ok(())
                     }
-                    Dest::Posted => {
+                    Ok(HeaderAction::Stream | HeaderAction::Kept) => Ok(()),
+                    Err(e) => {
+                        let info = op.as_ref().map(|(_, i, _)| *i);
+                        Err(self.match_error(e, &name, peer, h.seq, info))
+                    }
+                }
+            }
+            Event::Chunk { peer, data, permit } => {
+                let n = data.len() as u64;
+                match self.matcher.on_chunk(peer, (data, permit), n, op.is_some()) {
+                    Ok(ChunkAction::Place {
+                        chunk: (data, permit),
+                        kind,
+                        offset,
+                        step,
+                        done,
+                    }) => {
                         let Some((ctx, _, bufs)) = op.as_mut() else {
                             return Ok(());
                         };
-                        let dtype = ctx.dtype;
-                        let seq = ctx.seq;
-                        let Some(p) = self.posted.get_mut(&key) else {
-                            return Ok(());
-                        };
-                        apply_chunk(bufs, dtype, p, &data)?;
+                        apply(bufs, ctx.dtype, kind, offset, &data)?;
                         drop(permit);
-                        let (done, step) = (p.got >= p.len, p.step);
                         self.recycle(peer, data);
                         if done {
-                            self.posted.remove(&key);
-                            self.peers[peer as usize].incoming = None;
+                            let seq = ctx.seq;
                             self.completions.push_back(Completion { seq, step });
                         }
                         Ok(())
                     }
+                    Ok(ChunkAction::Kept | ChunkAction::Unused(_)) => Ok(()),
+                    Err(e) => Err(self.match_error(e, &name, peer, cur_seq.unwrap_or(0), None)),
                 }
             }
             Event::Piece {
@@ -1393,46 +1268,31 @@ impl TcpRank {
                 let Some(pid) = self.peers[peer as usize].cma_pid else {
                     return Err(self.protocol(peer, "cross-memory piece without a probe".into()));
                 };
-                let Some(key) = self.peers[peer as usize].incoming.as_ref().map(|i| i.key) else {
+                if !self.matcher.receiving(peer) {
                     return Ok(());
-                };
+                }
                 // A plain receive that is posted: straight into its region.
-                let direct = self.peers[peer as usize]
-                    .incoming
-                    .as_ref()
-                    .is_some_and(|i| i.dest == Dest::Posted)
-                    && op.is_some();
-                if let (true, Some((ctx, _, bufs)), Some(p)) =
-                    (direct, op.as_mut(), self.posted.get_mut(&key))
-                {
-                    if let RecvKind::Copy { dst } = p.kind {
-                        if p.got + desc.len > p.len {
-                            return Err(TcpError::InvalidArgument(format!(
-                                "message overflows its region: {} + {} > {}",
-                                p.got, desc.len, p.len
-                            )));
-                        }
-                        let region = Region::new(dst.buf, dst.offset + p.got, desc.len);
-                        let into = bufs.get_mut(region)?;
-                        // On an error the bytes that landed are not counted:
-                        // the op fails.
-                        if let Err(e) = cma::read_lent(pid, &desc, into) {
-                            let at = (before, msg_len);
-                            return self.piece_failed(&name, cur_seq, peer, desc, e, at);
-                        }
-                        drop(permit);
-                        p.got += desc.len;
-                        self.cma_stats.bytes_read += desc.len;
-                        self.cma_stats.bytes_read_direct += desc.len;
-                        let (done, step, seq) = (p.got >= p.len, p.step, ctx.seq);
-                        self.send_ack(peer, desc, seq, tag);
-                        if done {
-                            self.posted.remove(&key);
-                            self.peers[peer as usize].incoming = None;
-                            self.completions.push_back(Completion { seq, step });
-                        }
-                        return Ok(());
+                let direct = match self.matcher.direct(peer, desc.len, op.is_some()) {
+                    Ok(d) => d,
+                    Err(e) => return Err(self.match_error(e, &name, peer, seq, None)),
+                };
+                if let (Some(region), Some((ctx, _, bufs))) = (direct, op.as_mut()) {
+                    let into = bufs.get_mut(region)?;
+                    // On an error the bytes that landed are not counted:
+                    // the op fails.
+                    if let Err(e) = cma::read_lent(pid, &desc, into) {
+                        let at = (before, msg_len);
+                        return self.piece_failed(&name, cur_seq, peer, desc, e, at);
                     }
+                    drop(permit);
+                    self.cma_stats.bytes_read += desc.len;
+                    self.cma_stats.bytes_read_direct += desc.len;
+                    let seq = ctx.seq;
+                    self.send_ack(peer, desc, seq, tag);
+                    if let Some(step) = self.matcher.advance(peer, desc.len) {
+                        self.completions.push_back(Completion { seq, step });
+                    }
+                    return Ok(());
                 }
                 // Otherwise into a chunk, then as over TCP.
                 let mut data = self.chunk_pool.take();
@@ -1552,9 +1412,9 @@ impl TcpRank {
                 let p = &mut self.peers[peer as usize];
                 p.dead = Some(reason.clone());
                 p.tx = None;
-                let waiting = p.incoming.is_some()
-                    || p.sends_in_flight > 0
-                    || self.posted.keys().any(|k| k.peer == peer);
+                let waiting = p.sends_in_flight > 0
+                    || self.matcher.receiving(peer)
+                    || self.matcher.posted_from(peer);
                 if graceful && !waiting {
                     return Ok(());
                 }
@@ -1668,7 +1528,7 @@ impl TcpRank {
                 }
                 let p = &mut self.peers[peer as usize];
                 p.cma_pid = None;
-                p.incoming = None;
+                self.matcher.stop_receiving(peer);
                 p.withdrawn
                     .get_or_insert((e, Instant::now() + WITHDRAWN_GRACE));
                 return Ok(());
@@ -1692,6 +1552,48 @@ impl TcpRank {
         Ok(())
     }
 
+    /// The error for a message or receive the matcher refused, for op
+    /// `name` `seq` (whose `info` describes a signature disagreement).
+    fn match_error(
+        &mut self,
+        e: MatchError,
+        name: &str,
+        peer: u32,
+        seq: u64,
+        info: Option<&OpInfo<'_>>,
+    ) -> TcpError {
+        match e {
+            MatchError::Mismatch { peer, sig } => match info {
+                Some(info) => TcpError::Mismatch {
+                    op: name.to_string(),
+                    seq,
+                    detail: (info.describe)(&sig, peer),
+                },
+                None => self.protocol(peer, e.to_string()),
+            },
+            MatchError::Length {
+                peer,
+                tag,
+                expected,
+                received,
+            } => TcpError::LengthMismatch {
+                op: name.to_string(),
+                seq,
+                rank: self.rank,
+                peer,
+                tag,
+                expected,
+                received,
+            },
+            MatchError::TooManyEarly | MatchError::Duplicate { .. } => {
+                self.protocol(peer, e.to_string())
+            }
+            MatchError::TwoReceives { .. } | MatchError::Overflow { .. } => {
+                TcpError::InvalidArgument(e.to_string())
+            }
+        }
+    }
+
     fn protocol(&mut self, peer: u32, what: String) -> TcpError {
         tracing::warn!(
             "hccl rank {}: protocol error from rank {peer}: {what}",
@@ -1706,7 +1608,7 @@ impl TcpRank {
     /// The error for a lost `peer` during op `seq`, with the bytes this
     /// rank was waiting for from it.
     fn lost(&self, name: &str, seq: u64, peer: u32) -> TcpError {
-        let receiving = self.posted.keys().any(|k| k.peer == peer);
+        let receiving = self.matcher.posted_from(peer);
         let sending = self.peers[peer as usize].unsent.front().map(|u| u.2);
         self.lost_sending(name, seq, peer, sending.filter(|_| !receiving))
     }
@@ -1714,19 +1616,7 @@ impl TcpRank {
     /// [`TcpRank::lost`] for a send of `sending` bytes, if `Some`.
     fn lost_sending(&self, name: &str, seq: u64, peer: u32, sending: Option<u64>) -> TcpError {
         // A posted receive, else the message arriving early when it broke.
-        let arriving = self.peers[peer as usize]
-            .incoming
-            .as_ref()
-            .and_then(|i| self.early.get(&i.key))
-            .map(|e| (e.len, e.got));
-        let (expected, received) = self
-            .posted
-            .iter()
-            .filter(|(k, _)| k.peer == peer)
-            .map(|(_, p)| (p.len, p.got))
-            .next()
-            .or(arriving)
-            .unwrap_or((0, 0));
+        let (expected, received) = self.matcher.progress_from(peer).unwrap_or((0, 0));
         let (expected, received) = sending.map_or((expected, received), |n| (n, 0));
         TcpError::PeerLost {
             op: name.to_string(),
@@ -1826,27 +1716,23 @@ fn cma_failure(desc: PieceDesc, pid: u32, e: &cma::ReadError, before: u64, len: 
     )
 }
 
-fn apply_chunk(
+/// Applies `data`, the bytes of a message from `offset` on, to the
+/// receive's regions `kind`.
+fn apply(
     bufs: &mut OpBuffers<'_>,
     dtype: hccl_algos::DataType,
-    p: &mut Posted,
+    kind: RecvKind,
+    offset: u64,
     data: &[u8],
 ) -> Result<(), TcpError> {
     let n = data.len() as u64;
-    if p.got + n > p.len {
-        return Err(TcpError::InvalidArgument(format!(
-            "message overflows its region: {} + {n} > {}",
-            p.got, p.len
-        )));
-    }
-    let sub = |r: Region| Region::new(r.buf, r.offset + p.got, n);
-    match p.kind {
+    let sub = |r: Region| Region::new(r.buf, r.offset + offset, n);
+    match kind {
         RecvKind::Copy { dst } => bufs.get_mut(sub(dst))?.copy_from_slice(data),
         RecvKind::Reduce { local, dst, op } => {
             bufs.reduce_pair_from(dtype, op, sub(local), sub(dst), data)?;
         }
     }
-    p.got += n;
     Ok(())
 }
 
@@ -2011,8 +1897,8 @@ impl TcpOp<'_, '_> {
 
     /// Every connection ended and nothing more can arrive.
     fn all_gone(&self) -> TcpError {
-        match self.rank.posted.keys().next() {
-            Some(k) => self.rank.lost(self.info.name, self.ctx.seq, k.peer),
+        match self.rank.matcher.posted().next() {
+            Some((peer, ..)) => self.rank.lost(self.info.name, self.ctx.seq, peer),
             None => TcpError::io(
                 format!("{} {}", self.info.name, super::error::OpSeq(self.ctx.seq)),
                 "every peer connection is closed",
@@ -2039,11 +1925,8 @@ impl TcpOp<'_, '_> {
         // Posted receives by peer, in tag order; a sliced op can have
         // dozens in flight per peer, so more than three are summed up.
         let mut by_peer: std::collections::BTreeMap<u32, Vec<(u32, u64, u64)>> = Default::default();
-        for (k, p) in &r.posted {
-            by_peer
-                .entry(k.peer)
-                .or_default()
-                .push((k.tag, p.got, p.len));
+        for (peer, tag, got, len) in r.matcher.posted() {
+            by_peer.entry(peer).or_default().push((tag, got, len));
         }
         let mut waits: Vec<String> = Vec::new();
         for (peer, mut msgs) in by_peer {
@@ -2127,61 +2010,32 @@ impl TcpOp<'_, '_> {
             seq: self.ctx.seq,
             tag,
         };
-        if self.rank.posted.contains_key(&key) {
-            return Err(TcpError::InvalidArgument(format!(
-                "two receives from rank {peer} with tag {tag}"
-            )));
+        let sig = &self.info.sig;
+        match self.rank.matcher.post(key, step, kind, len, sig) {
+            Err(e) => {
+                let seq = self.ctx.seq;
+                return Err(self
+                    .rank
+                    .match_error(e, self.info.name, peer, seq, Some(self.info)));
+            }
+            Ok(PostAction::Early { chunks, complete }) => {
+                let mut offset = 0;
+                for (data, permit) in chunks {
+                    apply(&mut self.bufs, self.ctx.dtype, kind, offset, &data)?;
+                    offset += data.len() as u64;
+                    drop(permit);
+                    self.rank.recycle(peer, data);
+                }
+                if complete {
+                    self.rank.completions.push_back(Completion {
+                        seq: self.ctx.seq,
+                        step,
+                    });
+                    return Ok(());
+                }
+            }
+            Ok(PostAction::Wait) => {}
         }
-        let mut posted = Posted {
-            step,
-            kind,
-            len,
-            got: 0,
-        };
-        if let Some(early) = self.rank.early.remove(&key) {
-            if early.sig != self.info.sig {
-                return Err(TcpError::Mismatch {
-                    op: self.info.name.to_string(),
-                    seq: self.ctx.seq,
-                    detail: (self.info.describe)(&early.sig, peer),
-                });
-            }
-            if early.len != len {
-                return Err(TcpError::LengthMismatch {
-                    op: self.info.name.to_string(),
-                    seq: self.ctx.seq,
-                    rank: self.rank.rank,
-                    peer,
-                    tag,
-                    expected: len,
-                    received: early.len,
-                });
-            }
-            for (data, permit) in early.chunks {
-                apply_chunk(&mut self.bufs, self.ctx.dtype, &mut posted, &data)?;
-                drop(permit);
-                self.rank.recycle(peer, data);
-            }
-            if posted.got >= posted.len {
-                self.rank.completions.push_back(Completion {
-                    seq: self.ctx.seq,
-                    step,
-                });
-                return Ok(());
-            }
-            // The rest is still streaming in: redirect it here.
-            if let Some(inc) = self.rank.peers[peer as usize]
-                .incoming
-                .as_mut()
-                .filter(|i| i.key == key)
-            {
-                inc.dest = Dest::Posted;
-            }
-        } else if self.rank.peers[peer as usize].dead.is_some() {
-            self.rank.posted.insert(key, posted);
-            return Err(self.rank.lost(self.info.name, self.ctx.seq, peer));
-        }
-        self.rank.posted.insert(key, posted);
         if self.rank.peers[peer as usize].dead.is_some() {
             return Err(self.rank.lost(self.info.name, self.ctx.seq, peer));
         }
@@ -2296,7 +2150,7 @@ impl TcpOp<'_, '_> {
         if self.rank.broken.is_none() {
             self.rank.broken = Some(e.clone());
         }
-        self.rank.posted.clear();
+        self.rank.matcher.clear_posted();
         e
     }
 }

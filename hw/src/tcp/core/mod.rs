@@ -1,0 +1,13 @@
+//! The TCP transport's protocol core, without I/O: plain state machines
+//! that the driver ([`super::rank`]) feeds events (a frame arrived, a
+//! receive was posted, a peer was lost, the time is `now`) and that answer
+//! with what to do (deliver these bytes there, complete this step, fail
+//! with this error). No sockets, no tokio, no clock reads: time comes in
+//! as an argument, so every rule here has unit tests without a network
+//! (quinn-proto's shape: a protocol state machine, driven by quinn's
+//! runtime).
+//!
+//! - [`matcher`]: data messages to posted receives (peer, op seq, tag),
+//!   early messages, lengths.
+
+pub(crate) mod matcher;
