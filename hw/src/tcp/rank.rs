@@ -53,7 +53,7 @@
 //! abort, and leaves the communicator broken (every later op returns
 //! [`TcpError::Broken`]), as with HCCL and NCCL after an error.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::io::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -70,6 +70,7 @@ use super::buffers::OpBuffers;
 use super::cma::{self, LendWord, LentPieces, LentReadError, Token};
 use super::cma_reader::{self, ChunkPool};
 use super::config::TcpConfig;
+use super::core::agreement::{OpCheck, StartError, Starts};
 use super::core::matcher::{
     ChunkAction, HeaderAction, Key, MatchError, Matcher, PostAction, RecvKind,
 };
@@ -360,13 +361,8 @@ pub struct TcpRank {
     peers: Vec<Peer>,
     /// Posted receives and early messages.
     matcher: Matcher<(Vec<u8>, Permit)>,
-    op_starts: HashMap<(u32, u64), Signature>,
-    /// (peer, seq) of the peers that said every signature of op seq
-    /// agreed ([`AGREED_TAG`]).
-    agreed: HashSet<(u32, u64)>,
-    /// (peer, seq) of the peers that said they were still waiting at half
-    /// their timeout ([`LATE_TAG`]).
-    late: HashSet<(u32, u64)>,
+    /// The peers' op-start frames (signatures, late and agreed words).
+    starts: Starts,
     completions: VecDeque<Completion>,
     /// Sequence number of the last op that finished here (frames of it or
     /// older are stale).
@@ -519,10 +515,8 @@ impl TcpRank {
             events,
             peers,
             matcher: Matcher::new(nranks),
-            op_starts: HashMap::new(),
+            starts: Starts::default(),
             abort_reason: None,
-            agreed: HashSet::new(),
-            late: HashSet::new(),
             completions: VecDeque::new(),
             last_done: None,
             broken: None,
@@ -635,15 +629,8 @@ impl TcpRank {
     /// rank (after a timeout: the ranks that called the op), ascending.
     pub fn arrived(&self, seq: u64) -> Vec<u32> {
         (0..self.nranks)
-            .filter(|&p| self.op_starts.contains_key(&(p, seq)))
+            .filter(|&p| self.starts.has(p, seq))
             .collect()
-    }
-
-    /// The peers that said they were late for op `seq` ([`LATE_TAG`]) and
-    /// have not yet said that every signature agreed ([`AGREED_TAG`]).
-    fn unconfirmed(&self, seq: u64) -> impl Iterator<Item = u32> + '_ {
-        (0..self.nranks)
-            .filter(move |&p| self.late.contains(&(p, seq)) && !self.agreed.contains(&(p, seq)))
     }
 
     /// The collectives peers have started that this rank has not: (peer,
@@ -662,14 +649,7 @@ impl TcpRank {
                 self.broken = Some(e);
             }
         }
-        let mut v: Vec<(u32, u64, Signature)> = self
-            .op_starts
-            .iter()
-            .filter(|((_, s), _)| !is_p2p_seq(*s) && self.last_done.map_or(true, |d| *s > d))
-            .map(|(&(p, s), sig)| (p, s, *sig))
-            .collect();
-        v.sort_unstable_by_key(|&(p, s, _)| (s, p));
-        v
+        self.starts.ahead(self.last_done)
     }
 
     /// Runs `plan` as op `ctx` over `bufs`, blocking until it finishes on
@@ -748,10 +728,7 @@ impl TcpRank {
             info,
             bufs,
             deadline: timeout.map(|t| Instant::now() + t),
-            agreed: !ring,
-            deferred: Vec::new(),
-            late_at: timeout.filter(|_| ring).map(|t| Instant::now() + t / 2),
-            warned: false,
+            check: OpCheck::new(ring, Instant::now(), timeout),
         };
         if ring {
             op.tell_peers(SIGNATURE_TAG);
@@ -1314,32 +1291,22 @@ impl TcpRank {
                         format!("op start for comm {:#x} on comm {:#x}", h.comm, self.comm),
                     ));
                 }
-                if self.op_starts.len() + self.agreed.len() + self.late.len() >= MAX_EARLY_MESSAGES
-                {
-                    return Err(self.protocol(
+                let running = op.as_ref().map(|(c, i, _)| (c.seq, &i.sig));
+                match self.starts.on_frame(peer, h.seq, h.tag, &h.sig, running) {
+                    Ok(()) => Ok(()),
+                    Err(StartError::TooMany) => Err(self.protocol(
                         peer,
                         format!("more than {MAX_EARLY_MESSAGES} op starts pending"),
-                    ));
-                }
-                if h.tag == AGREED_TAG {
-                    self.agreed.insert((peer, h.seq));
-                    return Ok(());
-                }
-                if h.tag == LATE_TAG {
-                    self.late.insert((peer, h.seq));
-                    return Ok(());
-                }
-                self.op_starts.insert((peer, h.seq), h.sig);
-                if let Some((_, info, _)) = op.as_ref().filter(|(c, _, _)| c.seq == h.seq) {
-                    if h.sig != info.sig {
-                        return Err(TcpError::Mismatch {
+                    )),
+                    Err(StartError::Mismatch { peer, sig }) => {
+                        let describe = op.as_ref().map(|(_, i, _)| i.describe);
+                        Err(TcpError::Mismatch {
                             op: name,
                             seq: h.seq,
-                            detail: (info.describe)(&h.sig, peer),
-                        });
+                            detail: describe.map_or_else(String::new, |d| d(&sig, peer)),
+                        })
                     }
                 }
-                Ok(())
             }
             Event::Abort { peer, seq, reason } => {
                 self.peers[peer as usize]
@@ -1744,16 +1711,8 @@ pub struct TcpOp<'r, 'a> {
     info: &'a OpInfo<'a>,
     bufs: OpBuffers<'a>,
     deadline: Option<Instant>,
-    /// Every peer's signature has arrived and equals this rank's (always
-    /// true for p2p ops and a one-rank communicator).
-    agreed: bool,
-    /// Steps that write the user's buffers, posted before `agreed`: they
-    /// run (or post their receives) once it is (see the module docs).
-    deferred: Vec<(StepId, Op)>,
-    /// When this rank says it is late if not `agreed` by then ([`LATE_TAG`]).
-    late_at: Option<Instant>,
-    /// It said so, and owes its peers an [`AGREED_TAG`].
-    warned: bool,
+    /// The consistency check: agreed yet, the steps it holds back.
+    check: OpCheck,
 }
 
 impl std::fmt::Debug for TcpOp<'_, '_> {
@@ -1779,7 +1738,7 @@ impl TcpOp<'_, '_> {
         let start = matches!(ev, Event::OpStart { .. });
         self.rank
             .handle(ev, Some((&self.ctx, self.info, &mut self.bufs)))?;
-        if start && !self.agreed {
+        if start && !self.check.agreed() {
             self.check_starts()?;
         }
         Ok(())
@@ -1792,35 +1751,30 @@ impl TcpOp<'_, '_> {
     /// # Errors
     /// [`TcpError::Mismatch`] naming the first peer that differs.
     fn check_starts(&mut self) -> Result<(), TcpError> {
-        if self.agreed {
+        if self.check.agreed() {
             return Ok(());
         }
         let (me, n, seq) = (self.rank.rank, self.rank.nranks, self.ctx.seq);
-        let mut all = true;
-        for p in (0..n).filter(|&p| p != me) {
-            match self.rank.op_starts.get(&(p, seq)) {
-                Some(sig) if *sig != self.info.sig => {
-                    return Err(TcpError::Mismatch {
-                        op: self.info.name.to_string(),
-                        seq,
-                        detail: (self.info.describe)(sig, p),
-                    })
-                }
-                Some(_) => {}
-                None => all = false,
+        match self.rank.starts.check(me, n, seq, &self.info.sig) {
+            Ok(true) => {}
+            Ok(false) => return Ok(()),
+            Err(StartError::Mismatch { peer, sig }) => {
+                return Err(TcpError::Mismatch {
+                    op: self.info.name.to_string(),
+                    seq,
+                    detail: (self.info.describe)(&sig, peer),
+                })
             }
+            Err(StartError::TooMany) => return Ok(()),
         }
-        if !all {
-            return Ok(());
-        }
-        self.agreed = true;
-        if self.warned {
+        let (say_agreed, deferred) = self.check.agree();
+        if say_agreed {
             self.tell_peers(AGREED_TAG);
         }
         if let Some(t) = self.rank.cfg.exec_timeout {
             self.deadline = Some(Instant::now() + t);
         }
-        for (step, op) in std::mem::take(&mut self.deferred) {
+        for (step, op) in deferred {
             self.run_step(step, &op)?;
         }
         Ok(())
@@ -1842,9 +1796,7 @@ impl TcpOp<'_, '_> {
     /// The ranks whose signature for this op has not arrived here.
     fn not_started(&self) -> Vec<u32> {
         let r = &*self.rank;
-        (0..r.nranks)
-            .filter(|&p| p != r.rank && !r.op_starts.contains_key(&(p, self.ctx.seq)))
-            .collect()
+        r.starts.missing(r.rank, r.nranks, self.ctx.seq)
     }
 
     fn pump_nonblocking(&mut self) -> Result<(), TcpError> {
@@ -1858,7 +1810,7 @@ impl TcpOp<'_, '_> {
     fn pump_one(&mut self) -> Result<(), TcpError> {
         // A peer gone before its signature came never will send it (a
         // peer that finished the op sent it and its agreement first).
-        if !self.agreed {
+        if !self.check.agreed() {
             let gone = self
                 .not_started()
                 .into_iter()
@@ -1867,8 +1819,7 @@ impl TcpOp<'_, '_> {
                 return Err(self.rank.lost(self.info.name, self.ctx.seq, p));
             }
         }
-        if !self.agreed && !self.warned && self.late_at.is_some_and(|l| Instant::now() >= l) {
-            self.warned = true;
+        if self.check.late_due(Instant::now()) {
             self.tell_peers(LATE_TAG);
         }
         // A peer whose loan was withdrawn and whose abort has not come.
@@ -1881,7 +1832,7 @@ impl TcpOp<'_, '_> {
         if let Some((e, _)) = grace.filter(|w| Instant::now() >= w.1) {
             return Err(e.clone());
         }
-        let late = self.late_at.filter(|_| !self.agreed && !self.warned);
+        let late = self.check.late_at();
         let until = [self.deadline, grace.map(|w| w.1), late]
             .into_iter()
             .flatten()
@@ -1945,7 +1896,7 @@ impl TcpOp<'_, '_> {
             }
         }
         let missing = self.not_started();
-        if !self.agreed && !missing.is_empty() {
+        if !self.check.agreed() && !missing.is_empty() {
             // The cause comes first: the rest waits on it.
             let arrived: Vec<u32> = (0..r.nranks).filter(|p| !missing.contains(p)).collect();
             waits.insert(
@@ -1957,7 +1908,7 @@ impl TcpOp<'_, '_> {
                 ),
             );
         } else if !is_p2p_seq(self.ctx.seq) {
-            let unconfirmed: Vec<u32> = r.unconfirmed(self.ctx.seq).collect();
+            let unconfirmed: Vec<u32> = r.starts.unconfirmed(r.nranks, self.ctx.seq).collect();
             if !unconfirmed.is_empty() {
                 waits.push(format!(
                     "{} to confirm that every rank called the op alike (still waiting for another rank's signature)",
@@ -2060,7 +2011,7 @@ impl TcpOp<'_, '_> {
         self.rank.flush_op_start();
         let me = self.rank.rank;
         // Every peer's signature (the consistency check).
-        while !self.agreed {
+        while !self.check.agreed() {
             match self.not_started().first() {
                 None => self.check_starts()?,
                 Some(&p) if self.rank.peers[p as usize].dead.is_some() => {
@@ -2076,7 +2027,9 @@ impl TcpOp<'_, '_> {
         self.pump_nonblocking()?;
         // The agreement of every peer that said it was late.
         loop {
-            let unconfirmed = self.rank.unconfirmed(seq).find(|&p| p != me);
+            let unconfirmed = (self.rank.starts)
+                .unconfirmed(self.rank.nranks, seq)
+                .find(|&p| p != me);
             let Some(p) = unconfirmed else { break };
             if self.rank.peers[p as usize].dead.is_some() {
                 return Err(self.rank.lost(self.info.name, seq, p));
@@ -2084,9 +2037,7 @@ impl TcpOp<'_, '_> {
             self.pump_one()?;
         }
         self.wait_lent()?;
-        self.rank.op_starts.retain(|(_, s), _| *s > seq);
-        self.rank.agreed.retain(|(_, s)| *s > seq);
-        self.rank.late.retain(|(_, s)| *s > seq);
+        self.rank.starts.retire(seq);
         self.rank.last_done = Some(seq);
         Ok(())
     }
@@ -2252,19 +2203,6 @@ impl TcpOp<'_, '_> {
     }
 }
 
-/// True if `op` writes the user's buffers (anything but scratch).
-fn writes_user(op: &Op) -> bool {
-    use hccl_algos::schedule::BufKind;
-    match *op {
-        Op::Send { .. } => false,
-        Op::Recv { dst, .. }
-        | Op::RecvReduce { dst, .. }
-        | Op::Copy { dst, .. }
-        | Op::LocalReduce { dst, .. }
-        | Op::Divide { dst, .. } => dst.buf != BufKind::Scratch,
-    }
-}
-
 /// "rank 3" or "ranks [1, 3]".
 fn rank_list(ranks: &[u32]) -> String {
     match ranks {
@@ -2283,8 +2221,7 @@ impl Transport for TcpOp<'_, '_> {
                 ctx.seq, self.ctx.seq
             )));
         }
-        if !self.agreed && writes_user(op) {
-            self.deferred.push((step, *op));
+        if self.check.hold(step, op) {
             return Ok(());
         }
         self.run_step(step, op)

@@ -9,5 +9,8 @@
 //!
 //! - [`matcher`]: data messages to posted receives (peer, op seq, tag),
 //!   early messages, lengths.
+//! - [`agreement`]: the op signature check around all ranks, the steps it
+//!   holds back, the "late" and "agreed" words.
 
+pub(crate) mod agreement;
 pub(crate) mod matcher;
