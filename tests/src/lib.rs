@@ -3,8 +3,10 @@
 //! `hccl_algos::reference`.
 //!
 //! The same cases run on TCP (ranks as processes of the `conformance_rank`
-//! binary, see `tests/tcp.rs`) and on the simulator (ranks as threads of
-//! `Comm::init_all` with `HCCL_BACKEND=sim`, see `tests/sim.rs`).
+//! binary, see `tests/tests/tcp.rs`) and, with every rank a thread of one
+//! process ([`on_threads`] over `Comm::init_all_on`), on the simulator
+//! (`BackendKind::Sim`) and on TCP over loopback (see
+//! `tests/tests/in_process.rs`).
 
 use hccl::comm::{BackendKind, DataType, ReduceOp};
 use hccl::{Comm, CommError, P2pItem};

@@ -1,1 +1,2 @@
-//! Raw FFI to ACL and HCCL, loaded at run time (no CANN needed to build).
+//! Placeholder, empty for now: the planned raw FFI to ACL and HCCL, loaded at
+//! run time (so no CANN is needed to build). Nothing uses it yet.
