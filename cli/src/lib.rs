@@ -8,6 +8,8 @@
 //! simulation); none of this crate's dependencies (clap, anyhow,
 //! plotters, indicatif) reach the library.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 
 use clap::{Args, FromArgMatches, Parser, Subcommand};
