@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use hccl_hw::tcp::{TcpError, TcpRank};
 
-use super::{lock, Backend, Shared};
+use super::{lock, Shared};
 
 /// What a timeout that found ranks blocked in another communicator adds,
 /// on TCP and on the simulator backend.
@@ -74,16 +74,14 @@ pub(super) fn explain(shared: &Shared, t: &TcpRank, seq: u64, e: TcpError) -> Tc
         let Some(mut st) = lock_briefly(&other.state) else {
             continue;
         };
-        let Some(Backend::Tcp(o)) = st.backend.as_mut() else {
+        let Some(o) = st.backend.as_mut() else {
             continue;
         };
-        for (peer, oseq, sig) in o.peers_ahead() {
+        for (peer, oseq, kind) in o.ops_ahead() {
             let g = other.global_rank(peer);
             let Some(&m) = missing.iter().find(|&&m| shared.global_rank(m) == g) else {
                 continue;
             };
-            let kind = super::signature::decode(&sig)
-                .map_or("an op".to_string(), |s| format!("{:?}", s.kind));
             notes.push(format!(
                 "rank {m} waits in comm '{}' {kind} #{oseq}, which this rank has not called",
                 other.name

@@ -103,7 +103,7 @@ pub enum CommError {
     /// A blocking call waits for communicators of this process that no
     /// thread drives: the thread that created them with
     /// [`super::Comm::init_all`] called one and blocks in it (see
-    /// [`super::group`]). The message names the op and the ranks.
+    /// [`super::group()`]). The message names the op and the ranks.
     #[error("{0}")]
     Undriven(String),
     /// The communicator was aborted or failed before; destroy it.

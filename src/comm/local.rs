@@ -8,7 +8,7 @@
 //! work on a stream. Here a blocking call returns when the op is done, so
 //! the same loop waits in its first call for peers that nothing will ever
 //! call: this thread is the only one that drives them, and it is blocked.
-//! [`super::group`] (or the async calls) is the supported way to issue
+//! [`super::group()`] (or the async calls) is the supported way to issue
 //! such calls from one thread; this module names the mistake.
 //!
 //! The rule: a blocking call on rank `r` is *suspect* when the calling

@@ -22,7 +22,7 @@
 //!
 //! **On the simulator** (`HCCL_BACKEND=sim`) each message runs through
 //! `hccl_sim` as a one-transfer SendRecv scenario when its receiver takes
-//! it; see [`super::sim_backend`]. A batch leaves all its sends before it
+//! it; see [`super::backend::sim_world`]. A batch leaves all its sends before it
 //! receives, so again a ring exchange cannot deadlock.
 //!
 //! **Order.** P2p ops run in call order with the rank's other ops, like
@@ -31,22 +31,11 @@
 //! `recv_async` then `send` deadlocks (until `HCCL_EXEC_TIMEOUT`) on both
 //! backends, as it would on one HCCL stream; use [`Comm::batch_send_recv`].
 
-use std::collections::BTreeMap;
-
-use hccl_algos::collective::{CollectiveArgs, P2p};
-use hccl_algos::layout::GroupLayout;
-use hccl_algos::schedule::{Op, RankPlan};
-use hccl_algos::transport::OpContext;
-use hccl_hw::tcp::wire::Signature;
-use hccl_hw::tcp::{OpBuffers, OpInfo, TcpError, TcpRank, P2P_SEQ_BIT};
-
+use super::backend::sim_world::Msg;
 use super::drain::AsyncKind;
 use super::element::{bytes, bytes_mut};
-use super::sim_backend::{Msg, SimWorld};
-use super::{
-    lock, pick_algo, signature, Backend, Comm, CommError, DataType, Element, OpHandle, Shared,
-    State,
-};
+use super::local::Waits;
+use super::{lock, Comm, CommError, DataType, Element, OpHandle, Shared, State};
 
 /// Direction of a [`P2pItem`] (HCCL's `HcclSendRecvType`: `HCCL_SEND`,
 /// `HCCL_RECV`).
@@ -58,8 +47,9 @@ pub enum P2pKind {
     Recv,
 }
 
+/// An item's buffer: what it sends, or where it receives.
 #[derive(Debug)]
-enum P2pBuf<'a> {
+pub(crate) enum P2pBuf<'a> {
     Send(&'a [u8]),
     Recv(&'a mut [u8]),
 }
@@ -70,10 +60,10 @@ enum P2pBuf<'a> {
 /// (typed: count and data type from the slice) or the `_bytes` forms.
 #[derive(Debug)]
 pub struct P2pItem<'a> {
-    peer: u32,
-    count: u64,
-    dtype: DataType,
-    buf: P2pBuf<'a>,
+    pub(crate) peer: u32,
+    pub(crate) count: u64,
+    pub(crate) dtype: DataType,
+    pub(crate) buf: P2pBuf<'a>,
 }
 
 impl<'a> P2pItem<'a> {
@@ -141,7 +131,7 @@ impl<'a> P2pItem<'a> {
     }
 
     /// The message as the simulator names it, with number `n` of its pair.
-    fn msg(&self, me: u32, n: u64) -> Msg {
+    pub(crate) fn msg(&self, me: u32, n: u64) -> Msg {
         let (src, dst) = match self.kind() {
             P2pKind::Send => (me, self.peer),
             P2pKind::Recv => (self.peer, me),
@@ -286,7 +276,7 @@ impl Comm {
         check(&self.shared, op, batch, items)?;
         let turn = self.take_turn();
         let peers: Vec<u32> = items.iter().map(|it| it.peer).collect();
-        let call = self.enter_blocking(op, super::Waits::Peers(&peers));
+        let call = self.enter_blocking(op, Waits::Peers(&peers));
         let r = p2p_at(&self.shared, turn, op, batch, items);
         Comm::end_blocking(call, r)
     }
@@ -356,7 +346,6 @@ fn p2p_at(
         }
         let State {
             backend,
-            scratch,
             p2p_sent,
             p2p_received,
             ..
@@ -387,196 +376,6 @@ fn p2p_at(
             }
             _ => format!("{op} ({} items)", items.len()),
         };
-        match backend {
-            Backend::Sim(w) => run_sim(w, rank, &name, items, &numbers),
-            Backend::Tcp(t) => run_tcp(sh, t, scratch, &name, items, &numbers),
-        }
+        backend.p2p(sh, &name, items, &numbers)
     })
-}
-
-/// The simulator: leave every send, take every receive, then wait for
-/// sends the pair's `HCCL_BUFFSIZE` does not cover.
-fn run_sim(
-    w: &SimWorld,
-    me: u32,
-    name: &str,
-    items: &mut [P2pItem<'_>],
-    numbers: &[u64],
-) -> Result<(), CommError> {
-    for (it, &n) in items.iter().zip(numbers) {
-        if let P2pBuf::Send(b) = &it.buf {
-            w.post_send(name, it.msg(me, n), b.to_vec())?;
-        }
-    }
-    for (it, &n) in items.iter_mut().zip(numbers) {
-        let m = it.msg(me, n);
-        if let P2pBuf::Recv(b) = &mut it.buf {
-            let out = w.recv(name, m)?;
-            if out.len() != b.len() {
-                return Err(CommError::Sim(format!(
-                    "{name}: simulator returned {} bytes for a {}-byte receive",
-                    out.len(),
-                    b.len()
-                )));
-            }
-            b.copy_from_slice(&out);
-        }
-    }
-    for (it, &n) in items.iter().zip(numbers) {
-        if it.kind() == P2pKind::Send {
-            w.wait_sent(name, it.msg(me, n))?;
-        }
-    }
-    Ok(())
-}
-
-/// TCP: one op per data type (ascending HCCL code), sends then receives,
-/// each step tagged with its message number.
-fn run_tcp(
-    sh: &Shared,
-    t: &mut TcpRank,
-    scratch: &mut Vec<u8>,
-    name: &str,
-    items: &mut [P2pItem<'_>],
-    numbers: &[u64],
-) -> Result<(), CommError> {
-    let me = sh.rank;
-    let mut groups: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-    for (i, it) in items.iter().enumerate() {
-        groups.entry(it.dtype as u32).or_default().push(i);
-    }
-    for group in groups.values() {
-        let dtype = items[group[0]].dtype;
-        let esz = dtype.size();
-        let kinds: Vec<P2pKind> = items.iter().map(P2pItem::kind).collect();
-        let kinds = &kinds;
-        let of = |k: P2pKind| group.iter().copied().filter(move |&i| kinds[i] == k);
-        let order: Vec<usize> = of(P2pKind::Send).chain(of(P2pKind::Recv)).collect();
-        let pairs: Vec<P2p> = order
-            .iter()
-            .map(|&i| {
-                let m = items[i].msg(me, numbers[i]);
-                P2p {
-                    src: m.src,
-                    dst: m.dst,
-                    count: m.count,
-                }
-            })
-            .collect();
-        // The batch schedule tags transfer i with i: retag with the message
-        // number so that the peer's own list order does not matter.
-        let tags: Vec<u32> = order.iter().map(|&i| numbers[i] as u32).collect();
-        // Receive steps of this op, by (peer, tag), for wording a length
-        // mismatch as a count mismatch.
-        let recv_keys: Vec<(u32, u32)> = order
-            .iter()
-            .filter(|&&i| items[i].kind() == P2pKind::Recv)
-            .map(|&i| (items[i].peer, numbers[i] as u32))
-            .collect();
-        let args = CollectiveArgs::p2p(true, pairs, dtype, sh.size);
-        let spec = pick_algo(&args, t.hosts())?;
-        let (sizes, plan) = hccl_algos::algo::plan(&args, &spec, &GroupLayout::flat(sh.size), me)?;
-        let plan: RankPlan = Box::new(plan.map(move |mut s| {
-            if let Op::Send { tag, .. } | Op::Recv { tag, .. } = &mut s.op {
-                if let Some(&n) = tags.get(*tag as usize) {
-                    *tag = n;
-                }
-            }
-            s
-        }));
-        let in_group = |i: usize| group.contains(&i);
-        let mut sends: Vec<&[u8]> = Vec::new();
-        let mut recvs: Vec<&mut [u8]> = Vec::new();
-        for (i, it) in items.iter_mut().enumerate() {
-            if !in_group(i) {
-                continue;
-            }
-            match &mut it.buf {
-                P2pBuf::Send(b) => sends.push(b),
-                P2pBuf::Recv(b) => recvs.push(b),
-            }
-        }
-        let packed_in: Vec<u8>;
-        let input: &[u8] = match sends.as_slice() {
-            [] => &[],
-            [one] => one,
-            many => {
-                packed_in = many.concat();
-                &packed_in
-            }
-        };
-        let single = recvs.len() <= 1;
-        let mut packed_out = if single {
-            Vec::new()
-        } else {
-            vec![0u8; recvs.iter().map(|b| b.len()).sum()]
-        };
-        // Grown, never re-zeroed: schedules write scratch before reading it.
-        let need = sizes.scratch as usize;
-        if scratch.len() < need {
-            scratch.resize(need, 0);
-        }
-        let scratch = &mut scratch[..need];
-        let describe = |remote: &Signature, from| signature::describe_p2p(dtype, me, remote, from);
-        let info = OpInfo {
-            name,
-            sig: signature::encode(&signature::p2p_signature(dtype)),
-            describe: &describe,
-        };
-        let ctx = OpContext {
-            comm: sh.id,
-            seq: P2P_SEQ_BIT,
-            rank: me,
-            dtype,
-        };
-        let r = {
-            let output: &mut [u8] = match recvs.first_mut() {
-                Some(b) if single => b,
-                _ => &mut packed_out,
-            };
-            t.run(
-                &ctx,
-                &info,
-                OpBuffers::separate(input, output, scratch),
-                plan,
-            )
-        };
-        if let Err(e) = r {
-            return Err(CommError::Tcp(match e {
-                TcpError::LengthMismatch {
-                    op,
-                    seq,
-                    peer,
-                    tag,
-                    expected,
-                    received,
-                    ..
-                } if recv_keys.contains(&(peer, tag))
-                    && expected % esz == 0
-                    && received % esz == 0 =>
-                {
-                    TcpError::Mismatch {
-                        op,
-                        seq,
-                        detail: signature::p2p_mismatch(
-                            peer,
-                            me,
-                            Some((received / esz, expected / esz)),
-                            (dtype, dtype),
-                        ),
-                    }
-                }
-                e => e,
-            }));
-        }
-        if !single {
-            let mut at = 0;
-            for b in recvs.iter_mut() {
-                let n = b.len();
-                b.copy_from_slice(&packed_out[at..at + n]);
-                at += n;
-            }
-        }
-    }
-    Ok(())
 }

@@ -1,5 +1,5 @@
 //! The simulator backend: every rank of the communicator is a thread of
-//! this process ([`super::Comm::init_all`] with `HCCL_BACKEND=sim`). Each
+//! this process ([`crate::comm::Comm::init_all`] with `HCCL_BACKEND=sim`). Each
 //! rank hands its call to a shared [`SimWorld`]; when the last rank of an op
 //! arrives, one `hccl_sim` data-mode scenario runs the op on a simulated
 //! full-mesh fabric and every rank takes its output back. Arguments are
@@ -28,14 +28,19 @@ use hccl_algos::DataType;
 use hccl_sim::{Collective, Mode, Scenario};
 use hccl_topology::{build_preset, Fabric, Preset};
 
-use super::CommError;
+use super::{sim, Prepared};
+use crate::comm::{plan, signature, CommError};
 
 /// Every rank's output bytes and the op's simulated time (ns), or the
 /// failure every rank reports.
 type Outputs = Result<Arc<(Vec<Vec<u8>>, u64)>, CommError>;
 
 struct Pending {
+    /// What runs (f32 when widened).
     args: CollectiveArgs,
+    /// What `first` called, and its signature.
+    called: CollectiveArgs,
+    sig: OpSignature,
     /// `first` runs the op widened to f32 (`HCCL_REDUCE_PRECISION=fp32`).
     wide: bool,
     /// The rank whose arguments are `args` (the first to call).
@@ -228,11 +233,10 @@ impl SimWorld {
         &self,
         comm: &str,
         rank: u32,
-        seq: u64,
-        (args, wide): (&CollectiveArgs, bool),
-        spec: AlgoSpec,
+        op: &Prepared<'_>,
         input: Vec<u8>,
     ) -> Result<(Vec<u8>, u64), CommError> {
+        let (seq, args, wide, spec) = (op.seq, op.args, op.wide, op.planned.algo);
         let name = format!("comm '{comm}' {:?} #{seq}", args.kind);
         let mut s = lock(&self.state);
         if let Some(e) = s.broken_error(&name) {
@@ -241,6 +245,8 @@ impl SimWorld {
         let n = self.n;
         let p = s.ops.entry(seq).or_insert_with(|| Pending {
             args: args.clone(),
+            called: op.called.clone(),
+            sig: op.sig,
             wide,
             first: rank,
             spec,
@@ -250,7 +256,7 @@ impl SimWorld {
             taken: 0,
         });
         let precision = |w: bool| if w { "fp32" } else { "native" };
-        let mismatch = match OpSignature::check_consistent(&args.signature(), &p.args.signature(), 0) {
+        let mismatch = match OpSignature::check_consistent(&op.sig, &p.sig, 0) {
             // A widened op's dtype is fp32: name the setting, not the type.
             _ if wide != p.wide => Some(format!(
                 "{name}: reduce precision mismatch, {} on rank {rank}, {} on rank {}; set HCCL_REDUCE_PRECISION (or Comm::set_reduce_precision) alike on every rank",
@@ -262,8 +268,8 @@ impl SimWorld {
             Err(e) if e.field == "per-rank counts" => Some(format!(
                 "{name}: {} mismatch, {} on rank {rank}, {} on rank {}; every rank must call the collective with the same arguments",
                 e.field,
-                super::signature::local_counts(args),
-                super::signature::local_counts(&p.args),
+                signature::local_counts(op.called),
+                signature::local_counts(&p.called),
                 p.first
             )),
             Err(e) => Some(format!(
@@ -394,7 +400,7 @@ impl SimWorld {
             return String::new();
         }
         let why = if cycle {
-            super::crossed::DIFFERENT_ORDERS
+            crate::comm::crossed::DIFFERENT_ORDERS
         } else {
             ""
         };
@@ -547,7 +553,7 @@ impl SimWorld {
         if mail.count != m.count || mail.dtype != m.dtype {
             let why = format!(
                 "{name}: {}",
-                super::signature::p2p_mismatch(
+                signature::p2p_mismatch(
                     m.src,
                     m.dst,
                     Some((mail.count, m.count)),
@@ -568,7 +574,7 @@ impl SimWorld {
             m.dtype,
             self.n,
         );
-        let spec = super::pick_algo(&args, 1)?;
+        let spec = plan::choose(&args, sim::FIT)?;
         let mut inputs = vec![Vec::new(); self.n as usize];
         inputs[m.src as usize] = mail.data;
         let outs = self.simulate(&args, spec, inputs).map_err(|e| match e {

@@ -1,0 +1,159 @@
+//! The seam under [`super::Comm`]: a [`Backend`] runs what the facade has
+//! checked and planned. The facade keeps ordering, argument and buffer
+//! checks, precision widening, planning ([`super::plan`]), profiling and
+//! the error bookkeeping; a backend moves bytes and reports failures.
+//!
+//! | backend | file | `HCCL_BACKEND` |
+//! | --- | --- | --- |
+//! | [`TcpBackend`] | `tcp.rs` (over [`hccl_hw::tcp::TcpRank`]) | `tcp` |
+//! | [`SimBackend`] | `sim.rs` (over a [`sim_world::SimWorld`] shared by the ranks) | `sim` |
+//!
+//! **Adding a backend** is one new file here: a type implementing
+//! [`Backend`] (and a [`Splitter`] for [`super::Comm::split`]), a
+//! `BackendKind` variant with its `HCCL_BACKEND` name, and one arm in the
+//! constructor that builds it (`Comm::init_all_on` and the other
+//! constructors in `init.rs`). Nothing else matches on the backend.
+
+pub(crate) mod sim;
+pub(crate) mod sim_world;
+mod tcp;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hccl_algos::collective::{CollectiveArgs, OpSignature};
+
+use super::p2p::P2pItem;
+use super::plan::{HostFit, PlannedOp};
+use super::profile::OpTime;
+use super::run::UserBufs;
+use super::{BackendKind, CommError, Shared};
+
+pub(crate) use sim::SimBackend;
+pub(crate) use tcp::TcpBackend;
+
+/// Ends a running op at once and tells the peers `reason`; callable from
+/// any thread while an op holds the communicator's state (an abort, or a
+/// blocking call found stuck).
+pub(crate) type Interrupt = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// A collective the facade has checked and planned, as a backend runs it.
+pub(crate) struct Prepared<'a> {
+    /// The communicator-wide sequence number (the same on every rank).
+    pub(crate) seq: u64,
+    /// What runs: the call, or its f32 form when widened.
+    pub(crate) args: &'a CollectiveArgs,
+    /// What the user called (errors describe it).
+    pub(crate) called: &'a CollectiveArgs,
+    /// The call's signature for the cross-rank check, built once by the
+    /// facade; each backend carries it its own way (TCP: encoded in the
+    /// op's first frames; the simulator: compared in the shared world).
+    pub(crate) sig: OpSignature,
+    /// The op runs widened to f32 (`HCCL_REDUCE_PRECISION=fp32`).
+    pub(crate) wide: bool,
+    /// Algorithm, buffer sizes and this rank's plan.
+    pub(crate) planned: PlannedOp,
+}
+
+/// One rank's part of a [`super::Comm::split`], after every rank learned
+/// every rank's color and key.
+pub(crate) struct SplitInfo<'a> {
+    /// How many collectives the parent had run (numbers the split).
+    pub(crate) split_no: u64,
+    /// This rank's color (`None`: it takes no part).
+    pub(crate) color: Option<u32>,
+    /// This rank's rank in the new communicator.
+    pub(crate) new_rank: u32,
+    /// Ranks of the new communicator.
+    pub(crate) size: u32,
+    /// The parent rank of the new communicator's rank 0.
+    pub(crate) leader: usize,
+    /// The world rank of each rank of the new communicator.
+    pub(crate) global: &'a [u32],
+    /// The new communicator's name.
+    pub(crate) name: &'a str,
+}
+
+/// All-gathers equal byte blocks over the parent communicator (every
+/// rank's block, in rank order).
+pub(crate) type Gather<'a> = dyn FnMut(&[u8]) -> Result<Vec<u8>, CommError> + 'a;
+
+/// Builds a split's backend; taken from the parent's [`Backend`] so that
+/// the split's exchanges over the parent run without holding its state.
+pub(crate) trait Splitter: Send {
+    /// This rank's backend of the new communicator (`None` for no color).
+    /// Every rank of the parent calls it; `gather` exchanges over the
+    /// parent (a backend that needs no exchange does not call it, on any
+    /// rank).
+    ///
+    /// # Errors
+    /// The exchange's errors; the new communicator's bootstrap errors.
+    fn split(
+        self: Box<Self>,
+        info: &SplitInfo<'_>,
+        gather: &mut Gather<'_>,
+    ) -> Result<Option<Box<dyn Backend>>, CommError>;
+}
+
+/// What runs a communicator's ops. Called with the communicator's state
+/// held, one op at a time, in call order.
+pub(crate) trait Backend: Send {
+    /// Which backend this is (`HCCL_BACKEND`'s value).
+    fn kind(&self) -> BackendKind;
+
+    /// Where the ranks run: planning input (the same on every rank).
+    fn host_fit(&self) -> HostFit;
+
+    /// How long an op waits for its peers (`HCCL_EXEC_TIMEOUT`; `None`:
+    /// forever); destroy's wait for async ops is bounded by it too.
+    fn exec_timeout(&self) -> Option<Duration>;
+
+    /// The handle that interrupts a running op from another thread.
+    fn interrupter(&self) -> Interrupt;
+
+    /// Runs a planned collective on the user's buffers (checked against
+    /// the call already) and says how long it took.
+    ///
+    /// # Errors
+    /// The transport's errors; the cross-rank consistency check's.
+    fn run(
+        &mut self,
+        sh: &Shared,
+        op: Prepared<'_>,
+        user: UserBufs<'_>,
+    ) -> Result<OpTime, CommError>;
+
+    /// Runs checked point-to-point `items` (numbered `numbers` within
+    /// their pairs; see `p2p.rs`); `name` labels errors.
+    ///
+    /// # Errors
+    /// The transport's errors; count and data-type mismatches.
+    fn p2p(
+        &mut self,
+        sh: &Shared,
+        name: &str,
+        items: &mut [P2pItem<'_>],
+        numbers: &[u64],
+    ) -> Result<(), CommError>;
+
+    /// This rank failed an op or aborted: tell the peers `reason` (they
+    /// fail naming this rank); later ops of this backend fail.
+    fn fail(&mut self, reason: &str);
+
+    /// A failure found while no op ran (a peer's abort, a lost peer).
+    fn async_error(&mut self) -> Option<CommError>;
+
+    /// Messages that reached this rank and no receive took: (sender,
+    /// message number of the pair, bytes), ascending.
+    fn unreceived(&mut self) -> Vec<(u32, u64, u64)>;
+
+    /// Ops a peer has started that this rank has not called yet: (peer,
+    /// seq, collective name), for a timeout elsewhere that looks for
+    /// ranks blocked in this communicator. Empty if the backend cannot tell.
+    fn ops_ahead(&mut self) -> Vec<(u32, u64, String)> {
+        Vec::new()
+    }
+
+    /// The splitter for [`super::Comm::split`].
+    fn splitter(&self) -> Box<dyn Splitter>;
+}

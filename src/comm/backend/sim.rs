@@ -1,0 +1,170 @@
+//! The simulator backend (`HCCL_BACKEND=sim`): every rank is a
+//! communicator of this process on one shared [`SimWorld`], which runs
+//! each op as an `hccl_sim` data-mode scenario once every rank has called
+//! it, and compares the ranks' op signatures first, as TCP does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::sim_world::SimWorld;
+use super::{Backend, Gather, Interrupt, Prepared, SplitInfo, Splitter};
+use crate::comm::p2p::{P2pBuf, P2pItem, P2pKind};
+use crate::comm::plan::HostFit;
+use crate::comm::profile::OpTime;
+use crate::comm::run::UserBufs;
+use crate::comm::{BackendKind, CommError, Shared};
+
+/// One rank of a simulated communicator.
+pub(crate) struct SimBackend {
+    world: Arc<SimWorld>,
+    rank: u32,
+}
+
+/// Where the simulated ranks run: one host, unsliced plans (what
+/// `hccl_sim` plans today; see [`crate::comm::plan`]).
+pub(crate) const FIT: HostFit = HostFit {
+    hosts: 1,
+    ranks_fit_cpus: false,
+};
+
+impl SimBackend {
+    /// Rank `rank` of `world`.
+    pub(crate) fn new(world: Arc<SimWorld>, rank: u32) -> SimBackend {
+        SimBackend { world, rank }
+    }
+}
+
+impl Drop for SimBackend {
+    fn drop(&mut self) {
+        // The peers learn that this rank is gone (a lost peer on TCP).
+        self.world.leave(self.rank);
+    }
+}
+
+impl Backend for SimBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Sim
+    }
+
+    fn host_fit(&self) -> HostFit {
+        FIT
+    }
+
+    fn exec_timeout(&self) -> Option<Duration> {
+        self.world.exec_timeout()
+    }
+
+    fn interrupter(&self) -> Interrupt {
+        let (w, rank) = (Arc::clone(&self.world), self.rank);
+        Arc::new(move |reason: &str| w.fail(rank, reason))
+    }
+
+    fn run(
+        &mut self,
+        sh: &Shared,
+        op: Prepared<'_>,
+        user: UserBufs<'_>,
+    ) -> Result<OpTime, CommError> {
+        let args = op.args;
+        let rank = self.rank;
+        let (inb, outb) = args.io_bytes(rank);
+        let alias = args.alias(rank);
+        let (input, out_at) = match (&user, alias) {
+            (UserBufs::Separate(i, _), _) => (i.to_vec(), 0),
+            (UserBufs::InPlace(b), Some(a)) => (
+                b[a.input_at as usize..(a.input_at + inb) as usize].to_vec(),
+                a.output_at,
+            ),
+            (UserBufs::InPlace(b), None) => (b[..inb as usize].to_vec(), 0),
+        };
+        let (out, sim_ns) = self.world.run(&sh.name, rank, &op, input)?;
+        let dst: &mut [u8] = match user {
+            UserBufs::Separate(_, o) => o,
+            UserBufs::InPlace(b) => &mut b[out_at as usize..(out_at + outb) as usize],
+        };
+        if out.len() != dst.len() {
+            return Err(CommError::Sim(format!(
+                "{:?}: simulator returned {} bytes for a {}-byte output",
+                args.kind,
+                out.len(),
+                dst.len()
+            )));
+        }
+        dst.copy_from_slice(&out);
+        Ok(OpTime::Simulated(sim_ns))
+    }
+
+    /// Leave every send, take every receive, then wait for sends the
+    /// pair's `HCCL_BUFFSIZE` does not cover.
+    fn p2p(
+        &mut self,
+        _sh: &Shared,
+        name: &str,
+        items: &mut [P2pItem<'_>],
+        numbers: &[u64],
+    ) -> Result<(), CommError> {
+        let (w, me) = (&self.world, self.rank);
+        for (it, &n) in items.iter().zip(numbers) {
+            if let P2pBuf::Send(b) = &it.buf {
+                w.post_send(name, it.msg(me, n), b.to_vec())?;
+            }
+        }
+        for (it, &n) in items.iter_mut().zip(numbers) {
+            let m = it.msg(me, n);
+            if let P2pBuf::Recv(b) = &mut it.buf {
+                let out = w.recv(name, m)?;
+                if out.len() != b.len() {
+                    return Err(CommError::Sim(format!(
+                        "{name}: simulator returned {} bytes for a {}-byte receive",
+                        out.len(),
+                        b.len()
+                    )));
+                }
+                b.copy_from_slice(&out);
+            }
+        }
+        for (it, &n) in items.iter().zip(numbers) {
+            if it.kind() == P2pKind::Send {
+                w.wait_sent(name, it.msg(me, n))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn fail(&mut self, reason: &str) {
+        self.world.fail(self.rank, reason);
+    }
+
+    fn async_error(&mut self) -> Option<CommError> {
+        // Failures reach the ranks through their next op.
+        None
+    }
+
+    fn unreceived(&mut self) -> Vec<(u32, u64, u64)> {
+        self.world.unreceived(self.rank)
+    }
+
+    fn splitter(&self) -> Box<dyn Splitter> {
+        Box::new(SimSplitter(Arc::clone(&self.world)))
+    }
+}
+
+/// A simulated split: the sub-world of the color, made by its first
+/// member; no exchange over the parent.
+struct SimSplitter(Arc<SimWorld>);
+
+impl Splitter for SimSplitter {
+    fn split(
+        self: Box<Self>,
+        info: &SplitInfo<'_>,
+        _gather: &mut Gather<'_>,
+    ) -> Result<Option<Box<dyn Backend>>, CommError> {
+        let Some(color) = info.color else {
+            return Ok(None);
+        };
+        let sub = self
+            .0
+            .split_world(info.split_no, color, info.global.to_vec())?;
+        Ok(Some(Box::new(SimBackend::new(sub, info.new_rank))))
+    }
+}

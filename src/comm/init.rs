@@ -1,0 +1,355 @@
+//! Building communicators: the constructors (HCCL's `HcclCommInitRootInfo`,
+//! `HcclCommInitClusterInfo`, `HcclCommInitAll`, a launcher's
+//! environment, `HcclCommSplit`), the process's `HCCL_*` settings they
+//! check first, and the one place that picks a backend.
+
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+
+use hccl_hw::tcp::{TcpConfig, TcpError};
+
+use super::backend::sim_world::SimWorld;
+use super::backend::{Backend, SimBackend, SplitInfo, TcpBackend};
+use super::local::{self, LocalWorld};
+use super::ordering::Tickets;
+use super::profile::{self, CommProfile};
+use super::{
+    comm_id, crossed, hccl_env, launch, lock, BackendKind, Comm, CommError, ReducePrecision,
+    RootInfo, Shared, State,
+};
+
+/// The process's `HCCL_*` settings, checked before a communicator is
+/// built: the transport's ([`TcpConfig::from_env`]), `HCCL_ALGO` and the
+/// profiling variables, so a bad value fails the constructor, not the
+/// first op.
+fn settings() -> Result<TcpConfig, CommError> {
+    let cfg = TcpConfig::from_env()?;
+    hccl_hw::tcp::select::check_algo_env()?;
+    profile::check_env()?;
+    hccl_env::check_env()?;
+    precision_from_env()?;
+    Ok(cfg)
+}
+
+/// Checks the process's `HCCL_*` settings as [`Comm`]'s constructors do
+/// (`HCCL_BACKEND`, the transport's, `HCCL_ALGO`, profiling,
+/// `HCCL_DETERMINISTIC` and the other HCCL switches,
+/// `HCCL_REDUCE_PRECISION`), without building a communicator: for tools
+/// that run the simulator directly and must refuse the same bad values.
+///
+/// # Errors
+/// [`CommError::Env`] (or the transport's config error) naming the first
+/// variable whose value is not accepted.
+pub fn check_env() -> Result<(), CommError> {
+    BackendKind::from_env()?;
+    settings().map(|_| ())
+}
+
+/// `HCCL_REDUCE_PRECISION`: `native` (unset: the default) or `fp32`; see
+/// [`ReducePrecision`].
+fn precision_from_env() -> Result<ReducePrecision, CommError> {
+    match std::env::var("HCCL_REDUCE_PRECISION") {
+        Err(_) => Ok(ReducePrecision::Native),
+        Ok(v) => ReducePrecision::parse(&v).map_err(|reason| CommError::Env {
+            var: "HCCL_REDUCE_PRECISION",
+            value: v,
+            reason,
+        }),
+    }
+}
+
+impl Comm {
+    /// Rank `rank` of `size` of the communicator `name`, run by `backend`.
+    pub(crate) fn new(name: String, rank: u32, size: u32, backend: Box<dyn Backend>) -> Comm {
+        let (interrupt, kind, fit, exec_timeout) = (
+            backend.interrupter(),
+            backend.kind(),
+            backend.host_fit(),
+            backend.exec_timeout(),
+        );
+        // `settings()` checked HCCL_PROFILING_* already; should the
+        // directory have gone since, every op fails with the message.
+        let (profile, error) = match CommProfile::from_env(&name, rank) {
+            Ok(p) => (p, None),
+            Err(m) => (None, Some(CommError::Broken(format!("profiling: {m}")))),
+        };
+        let comm = Comm {
+            shared: Arc::new(Shared {
+                rank,
+                size,
+                id: comm_id(&name),
+                name,
+                state: Mutex::new(State {
+                    backend: Some(backend),
+                    turn: 0,
+                    p2p_sent: vec![0; size as usize],
+                    p2p_received: vec![0; size as usize],
+                }),
+                turn_cv: Condvar::new(),
+                tickets: Mutex::new(Tickets::default()),
+                error: Mutex::new(error),
+                interrupt,
+                aborted: Mutex::new(false),
+                kind,
+                fit,
+                profile,
+                local: OnceLock::new(),
+                asyncs: Arc::default(),
+                exec_timeout,
+                global: OnceLock::new(),
+                // `settings()` checked it; a split re-reads it, then takes
+                // its parent's setting.
+                precision: Mutex::new(precision_from_env().unwrap_or_default()),
+            }),
+        };
+        crossed::register(&comm.shared);
+        comm
+    }
+
+    pub(crate) fn tcp(
+        name: &str,
+        cfg: TcpConfig,
+        root: &RootInfo,
+        nranks: u32,
+        rank: u32,
+    ) -> Result<Comm, CommError> {
+        let t = TcpBackend::connect(name, cfg, root, nranks, rank)?;
+        Ok(Comm::new(name.to_string(), rank, nranks, Box::new(t)))
+    }
+
+    /// Joins a communicator of `nranks` ranks as `rank`, through the root
+    /// `root_info` (from [`RootInfo::new`] on one rank, sent to the
+    /// others). Blocks until every rank has joined or `HCCL_CONNECT_TIMEOUT`
+    /// passes. HCCL's `HcclCommInitRootInfo`.
+    ///
+    /// # Errors
+    /// Bootstrap failures ("bootstrap timed out after N s: k of n ranks
+    /// connected, missing [...]", "session expired", port in use, ...).
+    pub fn init_root_info(nranks: u32, root_info: &RootInfo, rank: u32) -> Result<Comm, CommError> {
+        if BackendKind::from_env()? == BackendKind::Sim {
+            return Err(CommError::Unsupported(
+                "HCCL_BACKEND=sim runs every rank in one process: use Comm::init_all".into(),
+            ));
+        }
+        Comm::tcp("world", settings()?, root_info, nranks, rank)
+    }
+
+    /// Joins the communicator described by an HCCL rank table (JSON, version
+    /// 1.0 or 1.2) as `rank`. The root is rank 0's host (`host_ip`, else an IP
+    /// `server_id`) at `HCCL_IF_BASE_PORT` (default 60000, HCCL's); rank 0's
+    /// process serves it. HCCL's `HcclCommInitClusterInfo`.
+    ///
+    /// # Errors
+    /// Unreadable or invalid table (naming the JSON path), bootstrap failures.
+    pub fn init_cluster_info(
+        rank_table_path: impl AsRef<Path>,
+        rank: u32,
+    ) -> Result<Comm, CommError> {
+        let path = rank_table_path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| CommError::Env {
+            var: "rank table",
+            value: path.display().to_string(),
+            reason: format!("cannot read: {e}"),
+        })?;
+        let cfg = settings()?;
+        let t = launch::from_rank_table(&bytes, cfg.base_port)?;
+        let root = if rank == 0 {
+            RootInfo::serve(&cfg, t.root, t.session, "HCCL_IF_BASE_PORT").map_err(|e| match e {
+                // The address is the table's, not HCCL_IF_IP's.
+                TcpError::AddrNotLocal { addr, .. } => CommError::Env {
+                    var: "rank table",
+                    value: path.display().to_string(),
+                    reason: format!(
+                        "rank 0 serves the bootstrap at its server's address, {} (the server's host_ip, else its server_id), which is not an address of this host; run rank 0 on that server or fix the table",
+                        addr.ip()
+                    ),
+                },
+                e => e.into(),
+            })?
+        } else {
+            RootInfo {
+                addr: t.root,
+                session: t.session,
+            }
+        };
+        Comm::tcp("world", cfg, &root, t.world_size, rank)
+    }
+
+    /// All `ndev` ranks in this process, one thread each during setup
+    /// (HCCL's `HcclCommInitAll`). On TCP they talk over loopback; with
+    /// `HCCL_BACKEND=sim` they run on the simulator. A blocking collective
+    /// returns when every rank has called it, so drive each `Comm` from its
+    /// own thread, or issue one thread's calls on all of them together with
+    /// [`group`](super::group()) (HCCL's loop over communicators, whose calls only enqueue
+    /// work on streams). A blocking call from the creating thread that
+    /// waits for communicators of this set that no thread has ever called
+    /// fails within 5 s (or half of `HCCL_EXEC_TIMEOUT`) with
+    /// [`CommError::Undriven`], instead of timing out.
+    ///
+    /// # Errors
+    /// Any rank's bootstrap error.
+    pub fn init_all(ndev: u32) -> Result<Vec<Comm>, CommError> {
+        Comm::init_all_on(BackendKind::from_env()?, ndev)
+    }
+
+    /// [`Comm::init_all`] on an explicit backend (the one-line switch
+    /// between TCP and the simulator).
+    ///
+    /// # Errors
+    /// Any rank's bootstrap error.
+    pub fn init_all_on(backend: BackendKind, ndev: u32) -> Result<Vec<Comm>, CommError> {
+        if ndev == 0 {
+            return Err(CommError::Unsupported(
+                "init_all(0): a communicator has at least one rank".into(),
+            ));
+        }
+        let mut cfg = settings()?;
+        let local = LocalWorld::new(ndev, local::grace(cfg.exec_timeout));
+        let comms: Vec<Comm> = match backend {
+            BackendKind::Sim => {
+                let w = SimWorld::new(ndev, cfg.exec_timeout, cfg.unexpected_bound)?;
+                (0..ndev)
+                    .map(|r| {
+                        let b = SimBackend::new(Arc::clone(&w), r);
+                        Comm::new("world".into(), r, ndev, Box::new(b))
+                    })
+                    .collect()
+            }
+            BackendKind::Tcp => {
+                if cfg.if_ip.is_none() && cfg.socket_ifname.is_none() {
+                    cfg.if_ip = Some(std::net::Ipv4Addr::LOCALHOST.into());
+                }
+                let root = RootInfo::create(&cfg)?;
+                let hs: Vec<_> = (0..ndev)
+                    .map(|r| {
+                        let cfg = cfg.clone();
+                        std::thread::spawn(move || Comm::tcp("world", cfg, &root, ndev, r))
+                    })
+                    .collect();
+                hs.into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(CommError::Sim("a setup thread panicked".into()))
+                        })
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+        };
+        for c in &comms {
+            let _ = c.shared.local.set(Arc::clone(&local));
+        }
+        Ok(comms)
+    }
+
+    /// Joins the communicator a launcher describes in the environment:
+    /// torchrun's `MASTER_ADDR`, `MASTER_PORT`, `RANK`, `WORLD_SIZE`,
+    /// `LOCAL_RANK`, or Open MPI's `OMPI_COMM_WORLD_RANK` /
+    /// `OMPI_COMM_WORLD_SIZE` (so `mpirun -n 4 prog` works). Rank 0 serves
+    /// the root at `MASTER_ADDR:MASTER_PORT` (defaults `127.0.0.1:29500`,
+    /// torch's); see [`launch::EnvLaunch`] for the session id.
+    ///
+    /// # Errors
+    /// Missing or bad variables; `MASTER_PORT` in use; bootstrap failures.
+    pub fn from_env() -> Result<Comm, CommError> {
+        let l = launch::EnvLaunch::from_env()?;
+        let cfg = settings()?;
+        if BackendKind::from_env()? == BackendKind::Sim {
+            return Err(CommError::Unsupported(
+                "HCCL_BACKEND=sim runs every rank in one process: use Comm::init_all".into(),
+            ));
+        }
+        let root = if l.rank == 0 {
+            RootInfo::serve(&cfg, l.root, l.session, "MASTER_PORT")?
+        } else {
+            RootInfo {
+                addr: l.root,
+                session: l.session,
+            }
+        };
+        Comm::tcp("world", cfg, &root, l.world_size, l.rank)
+    }
+
+    /// Splits the communicator (NCCL's `ncclCommSplit`): ranks with the same
+    /// `color` form a new communicator, ordered by (`key`, old rank);
+    /// `color = None` takes no part and gets `None`. Every rank must call it.
+    /// On TCP the new communicator bootstraps through a root hosted by its
+    /// lowest member, announced over this one.
+    ///
+    /// # Errors
+    /// This communicator's op errors; the new bootstrap's errors.
+    pub fn split(&self, color: Option<u32>, key: u32) -> Result<Option<Comm>, CommError> {
+        let n = self.shared.size as usize;
+        // 1. Everyone learns everyone's (color + 1, key); 0 = no color, so
+        // every u32 is a color.
+        let mine = [color.map_or(0, |c| u64::from(c) + 1), u64::from(key)];
+        let mut all = vec![0u64; 2 * n];
+        self.all_gather(&mine, &mut all)?;
+        let split_no = lock(&self.shared.tickets).coll;
+        // Taken now, used without the state lock: the split's exchanges
+        // are ops on this communicator.
+        let splitter = match lock(&self.shared.state).backend.as_ref() {
+            Some(b) => b.splitter(),
+            None => return Err(CommError::Broken("the communicator was aborted".into())),
+        };
+        let Some(color) = color else {
+            let info = SplitInfo {
+                split_no,
+                color: None,
+                new_rank: 0,
+                size: 0,
+                leader: 0,
+                global: &[],
+                name: "",
+            };
+            splitter.split(&info, &mut |mine| self.gather_bytes(mine))?;
+            return Ok(None);
+        };
+        let mut members: Vec<(u64, usize)> = (0..n)
+            .filter(|&r| all[2 * r] == u64::from(color) + 1)
+            .map(|r| (all[2 * r + 1], r))
+            .collect();
+        members.sort();
+        let new_rank = members
+            .iter()
+            .position(|&(_, r)| r == self.shared.rank as usize)
+            .unwrap_or(0) as u32;
+        let size = members.len() as u32;
+        let name = format!("{}/split{split_no}/color{color}", self.shared.name);
+        // Its errors name world ranks too (issue 13 item 11).
+        let global: Vec<u32> = members
+            .iter()
+            .map(|&(_, r)| self.shared.global_rank(r as u32))
+            .collect();
+        let renumbered = global.iter().enumerate().any(|(i, &g)| g != i as u32);
+        let named = |c: Comm| {
+            if renumbered {
+                let _ = c.shared.global.set(global.clone());
+            }
+            Some(c)
+        };
+        let info = SplitInfo {
+            split_no,
+            color: Some(color),
+            new_rank,
+            size,
+            leader: members[0].1,
+            global: &global,
+            name: &name,
+        };
+        let Some(b) = splitter.split(&info, &mut |mine| self.gather_bytes(mine))? else {
+            return Ok(None);
+        };
+        let c = Comm::new(name, new_rank, size, b);
+        c.set_reduce_precision(self.reduce_precision());
+        Ok(named(c))
+    }
+}
+
+impl Comm {
+    /// AllGather of equal byte blocks, for a split's exchanges.
+    pub(crate) fn gather_bytes(&self, mine: &[u8]) -> Result<Vec<u8>, CommError> {
+        let mut all = vec![0u8; mine.len() * self.shared.size as usize];
+        self.all_gather(mine, &mut all)?;
+        Ok(all)
+    }
+}

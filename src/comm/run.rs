@@ -1,0 +1,231 @@
+//! The run path of a collective: the world-size check, the user's
+//! buffers checked against the call, `HCCL_REDUCE_PRECISION=fp32`
+//! widening, planning ([`Comm::prepare`]), then the backend, then the
+//! profile record.
+
+use hccl_algos::collective::CollectiveArgs;
+
+use super::backend::Prepared;
+use super::local::Waits;
+use super::plan::{self, PlannedOp};
+use super::{drain, lock, Comm, CommError, OpHandle, Shared, State};
+
+/// The user's memory for one call.
+pub(crate) enum UserBufs<'a> {
+    /// Separate send and receive buffers.
+    Separate(&'a [u8], &'a mut [u8]),
+    /// One buffer, placed as `CollectiveArgs::alias` says.
+    InPlace(&'a mut [u8]),
+}
+
+impl Comm {
+    /// Runs a collective on bytes: `input` and `output` sized as
+    /// `args.io_bytes(rank)` says (HCCL's untyped calls with a data type).
+    /// `args.world_size` must be this communicator's size.
+    ///
+    /// # Errors
+    /// Argument, buffer-size, transport and consistency errors.
+    pub fn collective(
+        &self,
+        args: &CollectiveArgs,
+        input: &[u8],
+        output: &mut [u8],
+    ) -> Result<(), CommError> {
+        self.check_world(args).map_err(|e| self.fail_local(e))?;
+        let t = self.take_ticket();
+        let call = self.enter_blocking(&format!("{:?} #{}", args.kind, t.1), Waits::All);
+        let r = Comm::run_at(&self.shared, t, args, UserBufs::Separate(input, output));
+        Comm::end_blocking(call, r)
+    }
+
+    /// Runs a collective in place on one buffer placed as
+    /// `CollectiveArgs::alias` says (`args.in_place` is set for you).
+    ///
+    /// # Errors
+    /// As [`Comm::collective`]; kinds without an in-place form.
+    pub fn collective_in_place(
+        &self,
+        args: &CollectiveArgs,
+        buf: &mut [u8],
+    ) -> Result<(), CommError> {
+        self.check_world(args).map_err(|e| self.fail_local(e))?;
+        let args = args.clone().with_in_place(true);
+        let t = self.take_ticket();
+        let call = self.enter_blocking(&format!("{:?} #{}", args.kind, t.1), Waits::All);
+        let r = Comm::run_at(&self.shared, t, &args, UserBufs::InPlace(buf));
+        Comm::end_blocking(call, r)
+    }
+
+    /// [`Comm::collective`] on its own thread, with owned buffers: returns
+    /// the output buffer (allocated to `args.io_bytes(rank).1` bytes).
+    pub fn collective_async(&self, args: CollectiveArgs, input: Vec<u8>) -> OpHandle<Vec<u8>> {
+        let checked = self.check_world(&args);
+        let (turn, seq) = self.take_ticket();
+        let kind = drain::AsyncKind::Collective(args.kind.name());
+        self.spawn_async(format!("hccl-op-{seq}"), kind, move |shared| {
+            // A failed check fails the op's turn, telling the peers; either
+            // way `at_turn` runs and passes the turn on.
+            let checked = checked.or_else(|e| Comm::at_turn(shared, turn, |_| Err(e)));
+            checked.and_then(|()| {
+                let mut out = vec![0u8; args.io_bytes(shared.rank).1 as usize];
+                Comm::run_at(
+                    shared,
+                    (turn, seq),
+                    &args,
+                    UserBufs::Separate(&input, &mut out),
+                )
+                .map(|()| out)
+            })
+        })
+    }
+
+    pub(crate) fn check_world(&self, args: &CollectiveArgs) -> Result<(), CommError> {
+        if args.world_size != self.shared.size {
+            return Err(CommError::Shape {
+                op: format!("{:?}", args.kind),
+                detail: format!(
+                    "args.world_size = {} but the communicator has {} ranks",
+                    args.world_size, self.shared.size
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs `args` with seq `seq` once it is turn `turn`.
+    pub(crate) fn run_at(
+        shared: &Shared,
+        (turn, seq): (u64, u64),
+        args: &CollectiveArgs,
+        user: UserBufs<'_>,
+    ) -> Result<(), CommError> {
+        Comm::at_turn(shared, turn, |st| {
+            Comm::run_locked(shared, st, seq, args, user)
+        })
+    }
+
+    pub(crate) fn run_locked(
+        shared: &Shared,
+        st: &mut State,
+        seq: u64,
+        args: &CollectiveArgs,
+        user: UserBufs<'_>,
+    ) -> Result<(), CommError> {
+        if let Some(e) = lock(&shared.error).clone() {
+            return Err(e.into_broken());
+        }
+        let op = format!("{:?}", args.kind);
+        args.validate()?;
+        let rank = shared.rank;
+        let (inb, outb) = args.io_bytes(rank);
+        // Check the user's memory against the call before anything moves.
+        let need = |what, expected: u64, got: usize| {
+            if expected != got as u64 {
+                Err(CommError::Buffer {
+                    op: op.clone(),
+                    what,
+                    expected,
+                    got: got as u64,
+                })
+            } else {
+                Ok(())
+            }
+        };
+        let alias = args.alias(rank);
+        // A buffer this rank does not use (a non-root's receive buffer of
+        // Gather or Reduce, its send buffer of Scatter) may have any size
+        // and is left alone, as MPI and NCCL ignore it.
+        let user = match user {
+            UserBufs::Separate(i, o) => UserBufs::Separate(
+                if inb == 0 { &i[..0] } else { i },
+                if outb == 0 { &mut o[..0] } else { o },
+            ),
+            u => u,
+        };
+        match &user {
+            UserBufs::Separate(i, o) => {
+                need("send buffer", inb, i.len())?;
+                need("receive buffer", outb, o.len())?;
+            }
+            UserBufs::InPlace(b) => {
+                let len = match alias {
+                    Some(a) => (a.input_at + inb).max(a.output_at + outb),
+                    None => inb.max(outb),
+                };
+                need("in-place buffer", len, b.len())?;
+            }
+        }
+        let precision = *lock(&shared.precision);
+        let Some(wide) = precision.widened(args) else {
+            let op = Comm::prepare(shared, seq, (args, args, false))?;
+            return Comm::run_on_backend(shared, st, op, user);
+        };
+        // HCCL_REDUCE_PRECISION=fp32: the op in f32 on widened copies, the
+        // output rounded once back into the user's buffer.
+        let prepared = Comm::prepare(shared, seq, (&wide, args, true))?;
+        let kernel = |e: hccl_algos::kernels::KernelError| CommError::Shape {
+            op: op.clone(),
+            detail: e.to_string(),
+        };
+        let dtype = args.dtype;
+        match user {
+            UserBufs::Separate(i, o) => {
+                let wi = hccl_algos::precision::widen(dtype, i).map_err(kernel)?;
+                let mut wo = vec![0u8; 2 * o.len()];
+                let bufs = UserBufs::Separate(&wi, &mut wo);
+                Comm::run_on_backend(shared, st, prepared, bufs)?;
+                hccl_algos::precision::narrow(dtype, &wo, o).map_err(kernel)
+            }
+            UserBufs::InPlace(b) => {
+                let mut wb = hccl_algos::precision::widen(dtype, b).map_err(kernel)?;
+                let bufs = UserBufs::InPlace(&mut wb);
+                Comm::run_on_backend(shared, st, prepared, bufs)?;
+                let at = alias.map_or(0, |a| a.output_at) as usize;
+                let out = &mut b[at..at + outb as usize];
+                let wout = &wb[2 * at..2 * (at + outb as usize)];
+                hccl_algos::precision::narrow(dtype, wout, out).map_err(kernel)
+            }
+        }
+    }
+
+    /// Plans op `seq`: the one place that computes algorithm, buffer
+    /// sizes and this rank's schedule, for every backend ([`plan::plan`]
+    /// on the backend's [`plan::HostFit`]), and the op signature that the
+    /// ranks compare. `args` are what runs (f32 for a widened op),
+    /// `called` what the user called (the signature and the profile use
+    /// them), `wide` whether the op was widened.
+    pub(crate) fn prepare<'a>(
+        shared: &Shared,
+        seq: u64,
+        (args, called, wide): (&'a CollectiveArgs, &'a CollectiveArgs, bool),
+    ) -> Result<Prepared<'a>, CommError> {
+        let planned: PlannedOp = plan::plan(args, shared.rank, shared.fit)?;
+        Ok(Prepared {
+            seq,
+            args,
+            called,
+            sig: called.signature(),
+            wide,
+            planned,
+        })
+    }
+
+    /// Runs a checked, planned op on the backend and records it in the
+    /// profile.
+    pub(crate) fn run_on_backend(
+        shared: &Shared,
+        st: &mut State,
+        op: Prepared<'_>,
+        user: UserBufs<'_>,
+    ) -> Result<(), CommError> {
+        let Some(backend) = st.backend.as_mut() else {
+            return Err(CommError::Broken("the communicator was aborted".into()));
+        };
+        let (seq, called, spec) = (op.seq, op.called, op.planned.algo);
+        let time = backend.run(shared, op, user)?;
+        if let Some(p) = &shared.profile {
+            p.record(&shared.name, seq, called, &spec, time);
+        }
+        Ok(())
+    }
+}
