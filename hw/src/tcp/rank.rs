@@ -71,10 +71,11 @@ use super::cma::{self, LendWord, LentPieces, LentReadError, Token};
 use super::cma_reader::{self, ChunkPool};
 use super::config::TcpConfig;
 use super::core::agreement::{OpCheck, StartError, Starts};
+use super::core::failure::{self, on_closed, Closed, Health, Stall};
 use super::core::matcher::{
     ChunkAction, HeaderAction, Key, MatchError, Matcher, PostAction, RecvKind,
 };
-use super::error::{own_reason, TcpError};
+use super::error::TcpError;
 use super::io::{reader, writer, Event, Outgoing};
 use super::root::RootInfo;
 use super::wire::{
@@ -266,10 +267,6 @@ struct Peer {
     lent: LentPieces,
     /// The peer's process, verified by the probe: this rank reads its pieces.
     cma_pid: Option<u32>,
-    /// The peer withdrew a loan this rank was reading (its op failed): the
-    /// error to fail with if its abort frame has not come by the instant.
-    /// Its later pieces are dropped unread.
-    withdrawn: Option<(TcpError, Instant)>,
     /// This op's op-start frames for the peer (its signature, later the
     /// agreement), held back so that they leave in one write with the op's
     /// next message to the peer (or when the op waits, see
@@ -367,14 +364,8 @@ pub struct TcpRank {
     /// Sequence number of the last op that finished here (frames of it or
     /// older are stale).
     last_done: Option<u64>,
-    broken: Option<TcpError>,
-    /// The reason of an [`AbortHandle::abort_with`] that failed the
-    /// running op, for [`TcpOp::fail`] to tell the peers.
-    abort_reason: Option<String>,
-    closed: bool,
-    /// A failed op left telling the peers to [`TcpRank::abort_with`]: a
-    /// p2p length mismatch, which the caller words in elements.
-    abort_deferred: bool,
+    /// Broken, closed, what a failure tells the peers, withdrawn loans.
+    health: Health,
     start: Instant,
     /// Kept to build [`AbortHandle`]s.
     ev_tx: UnboundedSender<Event>,
@@ -433,7 +424,7 @@ impl std::fmt::Debug for TcpRank {
             .field("rank", &self.rank)
             .field("nranks", &self.nranks)
             .field("comm", &self.comm)
-            .field("broken", &self.broken)
+            .field("broken", &self.health.broken())
             .finish()
     }
 }
@@ -516,12 +507,9 @@ impl TcpRank {
             peers,
             matcher: Matcher::new(nranks),
             starts: Starts::default(),
-            abort_reason: None,
             completions: VecDeque::new(),
             last_done: None,
-            broken: None,
-            closed: false,
-            abort_deferred: false,
+            health: Health::new(rank, nranks),
             start: Instant::now(),
             ev_tx,
             local_ip: mesh.local_addr.ip(),
@@ -603,15 +591,15 @@ impl TcpRank {
     /// what the peers sent since the last op (HCCL's
     /// `HcclGetCommAsyncError`). Never blocks.
     pub fn async_error(&mut self) -> Option<TcpError> {
-        if self.broken.is_none() && !self.closed {
+        if self.health.usable() {
             while let Some(ev) = self.next_event(Some(Duration::ZERO)) {
                 if let Err(e) = self.handle(ev, None) {
-                    self.broken = Some(e);
+                    self.health.break_with(e);
                     break;
                 }
             }
         }
-        self.broken.clone()
+        self.health.broken().cloned()
     }
 
     /// The point-to-point messages that reached this rank and that no
@@ -641,12 +629,12 @@ impl TcpRank {
     /// [`TcpRank::async_error`] does.
     pub fn peers_ahead(&mut self) -> Vec<(u32, u64, Signature)> {
         let end = Instant::now() + Duration::from_millis(50);
-        while self.broken.is_none() && !self.closed && Instant::now() < end {
+        while self.health.usable() && Instant::now() < end {
             let Some(ev) = self.next_event(Some(Duration::from_millis(1))) else {
                 break;
             };
             if let Err(e) = self.handle(ev, None) {
-                self.broken = Some(e);
+                self.health.break_with(e);
             }
         }
         self.starts.ahead(self.last_done)
@@ -682,27 +670,10 @@ impl TcpRank {
         info: &'a OpInfo<'a>,
         bufs: OpBuffers<'a>,
     ) -> Result<TcpOp<'r, 'a>, TcpError> {
-        if self.closed {
-            return Err(TcpError::Broken(
-                "the communicator was destroyed or aborted".into(),
-            ));
+        if !self.health.closed() {
+            self.send_deferred_abort();
         }
-        self.send_deferred_abort();
-        match &self.broken {
-            // A peer aborted this op while this rank finished the last one.
-            Some(TcpError::Aborted {
-                seq, by, reason, ..
-            }) if *seq == ctx.seq => {
-                return Err(TcpError::Aborted {
-                    op: info.name.to_string(),
-                    seq: *seq,
-                    by: *by,
-                    reason: reason.clone(),
-                })
-            }
-            Some(e) => return Err(TcpError::Broken(e.to_string())),
-            None => {}
-        }
+        self.health.may_begin(ctx.seq, info.name)?;
         if ctx.comm != self.comm || ctx.rank != self.rank {
             return Err(TcpError::InvalidArgument(format!(
                 "op context is for comm {:#x} rank {}, this is comm {:#x} rank {}",
@@ -826,15 +797,8 @@ impl TcpRank {
     /// at once. A rank broken by a failed op has told its peers already
     /// and only closes.
     pub fn abort_with(&mut self, reason: &str) {
-        if self.closed {
-            return;
-        }
-        if self.broken.is_none() || self.abort_deferred {
-            self.abort_deferred = false;
-            let seq = self.last_done.map_or(0, |d| d + 1);
-            self.broadcast_abort(seq, reason);
-            self.broken
-                .get_or_insert(TcpError::Broken(reason.to_string()));
+        if let Some(t) = self.health.abort_with(reason, self.last_done) {
+            self.broadcast_abort(t.seq, &t.reason);
         }
         self.shutdown(false);
     }
@@ -843,14 +807,8 @@ impl TcpRank {
     /// ([`TcpRank::abort_with`]) if the caller went on without it, in
     /// the transport's own words.
     fn send_deferred_abort(&mut self) {
-        if !std::mem::take(&mut self.abort_deferred) {
-            return;
-        }
-        if let Some(e) = self.broken.clone() {
-            let text = e.to_string();
-            let reason = format!("rank {}: {}", self.rank, own_reason(&text));
-            let seq = self.last_done.map_or(0, |d| d + 1);
-            self.broadcast_abort(seq, &reason);
+        if let Some(t) = self.health.take_deferred(self.last_done) {
+            self.broadcast_abort(t.seq, &t.reason);
         }
     }
 
@@ -1053,11 +1011,11 @@ impl TcpRank {
     /// makes the kernel send a reset, which could destroy data a slower peer
     /// has not read yet.
     fn shutdown(&mut self, linger: bool) {
-        if self.closed {
+        if self.health.closed() {
             return;
         }
         self.send_deferred_abort();
-        self.closed = true;
+        self.health.close();
         let bye = FrameHeader {
             kind: FrameKind::Bye,
             session: self.session,
@@ -1089,7 +1047,7 @@ impl TcpRank {
             return;
         };
         let writers = std::mem::take(&mut self.writers);
-        let broken = self.broken.is_some();
+        let broken = self.health.broken().is_some();
         let bound = if broken { ABORT_FLUSH } else { LINGER };
         let end = Instant::now() + bound;
         rt.block_on(async {
@@ -1239,7 +1197,7 @@ impl TcpRank {
                 msg_len,
                 before,
             } => {
-                if self.peers[peer as usize].withdrawn.is_some() {
+                if self.health.is_withdrawn(peer) {
                     return Ok(()); // its op failed: wait for its abort
                 }
                 let Some(pid) = self.peers[peer as usize].cma_pid else {
@@ -1312,26 +1270,7 @@ impl TcpRank {
                 self.peers[peer as usize]
                     .dead
                     .get_or_insert_with(|| "it aborted".into());
-                // An abort of a later op than the running one: the peer
-                // finished this op (its messages for it came first, in
-                // order on the connection), so this op may still complete;
-                // the next one fails with the abort.
-                let later = |c: u64| !is_p2p_seq(c) && !is_p2p_seq(seq) && seq > c;
-                if cur_seq.is_some_and(later) {
-                    self.broken.get_or_insert(TcpError::Aborted {
-                        op: "op".into(),
-                        seq,
-                        by: peer,
-                        reason,
-                    });
-                    return Ok(());
-                }
-                Err(TcpError::Aborted {
-                    op: name,
-                    seq: cur_seq.unwrap_or(seq),
-                    by: peer,
-                    reason,
-                })
+                self.health.on_peer_abort(peer, seq, reason, cur_seq, &name)
             }
             Event::CmaAck { peer, desc } => {
                 let p = &mut self.peers[peer as usize];
@@ -1382,13 +1321,10 @@ impl TcpRank {
                 let waiting = p.sends_in_flight > 0
                     || self.matcher.receiving(peer)
                     || self.matcher.posted_from(peer);
-                if graceful && !waiting {
-                    return Ok(());
-                }
-                match cur_seq {
-                    Some(seq) if waiting => Err(self.lost(&name, seq, peer)),
-                    _ if graceful => Ok(()),
-                    _ => {
+                match on_closed(graceful, waiting, cur_seq.is_some()) {
+                    Closed::Fine => Ok(()),
+                    Closed::Lost => Err(self.lost(&name, cur_seq.unwrap_or(0), peer)),
+                    Closed::BetweenOps => {
                         tracing::warn!(
                             "hccl rank {}: lost rank {peer} between ops: {reason}",
                             self.rank
@@ -1403,14 +1339,7 @@ impl TcpRank {
                 tracing::debug!("hccl rank {}: writing to rank {peer}: {reason}", self.rank);
                 Ok(())
             }
-            Event::LocalAbort(None) => Err(TcpError::Broken(format!(
-                "rank {} was aborted by the user",
-                self.rank
-            ))),
-            Event::LocalAbort(Some(reason)) => {
-                self.abort_reason = Some(reason.clone());
-                Err(TcpError::Broken(reason))
-            }
+            Event::LocalAbort(reason) => Err(self.health.on_local_abort(reason)),
             Event::Protocol { peer, error } => {
                 self.peers[peer as usize].dead = Some(format!("protocol error: {error}"));
                 Err(TcpError::Protocol {
@@ -1493,11 +1422,10 @@ impl TcpRank {
                 if let TcpError::PeerLost { reason, .. } = &mut e {
                     *reason = why;
                 }
-                let p = &mut self.peers[peer as usize];
-                p.cma_pid = None;
+                self.peers[peer as usize].cma_pid = None;
                 self.matcher.stop_receiving(peer);
-                p.withdrawn
-                    .get_or_insert((e, Instant::now() + WITHDRAWN_GRACE));
+                self.health
+                    .withdraw(peer, e, Instant::now() + WITHDRAWN_GRACE);
                 return Ok(());
             }
             LentReadError::Withdrawn { found } => found,
@@ -1513,9 +1441,7 @@ impl TcpRank {
             found,
         };
         tracing::debug!("hccl rank {}: {e}", self.rank);
-        let p = &mut self.peers[peer as usize];
-        p.withdrawn
-            .get_or_insert((e, Instant::now() + WITHDRAWN_GRACE));
+        (self.health).withdraw(peer, e, Instant::now() + WITHDRAWN_GRACE);
         Ok(())
     }
 
@@ -1823,20 +1749,12 @@ impl TcpOp<'_, '_> {
             self.tell_peers(LATE_TAG);
         }
         // A peer whose loan was withdrawn and whose abort has not come.
-        let grace = self
-            .rank
-            .peers
-            .iter()
-            .filter_map(|p| p.withdrawn.as_ref())
-            .min_by_key(|w| w.1);
-        if let Some((e, _)) = grace.filter(|w| Instant::now() >= w.1) {
-            return Err(e.clone());
+        if let Some(e) = self.rank.health.grace_over(Instant::now()) {
+            return Err(e);
         }
+        let grace = self.rank.health.grace().map(|w| w.1);
         let late = self.check.late_at();
-        let until = [self.deadline, grace.map(|w| w.1), late]
-            .into_iter()
-            .flatten()
-            .min();
+        let until = [self.deadline, grace, late].into_iter().flatten().min();
         let wait = until.map(|d| d.saturating_duration_since(Instant::now()));
         match self.rank.next_event(wait) {
             Some(ev) => self.handle(ev),
@@ -1859,82 +1777,32 @@ impl TcpOp<'_, '_> {
 
     fn timeout_error(&self) -> TcpError {
         let r = &*self.rank;
-        for p in 0..r.nranks {
-            if let Some(b) = &r.peers[p as usize].budget {
-                if b.held() >= b.capacity() {
-                    return TcpError::BufferFull {
-                        op: self.info.name.to_string(),
-                        seq: self.ctx.seq,
-                        rank: r.rank,
-                        peer: p,
-                        held: b.held(),
-                        bound: b.capacity(),
-                    };
-                }
-            }
-        }
-        // Posted receives by peer, in tag order; a sliced op can have
-        // dozens in flight per peer, so more than three are summed up.
-        let mut by_peer: std::collections::BTreeMap<u32, Vec<(u32, u64, u64)>> = Default::default();
-        for (peer, tag, got, len) in r.matcher.posted() {
-            by_peer.entry(peer).or_default().push((tag, got, len));
-        }
-        let mut waits: Vec<String> = Vec::new();
-        for (peer, mut msgs) in by_peer {
-            msgs.sort_unstable();
-            if msgs.len() <= 3 {
-                waits.extend(msgs.iter().map(|(tag, got, len)| {
-                    format!("rank {peer} (tag {tag}: received {got} of {len} bytes)")
-                }));
+        let seq = self.ctx.seq;
+        let full = (0..r.nranks).find_map(|p| {
+            let b = r.peers[p as usize].budget.as_ref()?;
+            (b.held() >= b.capacity()).then(|| (p, b.held(), b.capacity()))
+        });
+        let agreed = self.check.agreed();
+        let stall = Stall {
+            full,
+            posted: r.matcher.posted().collect(),
+            missing: if agreed {
+                Vec::new()
             } else {
-                let (got, len) = msgs.iter().fold((0, 0), |(g, l), m| (g + m.1, l + m.2));
-                let (first, last) = (msgs[0].0, msgs[msgs.len() - 1].0);
-                waits.push(format!(
-                    "rank {peer} ({} messages, tags {first}..={last}: received {got} of {len} bytes)",
-                    msgs.len()
-                ));
-            }
-        }
-        let missing = self.not_started();
-        if !self.check.agreed() && !missing.is_empty() {
-            // The cause comes first: the rest waits on it.
-            let arrived: Vec<u32> = (0..r.nranks).filter(|p| !missing.contains(p)).collect();
-            waits.insert(
-                0,
-                format!(
-                    "{}, which never called the op (arrived: {})",
-                    rank_list(&missing),
-                    rank_list(&arrived)
-                ),
-            );
-        } else if !is_p2p_seq(self.ctx.seq) {
-            let unconfirmed: Vec<u32> = r.starts.unconfirmed(r.nranks, self.ctx.seq).collect();
-            if !unconfirmed.is_empty() {
-                waits.push(format!(
-                    "{} to confirm that every rank called the op alike (still waiting for another rank's signature)",
-                    rank_list(&unconfirmed)
-                ));
-            }
-        }
-        for (p, peer) in r.peers.iter().enumerate() {
-            if peer.sends_in_flight > 0 {
-                waits.push(format!(
-                    "rank {p} to take {} sent message(s)",
-                    peer.sends_in_flight
-                ));
-            }
-        }
-        TcpError::Timeout {
-            op: self.info.name.to_string(),
-            seq: self.ctx.seq,
-            rank: r.rank,
-            secs: r.cfg.exec_timeout.map_or(0.0, |t| t.as_secs_f64()),
-            waiting: if waits.is_empty() {
-                "nothing (internal)".into()
-            } else {
-                waits.join(", ")
+                self.not_started()
             },
-        }
+            unconfirmed: if is_p2p_seq(seq) {
+                Vec::new()
+            } else {
+                r.starts.unconfirmed(r.nranks, seq).collect()
+            },
+            sends: (r.peers.iter().enumerate())
+                .filter(|(_, p)| p.sends_in_flight > 0)
+                .map(|(p, peer)| (p as u32, peer.sends_in_flight))
+                .collect(),
+        };
+        let secs = r.cfg.exec_timeout.map_or(0.0, |t| t.as_secs_f64());
+        failure::timeout_error(self.info.name, seq, r.rank, r.nranks, secs, stall)
     }
 
     fn check_peer(&self, peer: Rank) -> Result<(), TcpError> {
@@ -2081,26 +1949,14 @@ impl TcpOp<'_, '_> {
             }
             self.rank.peers[p as usize].outq.clear();
         }
-        if let Some(reason) = self.rank.abort_reason.take() {
-            self.rank.broadcast_abort(self.ctx.seq, &reason);
-        } else if matches!(e, TcpError::LengthMismatch { .. }) && is_p2p_seq(self.ctx.seq) {
-            // The caller rewords it in elements and tells the peers
-            // (abort_with), so that the sender reads the receiver's words.
-            self.rank.abort_deferred = true;
-        } else if !matches!(e, TcpError::Aborted { .. } | TcpError::Broken(_)) {
-            // Without the op's prefix, which the peers' own error has.
-            let text = e.to_string();
-            let reason = format!("rank {}: {}", self.rank.rank, own_reason(&text));
-            self.rank.broadcast_abort(self.ctx.seq, &reason);
+        if let Some(t) = self.rank.health.on_op_failed(&e, self.ctx.seq) {
+            self.rank.broadcast_abort(t.seq, &t.reason);
         }
         // The caller may rewrite its buffers as soon as this returns, and
         // a peer may still hold descriptors of them: withdraw them now.
         // After the aborts, so that a peer that finds the word poisoned
         // has this rank's reason on its way (see WITHDRAWN_GRACE).
         self.rank.lend_word.poison();
-        if self.rank.broken.is_none() {
-            self.rank.broken = Some(e.clone());
-        }
         self.rank.matcher.clear_posted();
         e
     }
@@ -2115,8 +1971,8 @@ impl Drop for TcpOp<'_, '_> {
     fn drop(&mut self) {
         self.rank.lend_word.poison();
         let lent: usize = self.rank.peers.iter().map(|p| p.lent.len()).sum();
-        if lent > 0 && self.rank.broken.is_none() {
-            self.rank.broken = Some(TcpError::Broken(format!(
+        if lent > 0 && self.rank.health.broken().is_none() {
+            self.rank.health.break_with(TcpError::Broken(format!(
                 "{} {} was dropped with {lent} piece(s) of its buffers lent to peers",
                 self.info.name,
                 super::error::OpSeq(self.ctx.seq)
@@ -2200,14 +2056,6 @@ impl TcpOp<'_, '_> {
             }
         }
         Ok(())
-    }
-}
-
-/// "rank 3" or "ranks [1, 3]".
-fn rank_list(ranks: &[u32]) -> String {
-    match ranks {
-        [r] => format!("rank {r}"),
-        _ => format!("ranks {ranks:?}"),
     }
 }
 

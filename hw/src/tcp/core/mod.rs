@@ -11,6 +11,9 @@
 //!   early messages, lengths.
 //! - [`agreement`]: the op signature check around all ranks, the steps it
 //!   holds back, the "late" and "agreed" words.
+//! - [`failure`]: broken or usable, what a failure tells the peers, peer
+//!   aborts and lost connections, withdrawn loans, a timeout's words.
 
 pub(crate) mod agreement;
+pub(crate) mod failure;
 pub(crate) mod matcher;
