@@ -2,10 +2,10 @@
 
 use super::*;
 use crate::algo::{schedule, AlgoSpec, Algorithm};
-use crate::collective::CollectiveArgs;
-use crate::dtype::DataType;
+use crate::collective::{CollectiveArgs, CollectiveKind};
+use crate::dtype::{DataType, ReduceOp};
 use crate::layout::GroupLayout;
-use crate::schedule::{Deps, Step};
+use crate::schedule::{Deps, Op, Step};
 
 fn ring_allreduce(p: u32, count: u64) -> (CollectiveArgs, Vec<RankSchedule>) {
     let args = CollectiveArgs::new(CollectiveKind::AllReduce, count, DataType::Fp32, p);
