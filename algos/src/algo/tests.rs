@@ -4,7 +4,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::collective::CollectiveArgs;
-use crate::dtype::DataType;
+use crate::dtype::{DataType, ReduceOp};
 use crate::verify::{verify, verify_with, VerifyOptions};
 
 /// Arguments of `kind` for world `p`, with counts derived from `count`.
