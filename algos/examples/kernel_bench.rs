@@ -60,6 +60,9 @@ fn one(dtype: DataType) -> Vec<u8> {
 }
 
 /// Best GB/s of `len` bytes per call over 5 batches of at least `batch`.
+// A benchmark times by the wall clock; the library itself has none
+// (algos/clippy.toml).
+#[allow(clippy::disallowed_methods)]
 fn measure(len: usize, batch: Duration, mut f: impl FnMut()) -> f64 {
     f(); // warm up: page in the buffers
     let mut best = f64::MAX;

@@ -230,7 +230,7 @@ pub fn render(a: &PlanArgs) -> anyhow::Result<(String, bool)> {
     let (spec, how) = match &a.algo {
         Some(s) => (s.parse::<AlgoSpec>()?, "--algo".to_string()),
         None => {
-            let env = HcclAlgo::from_env()?;
+            let env = HcclAlgo::from_setting(std::env::var("HCCL_ALGO").ok().as_deref())?;
             let sel = select(&args, &layout, &cost, env.as_ref());
             (sel.spec, format!("selector: {}", sel.reason))
         }

@@ -302,7 +302,7 @@ pub fn execute(a: &SimArgs) -> anyhow::Result<Outcome> {
     let env = if a.algo.is_some() {
         None
     } else {
-        HcclAlgo::from_env()?
+        HcclAlgo::from_setting(std::env::var("HCCL_ALGO").ok().as_deref())?
     };
     let built = file.build(&fabric, env.as_ref());
     let built = match (built, &a.scenario) {

@@ -902,7 +902,7 @@ fn run_tcp(
         ));
     }
     // Before any rank starts: every rank would report the same bad value.
-    if let Err(e) = HcclAlgo::from_env() {
+    if let Err(e) = HcclAlgo::from_setting(std::env::var("HCCL_ALGO").ok().as_deref()) {
         return Ok(input_error(e));
     }
     if std::env::var_os(tcp::SPAWNED_VAR).is_none() {

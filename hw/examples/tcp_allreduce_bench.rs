@@ -6,7 +6,7 @@
 //!
 //! Defaults: 2 ranks, 8 KiB .. 64 MiB (doubling), `auto` (the selector,
 //! as `Comm` uses it; or an algorithm name such as `ring`, `mesh`). Plans
-//! are sliced as `Comm` slices them (`hccl_hw::tcp::plan_op`);
+//! are sliced as `Comm` slices them (`hccl_algos::select::plan_spec`);
 //! `BENCH_SLICE_BYTES=b` slices every AllReduce longer than `b` bytes
 //! instead (0: none). The parent starts
 //! the bootstrap root and spawns NRANKS copies of itself; every rank times
@@ -31,9 +31,10 @@ use hccl_algos::algo::slice::plan_sliced;
 use hccl_algos::algo::{plan, AlgoSpec, Algorithm};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
 use hccl_algos::layout::GroupLayout;
+use hccl_algos::select::{choose, plan_spec, HcclAlgo, HostFit, PlannedOp};
 use hccl_algos::transport::OpContext;
 use hccl_algos::{DataType, ReduceOp};
-use hccl_hw::tcp::{choose_algo, plan_op, OpBuffers, OpInfo, RootInfo, TcpConfig, TcpRank};
+use hccl_hw::tcp::{OpBuffers, OpInfo, RootInfo, TcpConfig, TcpRank};
 use memmap2::{Advice, MmapMut, MmapOptions};
 
 const COMM: u64 = 0xBE7C;
@@ -99,6 +100,13 @@ fn child(rank: u32) {
     let algo_arg = arg(4, "auto");
     let fixed: Option<AlgoSpec> = (algo_arg != "auto").then(|| algo_arg.parse().expect("ALGO"));
     let mut t = TcpRank::connect(cfg(), &root, n, rank, COMM).expect("bootstrap");
+    // What `Comm` passes to the host policy.
+    let forced =
+        HcclAlgo::from_setting(std::env::var("HCCL_ALGO").ok().as_deref()).expect("HCCL_ALGO");
+    let fit = HostFit {
+        hosts: t.hosts(),
+        ranks_fit_cpus: t.ranks_fit_cpus(),
+    };
     let describe = |_: &[u8; 32], p: u32| format!("mismatch with rank {p}");
     let mut seq = 0u64;
     if rank == 0 {
@@ -109,7 +117,7 @@ fn child(rank: u32) {
         );
     }
     // BENCH_SLICE_BYTES=b: slices of b bytes (0: none) instead of what
-    // `plan_op` does, for measuring `SLICE_BYTES`.
+    // `plan_spec` does, for measuring `SLICE_BYTES`.
     let slice_bytes: Option<u64> = std::env::var("BENCH_SLICE_BYTES")
         .ok()
         .map(|v| v.parse().expect("BENCH_SLICE_BYTES"));
@@ -118,7 +126,7 @@ fn child(rank: u32) {
         let count = bytes / 4;
         let args = CollectiveArgs::new(CollectiveKind::AllReduce, count, DataType::Fp32, n)
             .with_op(ReduceOp::Sum);
-        let algo = fixed.unwrap_or_else(|| choose_algo(&args, t.hosts()).expect("HCCL_ALGO"));
+        let algo = fixed.unwrap_or_else(|| choose(&args, fit, forced.as_ref()));
         let mut input = buffer(bytes);
         for (i, b) in input.chunks_exact_mut(4).enumerate() {
             b.copy_from_slice(&((i % 7) as f32).to_le_bytes());
@@ -134,7 +142,8 @@ fn child(rank: u32) {
             let layout = GroupLayout::flat(n);
             let (sizes, p) = match slice_bytes {
                 Some(b) => plan_sliced(&args, &algo, &layout, rank, b),
-                None => plan_op(&args, &algo, &layout, rank, t.ranks_fit_cpus()),
+                None => plan_spec(&args, &algo, &layout, rank, fit)
+                    .map(|PlannedOp { sizes, plan, .. }| (sizes, plan)),
             }
             .expect("plan");
             scratch.resize(sizes.scratch as usize, 0);

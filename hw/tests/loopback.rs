@@ -65,7 +65,7 @@ fn hosts_counts_the_distinct_listener_addresses() {
     // Every loopback address is this host, but addresses are all a rank
     // knows of its peers: 127.0.0.1 and 127.0.0.2 count as two hosts
     // (which steers small AllReduces from doubling to one-shot, see
-    // `tcp::choose_algo`).
+    // `hccl_algos::select::choose`).
     let out = with_ranks(3, cfg(), |t, _| t.unwrap().hosts());
     assert_eq!(out, vec![1, 1, 1]);
     let info = root(&cfg());

@@ -24,7 +24,7 @@ use super::{
 /// first op.
 fn settings() -> Result<TcpConfig, CommError> {
     let cfg = TcpConfig::from_env()?;
-    hccl_hw::tcp::select::check_algo_env()?;
+    super::plan::algo_env()?;
     profile::check_env()?;
     hccl_env::check_env()?;
     precision_from_env()?;

@@ -59,7 +59,7 @@ impl Comm {
     }
 
     /// The algorithm this communicator runs `args` with: `HCCL_ALGO` where
-    /// it fits, else the choice for host TCP ([`hccl_hw::tcp::choose_algo`],
+    /// it fits, else the choice for host TCP ([`hccl_algos::select::choose`],
     /// which depends on how many hosts the ranks run on). Every rank
     /// computes the same. For reports such as `hccl test`'s algorithm column.
     ///

@@ -87,7 +87,7 @@ pub fn cases(world: u32) -> Vec<Case> {
         add(K::Reduce, count, dtype, ReduceOp::Prod, 0, true);
     }
     // Longer than host TCP's slice (1 MiB): sliced when the ranks fit
-    // their CPUs (`hccl_hw::tcp::plan_op`).
+    // their CPUs (`hccl_algos::select::plan_op`).
     add(
         K::AllReduce,
         1_500_001,

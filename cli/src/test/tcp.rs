@@ -71,7 +71,7 @@ fn algo_note(s: &Sweep<'_>, n: u32) -> Option<String> {
     let value = std::env::var("HCCL_ALGO").ok()?;
     let first = *s.sizes.first()?;
     let args = workload::args_for(s.coll, first, s.dtype, s.op, s.root, n).ok()?;
-    let fitted = HcclAlgo::from_env()
+    let fitted = HcclAlgo::from_setting(std::env::var("HCCL_ALGO").ok().as_deref())
         .ok()
         .flatten()
         .and_then(|h| h.spec_fitting(&args, &GroupLayout::flat(n)));
@@ -410,7 +410,7 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
             busbw_gbps: algbw * busbw_factor(kind, n),
             algorithm: super::display_algo(kind, &spec, &GroupLayout::flat(n)),
             // HCCL_ALGO chose it only if its setting fits this op.
-            chosen_by: if HcclAlgo::from_env()
+            chosen_by: if HcclAlgo::from_setting(std::env::var("HCCL_ALGO").ok().as_deref())
                 .ok()
                 .flatten()
                 .and_then(|h| h.spec_fitting(&args, &GroupLayout::flat(n)))

@@ -32,7 +32,6 @@ pub mod iface;
 pub mod io;
 pub mod rank;
 pub mod root;
-pub mod select;
 pub mod wire;
 
 pub use buffers::OpBuffers;
@@ -40,4 +39,3 @@ pub use config::TcpConfig;
 pub use error::{own_reason, TcpError};
 pub use rank::{is_p2p_seq, AbortHandle, CmaStats, OpInfo, TcpOp, TcpRank, P2P_SEQ_BIT};
 pub use root::RootInfo;
-pub use select::{choose_algo, plan_op};

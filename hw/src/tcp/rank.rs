@@ -558,7 +558,7 @@ impl TcpRank {
     /// Distinct IP addresses the ranks listen on: 1 when every rank runs
     /// on this host. Every rank of the communicator sees the same value
     /// (it comes from the root's address table), so it may steer the
-    /// algorithm choice ([`super::choose_algo`]).
+    /// algorithm choice ([`hccl_algos::select::HostFit`]).
     pub fn hosts(&self) -> u32 {
         self.hosts
     }
@@ -567,7 +567,7 @@ impl TcpRank {
     /// CPUs their processes may use (each rank reports its
     /// `available_parallelism` to the root; a host's figure is the least
     /// of its ranks'). The same on every rank, like [`TcpRank::hosts`]; it
-    /// steers [`super::plan_op`]'s slicing.
+    /// steers the host policy's slicing ([`hccl_algos::select::plan_op`]).
     pub fn ranks_fit_cpus(&self) -> bool {
         self.ranks_fit_cpus
     }
