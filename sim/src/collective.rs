@@ -1,9 +1,14 @@
-//! Collectives from `hccl_algos` as a [`PlanSource`].
+//! Collectives from `hccl_algos` as a [`PlanSource`]: planned here from
+//! an algorithm ([`Collective`]), or planned by the caller, one plan per
+//! rank ([`PlannedCollective`]).
+
+use std::cell::RefCell;
 
 use hccl_algos::algo::{self, AlgoSpec};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
 use hccl_algos::layout::GroupLayout;
 use hccl_algos::schedule::{BufferSizes, Rank, RankPlan};
+use hccl_algos::select::PlannedOp;
 use hccl_algos::DataType;
 
 use crate::scenario::PlanSource;
@@ -18,6 +23,19 @@ pub struct Collective {
     pub algo: AlgoSpec,
     /// Server and super pod of each communicator rank.
     pub layout: GroupLayout,
+}
+
+impl Collective {
+    /// Whether the arguments fit a communicator of `size` ranks.
+    fn check_size(&self, size: u32) -> Result<(), String> {
+        if size != self.args.world_size {
+            return Err(format!(
+                "the arguments are for {} ranks but the communicator has {size}; set world_size to the communicator size",
+                self.args.world_size
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// nccl-tests' bus-bandwidth factor of `kind` on `n` ranks (DESIGN.md,
@@ -72,12 +90,7 @@ impl PlanSource for Collective {
     }
 
     fn plan(&self, rank: Rank, size: u32) -> Result<(BufferSizes, RankPlan), String> {
-        if size != self.args.world_size {
-            return Err(format!(
-                "the arguments are for {} ranks but the communicator has {size}; set world_size to the communicator size",
-                self.args.world_size
-            ));
-        }
+        self.check_size(size)?;
         algo::plan(&self.args, &self.algo, &self.layout, rank).map_err(|e| e.to_string())
     }
 
@@ -97,6 +110,86 @@ impl PlanSource for Collective {
     }
 }
 
+/// A collective call whose per-rank plans were made by the caller (for
+/// example by `hccl_algos::select::plan_op`, as a host backend plans it:
+/// sliced, with the host policy's algorithm), so the simulator runs
+/// exactly that schedule instead of planning `call.algo` itself.
+///
+/// `call` describes the op (its label, signature, alias and bandwidth
+/// figures; fault injection re-plans altered calls from it). Each rank's
+/// plan is run once: a second run of the same op reports an error.
+pub struct PlannedCollective {
+    call: Collective,
+    plans: RefCell<Vec<Option<PlannedOp>>>,
+}
+
+impl PlannedCollective {
+    /// The call `call` with `plans[r]` as communicator rank `r`'s plan.
+    /// Checked when a rank starts the op ([`PlanSource::plan`]): one plan
+    /// per rank, each for `call.algo`.
+    pub fn new(call: Collective, plans: Vec<PlannedOp>) -> PlannedCollective {
+        PlannedCollective {
+            call,
+            plans: RefCell::new(plans.into_iter().map(Some).collect()),
+        }
+    }
+}
+
+impl std::fmt::Debug for PlannedCollective {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlannedCollective")
+            .field("call", &self.call)
+            .field("plans", &self.plans.borrow().len())
+            .finish()
+    }
+}
+
+impl PlanSource for PlannedCollective {
+    fn label(&self) -> String {
+        self.call.label()
+    }
+
+    fn dtype(&self) -> DataType {
+        self.call.dtype()
+    }
+
+    fn plan(&self, rank: Rank, size: u32) -> Result<(BufferSizes, RankPlan), String> {
+        self.call.check_size(size)?;
+        let mut plans = self.plans.borrow_mut();
+        if plans.len() != size as usize {
+            return Err(format!(
+                "{} plans given for a communicator of {size} ranks; give one per rank",
+                plans.len()
+            ));
+        }
+        let slot = plans
+            .get_mut(rank as usize)
+            .ok_or_else(|| format!("rank {rank} is not in a communicator of {size} ranks"))?;
+        let op = slot
+            .take()
+            .ok_or_else(|| format!("rank {rank}'s given plan has run already; give a new op"))?;
+        if op.algo != self.call.algo {
+            return Err(format!(
+                "rank {rank}'s plan is for {}, the op's algorithm is {}; plan every rank with the same algorithm",
+                op.algo, self.call.algo
+            ));
+        }
+        Ok((op.sizes, op.plan))
+    }
+
+    fn bandwidth_basis(&self, size: u32) -> (u64, f64) {
+        self.call.bandwidth_basis(size)
+    }
+
+    fn alias(&self, rank: Rank) -> Option<(u64, u64)> {
+        self.call.alias(rank)
+    }
+
+    fn collective(&self) -> Option<&Collective> {
+        Some(&self.call)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,5 +201,89 @@ mod tests {
         assert_eq!(busbw_factor(CollectiveKind::Broadcast, 4), 1.0);
         assert_eq!(human_bytes(1 << 30), "1 GiB");
         assert_eq!(human_bytes(1536), "1.500 KiB");
+    }
+
+    mod planned {
+        use hccl_algos::algo::Algorithm;
+        use hccl_algos::reference::{reference, verifiable_inputs};
+        use hccl_algos::select::{plan_op, HostFit, SLICE_BYTES};
+        use hccl_algos::ReduceOp;
+        use hccl_topology::{build_preset, Preset};
+
+        use super::*;
+        use crate::{Mode, Scenario, SimError};
+
+        const FIT: HostFit = HostFit {
+            hosts: 1,
+            ranks_fit_cpus: true,
+        };
+
+        /// A 3-rank AllReduce of about 2.5 slices (and a ragged count).
+        fn args() -> CollectiveArgs {
+            let count = (5 * SLICE_BYTES / 2) / 4 + 7;
+            CollectiveArgs::new(CollectiveKind::AllReduce, count, DataType::Fp32, 3)
+                .with_op(ReduceOp::Sum)
+        }
+
+        fn plans(args: &CollectiveArgs) -> Vec<PlannedOp> {
+            let layout = GroupLayout::flat(args.world_size);
+            (0..args.world_size)
+                .map(|r| plan_op(args, &layout, r, FIT, None).unwrap())
+                .collect()
+        }
+
+        #[test]
+        fn a_sliced_allreduce_given_as_plans_produces_the_reference_result() {
+            let args = args();
+            let given = plans(&args);
+            // The plans are sliced: more steps than the algorithm unsliced.
+            let whole = algo::plan(&args, &given[0].algo, &GroupLayout::flat(3), 0)
+                .unwrap()
+                .1
+                .count();
+            let sliced = plan_op(&args, &GroupLayout::flat(3), 0, FIT, None)
+                .unwrap()
+                .plan
+                .count();
+            assert!(sliced >= 3 * whole, "{sliced} steps vs {whole} unsliced");
+            let fabric = build_preset(Preset::FullMesh, 3).unwrap();
+            let mut sc = Scenario::new(&fabric).mode(Mode::Data);
+            let world = sc.world();
+            let op = sc.planned(world, args.clone(), given).unwrap();
+            let inputs = verifiable_inputs(&args, 5);
+            sc.set_inputs(op, inputs.clone()).unwrap();
+            let report = sc.run().unwrap();
+            assert!(report.stall.is_none(), "{:?}", report.stall);
+            let outputs = report.ops[0].outputs.clone().unwrap();
+            assert_eq!(outputs, reference(&args, &inputs).unwrap());
+        }
+
+        #[test]
+        fn plans_that_do_not_match_the_communicator_are_reported() {
+            let args = args();
+            let fabric = build_preset(Preset::FullMesh, 3).unwrap();
+            let run = |plans: Vec<PlannedOp>| {
+                let mut sc = Scenario::new(&fabric).mode(Mode::Data);
+                let world = sc.world();
+                sc.planned(world, args.clone(), plans)?;
+                sc.run().map(drop)
+            };
+            let mut two = plans(&args);
+            two.pop();
+            let e = run(two).unwrap_err().to_string();
+            assert!(
+                e.contains("2 plans given for a communicator of 3 ranks"),
+                "{e}"
+            );
+            let mut mixed = plans(&args);
+            let mesh = AlgoSpec::Flat(Algorithm::Mesh);
+            assert_ne!(mixed[0].algo, mesh, "the test needs another algorithm");
+            mixed[2] =
+                hccl_algos::select::plan_spec(&args, &mesh, &GroupLayout::flat(3), 2, FIT).unwrap();
+            let e = run(mixed).unwrap_err().to_string();
+            assert!(e.contains("rank 2's plan is for mesh"), "{e}");
+            let e = run(Vec::new()).unwrap_err();
+            assert!(matches!(e, SimError::Plan { .. }), "{e}");
+        }
     }
 }

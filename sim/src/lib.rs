@@ -42,7 +42,7 @@ mod small;
 mod trace;
 mod transport;
 
-pub use collective::{busbw_factor, Collective};
+pub use collective::{busbw_factor, Collective, PlannedCollective};
 pub use data::default_input;
 pub use error::SimError;
 pub use flows::{LinkId, LinkUsage};

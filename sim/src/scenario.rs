@@ -7,10 +7,11 @@ use hccl_algos::algo::AlgoSpec;
 use hccl_algos::collective::CollectiveArgs;
 use hccl_algos::layout::GroupLayout;
 use hccl_algos::schedule::{BufferSizes, Rank, RankPlan, RankSchedule};
+use hccl_algos::select::PlannedOp;
 use hccl_algos::DataType;
 use hccl_topology::{DeviceParams, Fabric};
 
-use crate::collective::Collective;
+use crate::collective::{Collective, PlannedCollective};
 use crate::engine::Engine;
 use crate::error::SimError;
 use crate::hooks::{Hooks, NoHooks};
@@ -396,6 +397,44 @@ impl<'f> Scenario<'f> {
         args: CollectiveArgs,
         algo: AlgoSpec,
     ) -> Result<OpId, SimError> {
+        let layout = self.layout_of(comm, &args)?;
+        self.op(comm, Collective { args, algo, layout })
+    }
+
+    /// Appends a collective on `comm` that runs the given per-rank plans
+    /// (`plans[r]` for communicator rank `r`, e.g. from
+    /// `hccl_algos::select::plan_op`) instead of planning an algorithm here:
+    /// how a backend that planned an op runs exactly that schedule on the
+    /// simulator. The layout is the fabric's, as for
+    /// [`Scenario::collective`]; see [`PlannedCollective`].
+    ///
+    /// # Errors
+    /// As [`Scenario::collective`], and [`SimError::Plan`] if `plans` is
+    /// empty. A plan count other than the communicator's size, or plans for
+    /// different algorithms, are reported by [`Scenario::run`] as
+    /// [`SimError::Plan`].
+    pub fn planned(
+        &mut self,
+        comm: CommId,
+        args: CollectiveArgs,
+        plans: Vec<PlannedOp>,
+    ) -> Result<OpId, SimError> {
+        let layout = self.layout_of(comm, &args)?;
+        let Some(algo) = plans.first().map(|p| p.algo) else {
+            return Err(SimError::Plan {
+                op: self.ops.len(),
+                label: args.kind.name().into(),
+                rank: 0,
+                reason: "no plans given; give one per communicator rank".into(),
+            });
+        };
+        let call = Collective { args, algo, layout };
+        self.op(comm, PlannedCollective::new(call, plans))
+    }
+
+    /// The layout (server and super pod of each rank) of `comm` from the
+    /// fabric's cluster, for an op with `args`.
+    fn layout_of(&self, comm: CommId, args: &CollectiveArgs) -> Result<GroupLayout, SimError> {
         let members = &self
             .comms
             .get(comm.0)
@@ -414,13 +453,12 @@ impl<'f> Scenario<'f> {
             .iter()
             .map(|&r| cluster.super_pod_of(r).unwrap_or(0))
             .collect();
-        let layout = GroupLayout::from_parts(server_of, pod_of).map_err(|e| SimError::Plan {
+        GroupLayout::from_parts(server_of, pod_of).map_err(|e| SimError::Plan {
             op: self.ops.len(),
             label: args.kind.name().into(),
             rank: 0,
             reason: e.to_string(),
-        })?;
-        self.op(comm, Collective { args, algo, layout })
+        })
     }
 
     /// Runs the scenario without faults.
