@@ -67,7 +67,7 @@ use tokio::task::JoinHandle;
 
 use super::bootstrap::bootstrap;
 use super::buffers::OpBuffers;
-use super::cma::{self, LendWord, LentPieces, LentReadError, Token};
+use super::cma::{self, LendWord, LentReadError, Token};
 use super::cma_reader::{self, ChunkPool};
 use super::config::TcpConfig;
 use super::core::agreement::{OpCheck, StartError, Starts};
@@ -75,6 +75,7 @@ use super::core::failure::{self, on_closed, Closed, Health, Stall};
 use super::core::matcher::{
     ChunkAction, HeaderAction, Key, MatchError, Matcher, PostAction, RecvKind,
 };
+use super::core::sends::SendQueue;
 use super::error::TcpError;
 use super::io::{reader, writer, Event, Outgoing};
 use super::root::RootInfo;
@@ -251,20 +252,10 @@ struct Peer {
     recycle: Option<UnboundedSender<Vec<u8>>>,
     budget: Option<ByteBudget>,
     dead: Option<String>,
-    sends_in_flight: u32,
-    /// The messages posted to this peer and not yet complete (written, or
-    /// lent and acked), as (op seq, step, bytes): lent messages complete
-    /// out of posting order, so they are removed by (seq, step).
-    unsent: VecDeque<(u64, StepId, u64)>,
-    /// Messages whose pieces are still to be copied, in posting order.
-    outq: VecDeque<OutMsg>,
-    /// Pieces handed to the writer and not yet written (or, lent, not yet
-    /// acked).
-    pieces_in_flight: u32,
+    /// Posted sends: pieces, window, lent pieces and acks.
+    sends: SendQueue,
     /// The peer reads this rank's pieces (its probe answer was "ok").
     cma_send: bool,
-    /// Pieces of op buffers lent to the peer and not yet acked.
-    lent: LentPieces,
     /// The peer's process, verified by the probe: this rank reads its pieces.
     cma_pid: Option<u32>,
     /// This op's op-start frames for the peer (its signature, later the
@@ -272,14 +263,6 @@ struct Peer {
     /// next message to the peer (or when the op waits, see
     /// [`TcpRank::flush_op_start`]).
     op_start: Option<Vec<u8>>,
-}
-
-impl Peer {
-    /// A byte-stream message to the peer has pieces on the wire (or queued)
-    /// and pieces still to come: no other frame may go between them.
-    fn mid_message(&self) -> bool {
-        self.outq.front().is_some_and(|m| m.started && !m.cma)
-    }
 }
 
 /// What [`write_now`] did with a frame.
@@ -324,25 +307,6 @@ fn write_now(sock: &std::net::TcpStream, peer: u32, out: Outgoing) -> Written {
         },
         _ => Outgoing::Control(rest),
     })
-}
-
-/// A posted send whose payload is copied into pieces (or, for a same-host
-/// peer, lent) lazily, at most [`PIECES_AHEAD`] pieces ahead of the writer
-/// (or [`LEND_AHEAD`] ahead of the peer's acks), so copying overlaps
-/// sending. Reading the region late is sound: a step that writes it
-/// depends on the send, which completes only after its last piece is
-/// written (or, lent, all its pieces are acked).
-#[derive(Debug)]
-struct OutMsg {
-    seq: u64,
-    step: StepId,
-    src: Region,
-    header: FrameHeader,
-    /// Payload bytes already queued.
-    next: u64,
-    started: bool,
-    /// Lent as descriptors (decided when its first piece goes).
-    cma: bool,
 }
 
 /// One rank of a TCP communicator. See the module docs.
@@ -540,7 +504,7 @@ impl TcpRank {
     /// Counters of the fast path's sending side.
     pub fn cma_stats(&self) -> CmaStats {
         CmaStats {
-            outstanding: self.peers.iter().map(|p| p.lent.len() as u64).sum(),
+            outstanding: self.peers.iter().map(|p| p.sends.lent() as u64).sum(),
             ..self.cma_stats
         }
     }
@@ -728,7 +692,7 @@ impl TcpRank {
     /// control frame or an ack): this thread may write it itself unless a
     /// byte-stream message to `peer` is half on the wire.
     fn queue_frame(&mut self, peer: u32, out: Outgoing) {
-        let whole = !self.peers[peer as usize].mid_message();
+        let whole = !self.peers[peer as usize].sends.mid_message();
         self.outbox.push((peer, out, whole));
     }
 
@@ -921,35 +885,12 @@ impl TcpRank {
     /// peer reads them while the send step waits for its acks).
     fn fill_sends(&mut self, peer: u32, bufs: &OpBuffers<'_>) -> Result<(), TcpError> {
         let p = &mut self.peers[peer as usize];
-        while let Some(m) = p.outq.front_mut() {
-            let lend = if m.started {
-                m.cma
-            } else {
-                p.cma_send && m.src.len > MAX_INLINE_ON_CMA
-            };
-            let ahead = if lend { LEND_AHEAD } else { PIECES_AHEAD };
-            if p.pieces_in_flight >= ahead {
-                break;
-            }
-            let n = (m.src.len - m.next).min(SEND_PIECE as u64);
-            let head = if m.started {
-                None
-            } else {
-                m.started = true;
-                m.cma = lend;
-                Some(m.header)
-            };
+        while let Some(piece) = p.sends.next_piece(p.cma_send) {
             // The held op start leaves with the first piece of a message.
-            let op_start = if head.is_some() {
-                p.op_start.take()
-            } else {
-                None
-            };
-            let payload = bufs.get(Region::new(m.src.buf, m.src.offset + m.next, n))?;
-            m.next += n;
-            let last = m.next == m.src.len;
-            let (seq, step) = (m.seq, last.then_some(m.step));
-            let out = if m.cma {
+            let op_start = if piece.first { p.op_start.take() } else { None };
+            let payload = bufs.get(piece.src)?;
+            let n = piece.src.len;
+            let out = if piece.lend {
                 // The op's own memory, lent: the send step completes only
                 // when every piece is acked, and a failure withdraws it
                 // through the lend word before the buffers go back.
@@ -961,21 +902,25 @@ impl TcpRank {
                 };
                 self.cma_stats.pieces_lent += 1;
                 self.cma_stats.bytes_lent += n;
-                let mut h = head.unwrap_or(FrameHeader {
-                    kind: FrameKind::CmaMore,
-                    len: PIECE_DESC_LEN as u64,
-                    ..m.header
-                });
-                if head.is_some() {
-                    h.kind = FrameKind::DataCma;
-                }
+                let h = if piece.first {
+                    FrameHeader {
+                        kind: FrameKind::DataCma,
+                        ..piece.header
+                    }
+                } else {
+                    FrameHeader {
+                        kind: FrameKind::CmaMore,
+                        len: PIECE_DESC_LEN as u64,
+                        ..piece.header
+                    }
+                };
                 if let Some(start) = op_start {
                     self.outbox.push((peer, Outgoing::Control(start), true));
                 }
                 let mut frame = [0u8; FRAME_HEADER_LEN + PIECE_DESC_LEN];
                 frame[..FRAME_HEADER_LEN].copy_from_slice(&h.encode());
                 frame[FRAME_HEADER_LEN..].copy_from_slice(&desc.encode());
-                p.lent.lend(desc, m.seq, m.step, last);
+                p.sends.lend(desc, &piece);
                 Outgoing::Lent { frame }
             } else {
                 let mut bytes = self.send_pool.pop().unwrap_or_default();
@@ -983,24 +928,27 @@ impl TcpRank {
                 if let Some(start) = op_start {
                     bytes.extend_from_slice(&start);
                 }
-                if let Some(h) = head {
-                    bytes.extend_from_slice(&h.encode());
+                if piece.first {
+                    bytes.extend_from_slice(&piece.header.encode());
                 }
                 bytes.extend_from_slice(payload);
-                Outgoing::Data { bytes, seq, step }
+                let step = piece.last.then_some(piece.step);
+                Outgoing::Data {
+                    bytes,
+                    seq: piece.seq,
+                    step,
+                }
             };
-            if last {
-                p.outq.pop_front();
-            }
             let open = p.dead.is_none() && p.tx.as_ref().is_some_and(|tx| !tx.is_closed());
             if !open {
+                // Never sent: out of the window again.
+                p.sends.on_written();
                 return Ok(()); // The reader reports the peer's end.
             }
             // A byte-stream message in one piece is a whole frame; lent
             // pieces are whole frames each.
-            let whole = matches!(out, Outgoing::Lent { .. }) || (head.is_some() && last);
+            let whole = piece.lend || (piece.first && piece.last);
             self.outbox.push((peer, out, whole));
-            p.pieces_in_flight += 1;
         }
         Ok(())
     }
@@ -1078,7 +1026,7 @@ impl TcpRank {
                 Event::Closed { peer, .. } | Event::Protocol { peer, .. } => Some(peer),
                 Event::CmaAck { peer, desc } => {
                     // Acked: the peer is done with it.
-                    let _ = rank.peers[peer as usize].lent.ack(desc);
+                    rank.peers[peer as usize].sends.ack_quietly(desc);
                     None
                 }
                 _ => None,
@@ -1100,9 +1048,9 @@ impl TcpRank {
         // poisoned before it returned; poison once more in case.
         self.lend_word.poison();
         for (p, peer) in self.peers.iter_mut().enumerate() {
-            let n = peer.lent.len();
+            let n = peer.sends.lent();
             if n > 0 {
-                let bytes = peer.lent.forget_all();
+                let bytes = peer.sends.forget_lent();
                 tracing::debug!(
                     "hccl rank {}: {n} piece(s) ({bytes} bytes) lent to rank {p} were never acked; withdrawn by the lend word",
                     self.rank
@@ -1274,11 +1222,8 @@ impl TcpRank {
             }
             Event::CmaAck { peer, desc } => {
                 let p = &mut self.peers[peer as usize];
-                let done = match p.lent.ack(desc) {
-                    Ok(done) => {
-                        p.pieces_in_flight = p.pieces_in_flight.saturating_sub(1);
-                        done
-                    }
+                let done = match p.sends.on_ack(desc) {
+                    Ok(done) => done,
                     Err(what) => return Err(self.protocol(peer, what)),
                 };
                 if let Some((_, _, bufs)) = op.as_ref() {
@@ -1301,7 +1246,7 @@ impl TcpRank {
                     self.send_pool.push(buf);
                 }
                 let p = &mut self.peers[peer as usize];
-                p.pieces_in_flight = p.pieces_in_flight.saturating_sub(1);
+                p.sends.on_written();
                 if let Some((_, _, bufs)) = op.as_ref() {
                     self.fill_sends(peer, bufs)?;
                 }
@@ -1318,7 +1263,7 @@ impl TcpRank {
                 let p = &mut self.peers[peer as usize];
                 p.dead = Some(reason.clone());
                 p.tx = None;
-                let waiting = p.sends_in_flight > 0
+                let waiting = p.sends.in_progress() > 0
                     || self.matcher.receiving(peer)
                     || self.matcher.posted_from(peer);
                 match on_closed(graceful, waiting, cur_seq.is_some()) {
@@ -1354,10 +1299,7 @@ impl TcpRank {
     /// completes its send step if it belongs to the running op `cur_seq`.
     fn send_complete(&mut self, peer: u32, seq: u64, step: StepId, cur_seq: Option<u64>) {
         let p = &mut self.peers[peer as usize];
-        p.sends_in_flight = p.sends_in_flight.saturating_sub(1);
-        if let Some(i) = p.unsent.iter().position(|u| (u.0, u.1) == (seq, step)) {
-            p.unsent.remove(i);
-        }
+        p.sends.complete(seq, step);
         if cur_seq == Some(seq) {
             self.completions.push_back(Completion { seq, step });
         }
@@ -1502,7 +1444,7 @@ impl TcpRank {
     /// rank was waiting for from it.
     fn lost(&self, name: &str, seq: u64, peer: u32) -> TcpError {
         let receiving = self.matcher.posted_from(peer);
-        let sending = self.peers[peer as usize].unsent.front().map(|u| u.2);
+        let sending = self.peers[peer as usize].sends.oldest();
         self.lost_sending(name, seq, peer, sending.filter(|_| !receiving))
     }
 
@@ -1797,8 +1739,8 @@ impl TcpOp<'_, '_> {
                 r.starts.unconfirmed(r.nranks, seq).collect()
             },
             sends: (r.peers.iter().enumerate())
-                .filter(|(_, p)| p.sends_in_flight > 0)
-                .map(|(p, peer)| (p as u32, peer.sends_in_flight))
+                .filter(|(_, p)| p.sends.in_progress() > 0)
+                .map(|(p, peer)| (p as u32, peer.sends.in_progress()))
                 .collect(),
         };
         let secs = r.cfg.exec_timeout.map_or(0.0, |t| t.as_secs_f64());
@@ -1918,7 +1860,7 @@ impl TcpOp<'_, '_> {
     /// # Errors
     /// Timeouts and peer failures, as any wait.
     fn wait_lent(&mut self) -> Result<(), TcpError> {
-        while self.rank.peers.iter().any(|p| !p.lent.is_empty()) {
+        while self.rank.peers.iter().any(|p| p.sends.lent() > 0) {
             self.pump_one()?;
         }
         Ok(())
@@ -1936,18 +1878,15 @@ impl TcpOp<'_, '_> {
         // pieces are whole frames; the peer's reader takes an abort
         // between them), so no more of its buffer is lent.
         for p in 0..self.rank.nranks {
-            let peer = &mut self.rank.peers[p as usize];
-            if peer.outq.front().is_some_and(|m| m.started && !m.cma) {
-                peer.outq.truncate(1);
-                peer.pieces_in_flight = 0;
-                while !self.rank.peers[p as usize].outq.is_empty() {
+            if self.rank.peers[p as usize].sends.cut() {
+                while self.rank.peers[p as usize].sends.has_pieces() {
                     if self.rank.fill_sends(p, &self.bufs).is_err() {
                         break;
                     }
-                    self.rank.peers[p as usize].pieces_in_flight = 0;
+                    self.rank.peers[p as usize].sends.open_window();
                 }
             }
-            self.rank.peers[p as usize].outq.clear();
+            self.rank.peers[p as usize].sends.drop_pending();
         }
         if let Some(t) = self.rank.health.on_op_failed(&e, self.ctx.seq) {
             self.rank.broadcast_abort(t.seq, &t.reason);
@@ -1970,7 +1909,7 @@ impl Drop for TcpOp<'_, '_> {
     /// completions would land in a later op.
     fn drop(&mut self) {
         self.rank.lend_word.poison();
-        let lent: usize = self.rank.peers.iter().map(|p| p.lent.len()).sum();
+        let lent: usize = self.rank.peers.iter().map(|p| p.sends.lent()).sum();
         if lent > 0 && self.rank.health.broken().is_none() {
             self.rank.health.break_with(TcpError::Broken(format!(
                 "{} {} was dropped with {lent} piece(s) of its buffers lent to peers",
@@ -1994,17 +1933,7 @@ impl TcpOp<'_, '_> {
                 if p.dead.is_some() || p.tx.is_none() {
                     return Err(r.lost_sending(self.info.name, self.ctx.seq, peer, Some(src.len)));
                 }
-                p.outq.push_back(OutMsg {
-                    seq: self.ctx.seq,
-                    step,
-                    src,
-                    header,
-                    next: 0,
-                    started: false,
-                    cma: false,
-                });
-                p.sends_in_flight += 1;
-                p.unsent.push_back((self.ctx.seq, step, src.len));
+                p.sends.push(self.ctx.seq, step, src, header);
                 r.fill_sends(peer, &self.bufs)?;
             }
             Op::Recv { peer, tag, dst } => {

@@ -13,7 +13,10 @@
 //!   holds back, the "late" and "agreed" words.
 //! - [`failure`]: broken or usable, what a failure tells the peers, peer
 //!   aborts and lost connections, withdrawn loans, a timeout's words.
+//! - [`sends`]: one peer's sends: pieces, how far ahead, lent pieces and
+//!   their acks, completion.
 
 pub(crate) mod agreement;
 pub(crate) mod failure;
 pub(crate) mod matcher;
+pub(crate) mod sends;
