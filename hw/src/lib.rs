@@ -6,6 +6,7 @@
 //! pieces, read by the peer through `nix`'s safe `process_vm_readv`
 //! wrapper) instead of sharing pointers with its I/O threads.
 #![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
 
 pub mod sync;
 // tokio drops its networking under `--cfg loom`: loom builds check `sync` only.

@@ -22,33 +22,29 @@ const RETRY: Duration = Duration::from_millis(50);
 
 /// A bootstrapped rank: its connection to every peer.
 #[derive(Debug)]
-pub struct Mesh {
-    /// This rank.
-    pub rank: u32,
-    /// World size.
-    pub nranks: u32,
+pub(crate) struct Mesh {
     /// Session id (checked in every frame).
-    pub session: SessionId,
+    pub(crate) session: SessionId,
     /// `streams[p]` is the connection to rank `p` (`None` for this rank).
-    pub streams: Vec<Option<TcpStream>>,
+    pub(crate) streams: Vec<Option<TcpStream>>,
     /// Where this rank listened for its peers.
-    pub local_addr: SocketAddr,
+    pub(crate) local_addr: SocketAddr,
     /// Distinct IP addresses among all ranks' listeners (the root's
     /// address table, the same on every rank): the number of hosts, as
     /// far as addresses tell.
-    pub hosts: u32,
+    pub(crate) hosts: u32,
     /// Whether on every host the ranks are no more than its CPUs (the
     /// fewest that any of its ranks reported); the same on every rank.
-    pub ranks_fit_cpus: bool,
+    pub(crate) ranks_fit_cpus: bool,
 }
 
 /// This process's CPUs as it reports them to the root (at least 1).
-pub fn cpus() -> u32 {
+pub(crate) fn cpus() -> u32 {
     std::thread::available_parallelism().map_or(1, |c| c.get().try_into().unwrap_or(u32::MAX))
 }
 
 /// [`Mesh::ranks_fit_cpus`] of a table: hosts are listener IPs.
-pub fn ranks_fit_cpus(table: &[TableEntry]) -> bool {
+pub(crate) fn ranks_fit_cpus(table: &[TableEntry]) -> bool {
     let mut hosts: std::collections::BTreeMap<std::net::IpAddr, (u32, u32)> = Default::default();
     for e in table {
         let (ranks, cpus) = hosts.entry(e.data_addr.ip()).or_insert((0, u32::MAX));
@@ -352,7 +348,7 @@ async fn connect_higher(
 ///
 /// # Errors
 /// Bind, root, timeout and peer connection errors (see [`TcpError`]).
-pub async fn bootstrap(
+pub(crate) async fn bootstrap(
     cfg: &TcpConfig,
     root: &RootInfo,
     nranks: u32,
@@ -409,8 +405,6 @@ pub async fn bootstrap(
         .collect::<std::collections::BTreeSet<_>>()
         .len() as u32;
     Ok(Mesh {
-        rank,
-        nranks,
         session,
         streams,
         local_addr: data_addr,

@@ -30,13 +30,13 @@ use super::wire::{
 use crate::sync::ByteBudget;
 
 /// Most frames held behind a piece that waits for budget.
-pub const MAX_QUEUED: usize = 1024;
+pub(crate) const MAX_QUEUED: usize = 1024;
 /// Most bytes of small byte-stream messages held that way (on top of the
 /// budget, which they acquire in turn).
-pub const MAX_QUEUED_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_QUEUED_BYTES: u64 = 4 << 20;
 
 /// Most chunk buffers a [`ChunkPool`] keeps (16 MiB at 1 MiB pieces).
-pub const CHUNK_POOL: usize = 16;
+pub(crate) const CHUNK_POOL: usize = 16;
 
 /// Receive chunk buffers shared by a rank's executor (which fills them
 /// with pieces copied out of peers, and gives every consumed chunk of a
@@ -45,11 +45,11 @@ pub const CHUNK_POOL: usize = 16;
 /// zeroing, and a bound of [`CHUNK_POOL`] buffers kept. Both sides run on
 /// the rank's one thread; the lock is never contended.
 #[derive(Clone, Debug, Default)]
-pub struct ChunkPool(std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>);
+pub(crate) struct ChunkPool(std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>);
 
 impl ChunkPool {
     /// A buffer from the pool, or a new empty one.
-    pub fn take(&self) -> Vec<u8> {
+    pub(crate) fn take(&self) -> Vec<u8> {
         self.0
             .lock()
             .map(|mut v| v.pop())
@@ -59,7 +59,7 @@ impl ChunkPool {
     }
 
     /// Gives `buf` back (dropped if the pool is full).
-    pub fn give(&self, buf: Vec<u8>) {
+    pub(crate) fn give(&self, buf: Vec<u8>) {
         if let Ok(mut v) = self.0.lock() {
             if v.len() < CHUNK_POOL {
                 v.push(buf);
@@ -302,7 +302,7 @@ fn on_frame(
 /// [`Event::Piece`] (the executor copies it out of the verified process
 /// and acks it), and small byte-stream messages as [`Event::Chunk`]s,
 /// exactly as the byte-stream reader does.
-pub async fn reader(
+pub(crate) async fn reader(
     peer: u32,
     r: OwnedReadHalf,
     session: SessionId,

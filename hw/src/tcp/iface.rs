@@ -11,13 +11,13 @@ use super::config::TcpConfig;
 use super::error::TcpError;
 
 /// One interface address: (interface name, IP).
-pub type IfAddr = (String, IpAddr);
+pub(crate) type IfAddr = (String, IpAddr);
 
 /// The host's interface addresses, from `getifaddrs`.
 ///
 /// # Errors
 /// [`TcpError::Interface`] if the OS call fails.
-pub fn host_interfaces() -> Result<Vec<IfAddr>, TcpError> {
+pub(crate) fn host_interfaces() -> Result<Vec<IfAddr>, TcpError> {
     let list = if_addrs::get_if_addrs().map_err(|e| TcpError::Interface {
         detail: format!("cannot list network interfaces: {e}"),
     })?;
@@ -43,7 +43,7 @@ fn class(name: &str, ip: &IpAddr) -> u8 {
 /// # Errors
 /// [`TcpError::Interface`] when `HCCL_SOCKET_IFNAME` matches nothing or the
 /// host has no usable address; the message lists the interfaces seen.
-pub fn select_ip(
+pub(crate) fn select_ip(
     cfg: &TcpConfig,
     interfaces: &[IfAddr],
     fallback: Option<IpAddr>,

@@ -31,11 +31,11 @@ use super::wire::{
 use crate::sync::{ByteBudget, Permit};
 
 /// Payload bytes the reader takes off the socket at a time.
-pub const CHUNK: u64 = 256 << 10;
+pub(crate) const CHUNK: u64 = 256 << 10;
 
 /// A frame for a writer task.
 #[derive(Debug)]
-pub enum Outgoing {
+pub(crate) enum Outgoing {
     /// A piece of a data frame (the first piece starts with the header);
     /// [`Event::SendDone`] returns the buffer once it is written, naming the
     /// step on the last piece of a message.
@@ -70,7 +70,7 @@ pub enum Outgoing {
 
 /// What the I/O tasks tell the caller.
 #[derive(Debug)]
-pub enum Event {
+pub(crate) enum Event {
     /// A data frame from `peer` starts; `h.len` bytes follow as chunks.
     Header {
         /// Sender.
@@ -174,7 +174,7 @@ pub enum Event {
 /// `queued` counts the frames handed to this writer and not yet written
 /// (the sender adds, the writer subtracts): at zero the caller may write a
 /// whole frame to the socket itself (see `TcpRank::flush_outbox`).
-pub async fn writer(
+pub(crate) async fn writer(
     peer: u32,
     mut w: OwnedWriteHalf,
     mut rx: UnboundedReceiver<Outgoing>,
@@ -240,7 +240,7 @@ pub async fn writer(
 /// the peer's budget, until the peer says goodbye or the socket fails.
 /// For a connection without the fast path; [`super::cma_reader::reader`]
 /// reads one with it.
-pub async fn reader(
+pub(crate) async fn reader(
     peer: u32,
     mut r: OwnedReadHalf,
     session: SessionId,

@@ -21,15 +21,15 @@
 //! and failure semantics and [`wire`] for the byte layout. Do not call it
 //! from inside another tokio runtime (use `spawn_blocking`).
 
-pub mod bootstrap;
+pub(crate) mod bootstrap;
 pub mod buffers;
 pub mod cma;
-pub mod cma_reader;
+pub(crate) mod cma_reader;
 pub mod config;
 pub(crate) mod core;
 pub mod error;
-pub mod iface;
-pub mod io;
+pub(crate) mod iface;
+pub(crate) mod io;
 pub mod rank;
 pub mod root;
 pub mod wire;

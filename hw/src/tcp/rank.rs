@@ -1,5 +1,5 @@
 //! One rank of a TCP communicator: the tokio driver of the protocol core
-//! ([`crate::tcp::core`]). [`TcpRank`] owns the runtime, the peer
+//! (`tcp::core`). [`TcpRank`] owns the runtime, the peer
 //! connections and the core's state; [`TcpOp`] runs one op over it as a
 //! [`Transport`](hccl_algos::transport::Transport). Here: connect, the
 //! event loop and `run`; beside it, `events` (filing one event through the

@@ -65,7 +65,7 @@ impl RootInfo {
     }
 
     /// Starts a root for the next bootstrap: listens on the IP chosen by
-    /// `HCCL_IF_IP` / `HCCL_SOCKET_IFNAME` (see [`super::iface`]) and on
+    /// `HCCL_IF_IP` / `HCCL_SOCKET_IFNAME` (see `tcp::iface`) and on
     /// `HCCL_IF_BASE_PORT` (0 = the OS chooses), then serves in a background
     /// thread until the bootstrap completes or times out.
     ///
