@@ -52,11 +52,15 @@
 //! # Ok::<(), hccl::CommError>(())
 //! ```
 
+// The facade holds no unsafe code: FFI and shared memory live in hccl-hw.
+#![forbid(unsafe_code)]
+
 pub mod comm;
 pub mod logging;
 pub mod profiling;
 
 pub use comm::{
-    group, BackendKind, Comm, CommError, Element, Group, OpHandle, P2pItem, P2pKind, RootInfo,
+    group, BackendError, BackendKind, Comm, CommError, Element, Group, OpHandle, P2pItem, P2pKind,
+    RootInfo,
 };
 pub use logging::init_logging;

@@ -1,8 +1,11 @@
 //! The communicator's error type and its HCCL result codes.
 
+use std::sync::Arc;
+
 use hccl_algos::algo::AlgoError;
 use hccl_algos::collective::ArgsError;
 use hccl_hw::tcp::TcpError;
+use hccl_sim::Stall;
 use hccl_topology::TopologyError;
 
 /// Everything a [`super::Comm`] call can fail with.
@@ -64,25 +67,41 @@ pub enum CommError {
         /// What is wrong, with the numbers it was checked against.
         reason: String,
     },
-    /// The TCP transport failed (bootstrap, peer, timeout, mismatch, ...).
+    /// The TCP transport failed (bootstrap, connection, protocol, ...)
+    /// in a way no backend-neutral variant names; a TCP timeout, mismatch,
+    /// remote failure or lost peer is [`CommError::Timeout`],
+    /// [`CommError::Mismatch`], [`CommError::Remote`] or
+    /// [`CommError::PeerLost`].
     #[error(transparent)]
-    Tcp(#[from] TcpError),
+    Tcp(TcpError),
+    /// An op or message outlived `HCCL_EXEC_TIMEOUT`, on any backend
+    /// (`HCCL_E_TIMEOUT`). The text names the op, the ranks waited for
+    /// and, where known, where they wait instead.
+    #[error(transparent)]
+    Timeout(BackendError),
+    /// The ranks disagree on an op's arguments (count, data type, root,
+    /// algorithm, reduce precision, a message's count or type), on any
+    /// backend (`HCCL_E_REMOTE`). The text names the field, both values
+    /// and both ranks.
+    #[error(transparent)]
+    Mismatch(BackendError),
+    /// Another rank failed an op or aborted the communicator, on any
+    /// backend (`HCCL_E_REMOTE`). The text names the rank and its reason.
+    #[error(transparent)]
+    Remote(BackendError),
+    /// A rank this op needs is gone (its connection closed, or it
+    /// destroyed its communicator), on any backend (`HCCL_E_TCP_TRANSFER`).
+    #[error(transparent)]
+    PeerLost(BackendError),
     /// The simulator backend failed (`HCCL_E_INTERNAL`).
     #[error("simulator: {0}")]
     Sim(String),
-    /// Simulator backend: an op or message outlived `HCCL_EXEC_TIMEOUT`
-    /// (`HCCL_E_TIMEOUT`, as [`TcpError::Timeout`]).
-    #[error("simulator: {0}")]
-    SimTimeout(String),
-    /// Simulator backend: the ranks disagree on an op's arguments, or
-    /// another rank failed or aborted (`HCCL_E_REMOTE`, as
-    /// [`TcpError::Mismatch`] and [`TcpError::Aborted`]).
-    #[error("simulator: {0}")]
-    SimRemote(String),
-    /// Simulator backend: a rank this op needs dropped its communicator
-    /// (`HCCL_E_TCP_TRANSFER`, as [`TcpError::PeerLost`]).
-    #[error("simulator: {0}")]
-    SimLost(String),
+    /// The simulator backend's op hung (no rank could go on): the
+    /// simulator's state at the stop, with every unfinished rank, the
+    /// posts never matched and the flows that cannot progress
+    /// (`HCCL_E_INTERNAL`).
+    #[error("simulator: the simulated op hung: {0:?}")]
+    Hang(Box<Stall>),
     /// An environment variable is missing or malformed.
     #[error("{}", env_text(var, value, reason))]
     Env {
@@ -95,8 +114,10 @@ pub enum CommError {
     },
     /// The rank table (or another topology input) cannot be used: the
     /// topology error, printed as is (it names the file's problem).
-    #[error("{0}")]
-    RankTable(String),
+    /// Shared (an `Arc`) because `CommError` is `Clone` and a
+    /// [`TopologyError`] holds an `std::io::Error`, which is not.
+    #[error(transparent)]
+    RankTable(Arc<TopologyError>),
     /// The call is not available on this backend or configuration.
     #[error("unsupported: {0}")]
     Unsupported(String),
@@ -140,9 +161,42 @@ fn env_text(var: &str, value: &str, reason: &str) -> String {
     }
 }
 
+/// What a backend said about a failure that [`CommError`] names
+/// backend-neutrally ([`CommError::Timeout`], [`CommError::Mismatch`],
+/// [`CommError::Remote`], [`CommError::PeerLost`]): match the
+/// `CommError` variant to handle the failure alike on every backend, this
+/// for the backend's own detail.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackendError {
+    /// The TCP transport's error, with its fields (op, seq, ranks, ...).
+    #[error(transparent)]
+    Tcp(TcpError),
+    /// The simulator backend's account: names the op and the ranks.
+    #[error("simulator: {0}")]
+    Sim(String),
+}
+
 impl From<TopologyError> for CommError {
     fn from(e: TopologyError) -> CommError {
-        CommError::RankTable(e.to_string())
+        CommError::RankTable(Arc::new(e))
+    }
+}
+
+/// A TCP failure as the facade reports it: a timeout, a mismatch, a
+/// remote failure or a lost peer as the backend-neutral variant (with the
+/// [`TcpError`] inside), anything else as [`CommError::Tcp`].
+impl From<TcpError> for CommError {
+    fn from(e: TcpError) -> CommError {
+        match e {
+            TcpError::Timeout { .. } => CommError::Timeout(BackendError::Tcp(e)),
+            TcpError::Mismatch { .. } => CommError::Mismatch(BackendError::Tcp(e)),
+            TcpError::Aborted { .. } | TcpError::LenderFailed { .. } => {
+                CommError::Remote(BackendError::Tcp(e))
+            }
+            TcpError::PeerLost { .. } => CommError::PeerLost(BackendError::Tcp(e)),
+            e => CommError::Tcp(e),
+        }
     }
 }
 
@@ -193,10 +247,13 @@ impl CommError {
                 | TcpError::BufferFull { .. } => 13,
                 _ => 4,
             },
-            CommError::SimTimeout(_) => 9,
-            CommError::SimRemote(_) => 21,
-            CommError::SimLost(_) => 13,
-            CommError::Sim(_) | CommError::Broken(_) | CommError::Undelivered(_) => 4,
+            CommError::Timeout(_) => 9,
+            CommError::Mismatch(_) | CommError::Remote(_) => 21,
+            CommError::PeerLost(_) => 13,
+            CommError::Sim(_)
+            | CommError::Hang(_)
+            | CommError::Broken(_)
+            | CommError::Undelivered(_) => 4,
             CommError::SubComm { source, .. } => source.hccl_result(),
         }
     }

@@ -372,4 +372,25 @@ mod tests {
             "{e}"
         );
     }
+
+    #[test]
+    fn a_bad_rank_table_keeps_its_topology_error() {
+        use crate::comm::CommError;
+        use hccl_topology::TopologyError;
+        // Cut inside a key: a syntax error with its line and column.
+        let e = match from_rank_table(br#"{"status": "completed", "vers"#, 60000) {
+            Err(e) => e,
+            Ok(_) => panic!("a truncated table was accepted"),
+        };
+        let CommError::RankTable(t) = &e else {
+            panic!("not a rank table error: {e:?}");
+        };
+        assert!(
+            matches!(**t, TopologyError::RankTableSyntax { line: 1, .. }),
+            "{t:?}"
+        );
+        // Printed as the topology error, with HCCL_E_OPEN_FILE_FAILURE.
+        assert_eq!(e.to_string(), t.to_string());
+        assert_eq!(e.hccl_result(), 10);
+    }
 }

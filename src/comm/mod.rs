@@ -68,7 +68,7 @@ use plan::HostFit;
 use profile::CommProfile;
 
 pub use element::Element;
-pub use error::CommError;
+pub use error::{BackendError, CommError};
 pub use group::{group, Group};
 pub use handle::OpHandle;
 pub use hccl_algos::{DataType, ReduceOp, ReducePrecision};

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use hccl::comm::{BackendKind, ReduceOp};
-use hccl::Comm;
+use hccl::{Comm, CommError};
 
 /// Runs every case on `world` ranks of `backend`, one thread per rank.
 fn conformance(backend: BackendKind, world: u32) {
@@ -416,28 +416,44 @@ fn non_roots_may_pass_buffers_they_do_not_use_as_in_mpi() {
     }
 }
 
+/// The backend-neutral variant of a failure, by name.
+fn variant(e: &CommError) -> &'static str {
+    match e {
+        CommError::Mismatch(_) => "Mismatch",
+        CommError::PeerLost(_) => "PeerLost",
+        CommError::Remote(_) => "Remote",
+        CommError::Timeout(_) => "Timeout",
+        _ => "another variant",
+    }
+}
+
 #[test]
-fn simulated_failures_carry_the_same_hccl_codes_as_tcp() {
-    // A program branching on HcclResult must see the same code on both
-    // backends: 21 (HCCL_E_REMOTE) for a mismatch, 13 for a lost peer.
+fn simulated_failures_carry_the_same_hccl_codes_and_variants_as_tcp() {
+    // A program branching on HcclResult, or matching the error, must see
+    // the same on both backends: 21 (HCCL_E_REMOTE) and
+    // `CommError::Mismatch` for a mismatch, 13 and `CommError::PeerLost`
+    // for a lost peer.
     for backend in [BackendKind::Tcp, BackendKind::Sim] {
         let out = per_rank(backend, 2, |r, c| {
             let n = if r == 1 { 5 } else { 4 };
-            c.all_reduce(&vec![1.0f32; n], &mut vec![0.0; n], ReduceOp::Sum)
-                .unwrap_err()
-                .hccl_result()
+            let e = c
+                .all_reduce(&vec![1.0f32; n], &mut vec![0.0; n], ReduceOp::Sum)
+                .unwrap_err();
+            (e.hccl_result(), variant(&e))
         });
-        assert_eq!(out, vec![Some(21), Some(21)], "{backend:?} mismatch");
+        let mismatch = Some((21, "Mismatch"));
+        assert_eq!(out, vec![mismatch, mismatch], "{backend:?} mismatch");
         let out = per_rank(backend, 2, |r, c| {
             if r == 1 {
                 drop(c);
-                return 0;
+                return (0, "");
             }
-            c.all_reduce(&[1.0f32], &mut [0.0], ReduceOp::Sum)
-                .unwrap_err()
-                .hccl_result()
+            let e = c
+                .all_reduce(&[1.0f32], &mut [0.0], ReduceOp::Sum)
+                .unwrap_err();
+            (e.hccl_result(), variant(&e))
         });
-        assert_eq!(out[0], Some(13), "{backend:?} lost peer");
+        assert_eq!(out[0], Some((13, "PeerLost")), "{backend:?} lost peer");
     }
 }
 

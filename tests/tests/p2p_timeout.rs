@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use hccl::comm::BackendKind;
-use hccl::Comm;
+use hccl::{Comm, CommError};
 
 fn short_timeouts() {
     // 1 s per op; 1 MB of unreceived bytes per pair (simulator senders wait past it).
@@ -30,7 +30,11 @@ fn receive_from_a_silent_peer(backend: BackendKind, expect: &[&str]) {
     let comms = comms_made_elsewhere(backend, 2);
     let t = Instant::now();
     let mut buf = [0.0f32; 4];
-    let e = comms[1].recv(&mut buf, 0).unwrap_err().to_string();
+    let e = comms[1].recv(&mut buf, 0).unwrap_err();
+    // One match for a timeout on every backend, with HCCL_E_TIMEOUT.
+    assert!(matches!(e, CommError::Timeout(_)), "{e:?}");
+    assert_eq!(e.hccl_result(), 9, "{e}");
+    let e = e.to_string();
     assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
     for s in expect {
         assert!(e.contains(s), "{e:?} lacks {s:?}");

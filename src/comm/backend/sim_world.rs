@@ -29,7 +29,7 @@ use hccl_sim::{Collective, Mode, Scenario};
 use hccl_topology::{build_preset, Fabric, Preset};
 
 use super::{sim, Prepared};
-use crate::comm::{plan, signature, CommError};
+use crate::comm::{plan, signature, BackendError, CommError};
 
 /// Every rank's output bytes and the op's simulated time (ns), or the
 /// failure every rank reports.
@@ -80,16 +80,18 @@ impl SimState {
     fn broken_error(&self, name: &str) -> Option<CommError> {
         self.broken.as_ref().map(|(by, why)| {
             let why = hccl_hw::tcp::own_reason(why);
-            CommError::SimRemote(format!("{name}: aborted by rank {by}: {why}"))
+            CommError::Remote(BackendError::Sim(format!(
+                "{name}: aborted by rank {by}: {why}"
+            )))
         })
     }
 
     /// The error of waiting for `peer` if it dropped its communicator.
     fn gone_error(&self, name: &str, me: u32, peer: u32) -> Option<CommError> {
         self.gone.contains(&peer).then(|| {
-            CommError::SimLost(format!(
+            CommError::PeerLost(BackendError::Sim(format!(
                 "{name}: rank {me} lost rank {peer} (the peer destroyed its communicator)"
-            ))
+            )))
         })
     }
 }
@@ -217,7 +219,7 @@ impl SimWorld {
             .map_err(|e| CommError::Sim(e.to_string()))?;
         let report = sc.run().map_err(|e| CommError::Sim(e.to_string()))?;
         if let Some(stall) = report.stall {
-            return Err(CommError::Sim(format!("the simulated op hung: {stall:?}")));
+            return Err(CommError::Hang(Box::new(stall)));
         }
         let op = report.ops.into_iter().next();
         let time_ns = op.as_ref().and_then(|o| o.time_ns).unwrap_or(0);
@@ -284,7 +286,8 @@ impl SimWorld {
         };
         if let Some(msg) = mismatch {
             // Ranks already waiting learn it now, later ones on arrival.
-            p.result.get_or_insert(Err(CommError::SimRemote(msg)));
+            p.result
+                .get_or_insert(Err(CommError::Mismatch(BackendError::Sim(msg))));
             self.cv.notify_all();
         }
         p.inputs[rank as usize] = Some(input);
@@ -352,7 +355,7 @@ impl SimWorld {
                         "{name}: timed out waiting for ranks {missing:?}, which never called the op (arrived: ranks {arrived:?}; HCCL_EXEC_TIMEOUT){}",
                         self.blocked_elsewhere(&missing, me)
                     );
-                    let e = CommError::SimTimeout(msg);
+                    let e = CommError::Timeout(BackendError::Sim(msg));
                     waiting.2 = true;
                     p.result = Some(Err(e.clone()));
                     p.taken += 1;
@@ -511,7 +514,7 @@ impl SimWorld {
                     m.src, self.secs(), m.dst, m.n, self.bound
                 );
                 self.break_world(&mut s, m.src, &why);
-                return Err(CommError::SimTimeout(why));
+                return Err(CommError::Timeout(BackendError::Sim(why)));
             }
         }
     }
@@ -547,7 +550,7 @@ impl SimWorld {
                     m.dst, self.secs(), m.n, m.src, m.count, m.dtype
                 );
                 self.break_world(&mut s, m.dst, &why);
-                return Err(CommError::SimTimeout(why));
+                return Err(CommError::Timeout(BackendError::Sim(why)));
             }
         };
         if mail.count != m.count || mail.dtype != m.dtype {
@@ -561,7 +564,7 @@ impl SimWorld {
                 )
             );
             self.break_world(&mut s, m.dst, &why);
-            return Err(CommError::SimRemote(why));
+            return Err(CommError::Mismatch(BackendError::Sim(why)));
         }
         drop(s);
         let args = CollectiveArgs::p2p(
