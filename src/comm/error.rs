@@ -5,7 +5,7 @@ use std::sync::Arc;
 use hccl_algos::algo::AlgoError;
 use hccl_algos::collective::ArgsError;
 use hccl_hw::tcp::TcpError;
-use hccl_sim::Stall;
+use hccl_sim::hang::HangReport;
 use hccl_topology::TopologyError;
 
 /// Everything a [`super::Comm`] call can fail with.
@@ -97,11 +97,10 @@ pub enum CommError {
     #[error("simulator: {0}")]
     Sim(String),
     /// The simulator backend's op hung (no rank could go on): the
-    /// simulator's state at the stop, with every unfinished rank, the
-    /// posts never matched and the flows that cannot progress
-    /// (`HCCL_E_INTERNAL`).
-    #[error("simulator: the simulated op hung: {0:?}")]
-    Hang(Box<Stall>),
+    /// simulator's hang report (root causes, every unfinished rank, the
+    /// wait-for graph), printed as its text (`HCCL_E_INTERNAL`).
+    #[error("simulator: the simulated op hung: {}", .0.to_text())]
+    Hang(Box<HangReport>),
     /// An environment variable is missing or malformed.
     #[error("{}", env_text(var, value, reason))]
     Env {

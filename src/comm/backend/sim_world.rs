@@ -25,6 +25,8 @@ use hccl_algos::algo::AlgoSpec;
 use hccl_algos::collective::{CollectiveArgs, OpSignature, P2p};
 use hccl_algos::layout::GroupLayout;
 use hccl_algos::DataType;
+use hccl_sim::faults::FaultLog;
+use hccl_sim::hang::HangReport;
 use hccl_sim::{Collective, Mode, Scenario};
 use hccl_topology::{build_preset, Fabric, Preset};
 
@@ -218,8 +220,9 @@ impl SimWorld {
         sc.op_with_inputs(comm, coll, inputs)
             .map_err(|e| CommError::Sim(e.to_string()))?;
         let report = sc.run().map_err(|e| CommError::Sim(e.to_string()))?;
-        if let Some(stall) = report.stall {
-            return Err(CommError::Hang(Box::new(stall)));
+        let replay = "rerun the program with HCCL_BACKEND=sim (the simulation is deterministic)";
+        if let Some(hang) = HangReport::build(&sc, &report, &FaultLog::default(), replay) {
+            return Err(CommError::Hang(Box::new(hang)));
         }
         let op = report.ops.into_iter().next();
         let time_ns = op.as_ref().and_then(|o| o.time_ns).unwrap_or(0);
