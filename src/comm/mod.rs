@@ -28,7 +28,7 @@
 //!
 //! **Ordering.** Ops on one communicator run in the order they are called,
 //! from any thread; async ops take their sequence number when called.
-
+//!
 //! **Code map.** This file holds [`Comm`] and its shared state;
 //! `init.rs` builds communicators (the one place that picks a backend),
 //! `ordering.rs` runs ops in call order, `run.rs` checks a collective's
