@@ -15,8 +15,12 @@
 //!   aborts and lost connections, withdrawn loans, a timeout's words.
 //! - [`sends`]: one peer's sends: pieces, how far ahead, lent pieces and
 //!   their acks, completion.
+//!
+//! Tests in `pair` wire two ranks' cores together in memory.
 
 pub(crate) mod agreement;
 pub(crate) mod failure;
 pub(crate) mod matcher;
+#[cfg(test)]
+mod pair;
 pub(crate) mod sends;
