@@ -73,7 +73,7 @@ use super::buffers::OpBuffers;
 use super::cma::LendWord;
 use super::cma_reader::{self, ChunkPool};
 use super::config::TcpConfig;
-use super::core::agreement::{OpCheck, Starts};
+use super::core::agreement::Starts;
 use super::core::failure::Health;
 use super::core::matcher::Matcher;
 use super::core::sends::SendQueue;
@@ -107,6 +107,7 @@ pub const P2P_SEQ_BIT: u64 = 1 << 63;
 pub fn is_p2p_seq(seq: u64) -> bool {
     seq & P2P_SEQ_BIT != 0
 }
+
 /// The tag of the op-start frame every rank sends every peer when an op
 /// starts: it carries the sender's signature. See the module docs.
 pub(super) const SIGNATURE_TAG: u32 = 0;
@@ -136,6 +137,7 @@ pub struct CmaStats {
     /// chunk, no second copy).
     pub bytes_read_direct: u64,
 }
+
 /// What an op is, for error messages and the consistency check.
 pub struct OpInfo<'a> {
     /// Its name as printed ("AllReduce").
@@ -146,11 +148,13 @@ pub struct OpInfo<'a> {
     /// held by rank `peer`: field, both values, both ranks.
     pub describe: &'a dyn Fn(&Signature, Rank) -> String,
 }
+
 impl std::fmt::Debug for OpInfo<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OpInfo").field("name", &self.name).finish()
     }
 }
+
 #[derive(Debug, Default)]
 struct Peer {
     tx: Option<UnboundedSender<Outgoing>>,
@@ -175,6 +179,7 @@ struct Peer {
     /// [`TcpRank::flush_op_start`]).
     op_start: Option<Vec<u8>>,
 }
+
 /// One rank of a TCP communicator. See the module docs.
 pub struct TcpRank {
     rank: u32,
@@ -228,6 +233,7 @@ pub struct TcpRank {
     /// [`LEND_POISON`](super::wire::LEND_POISON).
     lend_id: u64,
 }
+
 /// Interrupts a [`TcpRank`]'s running op from another thread: the op fails
 /// at once with [`TcpError::Broken`] (HCCL's `HcclCommAbort` semantics).
 #[derive(Clone, Debug)]
@@ -245,6 +251,7 @@ impl AbortHandle {
         let _ = self.0.send(Event::LocalAbort(Some(reason.to_string())));
     }
 }
+
 impl std::fmt::Debug for TcpRank {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TcpRank")
@@ -255,6 +262,7 @@ impl std::fmt::Debug for TcpRank {
             .finish()
     }
 }
+
 impl TcpRank {
     /// Bootstraps rank `rank` of `nranks` through the root `root` and
     /// connects to every peer. `comm` is the communicator id carried in
@@ -352,6 +360,7 @@ impl TcpRank {
             lend_id: 0,
         })
     }
+
     /// The peers this rank sends cross-memory descriptors to (their probe
     /// answer was "cma ok"; see [`super::cma`]), ascending. Empty with
     /// `HCCL_INTRA_CMA_ENABLE=0` on either side, across hosts, or where
@@ -361,6 +370,7 @@ impl TcpRank {
             .filter(|&p| self.peers[p as usize].cma_send)
             .collect()
     }
+
     /// Counters of the fast path's sending side.
     pub fn cma_stats(&self) -> CmaStats {
         CmaStats {
@@ -368,14 +378,17 @@ impl TcpRank {
             ..self.cma_stats
         }
     }
+
     /// A handle that can interrupt this rank's op from another thread.
     pub fn abort_handle(&self) -> AbortHandle {
         AbortHandle(self.ev_tx.clone())
     }
+
     /// The IP this rank listened on for its peers.
     pub fn local_ip(&self) -> std::net::IpAddr {
         self.local_ip
     }
+
     /// Distinct IP addresses the ranks listen on: 1 when every rank runs
     /// on this host. Every rank of the communicator sees the same value
     /// (it comes from the root's address table), so it may steer the
@@ -383,6 +396,7 @@ impl TcpRank {
     pub fn hosts(&self) -> u32 {
         self.hosts
     }
+
     /// Whether on every host the communicator's ranks are no more than the
     /// CPUs their processes may use (each rank reports its
     /// `available_parallelism` to the root; a host's figure is the least
@@ -391,18 +405,22 @@ impl TcpRank {
     pub fn ranks_fit_cpus(&self) -> bool {
         self.ranks_fit_cpus
     }
+
     /// This rank.
     pub fn rank(&self) -> u32 {
         self.rank
     }
+
     /// World size.
     pub fn nranks(&self) -> u32 {
         self.nranks
     }
+
     /// The settings in force.
     pub fn config(&self) -> &TcpConfig {
         &self.cfg
     }
+
     /// The error that broke the communicator, if any, after looking at
     /// what the peers sent since the last op (HCCL's
     /// `HcclGetCommAsyncError`). Never blocks.
@@ -417,6 +435,7 @@ impl TcpRank {
         }
         self.health.broken().cloned()
     }
+
     /// The point-to-point messages that reached this rank and that no
     /// receive took, after reading what the connections hold (never
     /// blocks): (sender, message number of the pair, bytes), ascending.
@@ -427,6 +446,7 @@ impl TcpRank {
         let _ = self.async_error();
         self.matcher.unreceived()
     }
+
     /// The peers whose op signature for collective `seq` has reached this
     /// rank (after a timeout: the ranks that called the op), ascending.
     pub fn arrived(&self, seq: u64) -> Vec<u32> {
@@ -434,6 +454,7 @@ impl TcpRank {
             .filter(|&p| self.starts.has(p, seq))
             .collect()
     }
+
     /// The collectives peers have started that this rank has not: (peer,
     /// seq, signature), by seq then peer, after reading what the
     /// connections hold (at most 50 ms; for naming, from another
@@ -452,6 +473,7 @@ impl TcpRank {
         }
         self.starts.ahead(self.last_done)
     }
+
     /// Runs `plan` as op `ctx` over `bufs`, blocking until it finishes on
     /// this rank, fails, or `HCCL_EXEC_TIMEOUT` passes.
     ///
@@ -469,9 +491,10 @@ impl TcpRank {
         let r = drive(&mut exec, ctx, &mut op).and_then(|()| op.finish());
         r.map_err(|e| op.fail(e))
     }
-    /// Starts op `ctx` (sends its signature to the next rank) and returns
-    /// the [`Transport`](hccl_algos::transport::Transport) that runs its steps; call [`TcpOp::finish`] after
-    /// the executor is done.
+
+    /// Starts op `ctx` (sends its signature to every peer) and returns the
+    /// [`Transport`](hccl_algos::transport::Transport) that runs its steps;
+    /// call [`TcpOp::finish`] after the executor is done.
     ///
     /// # Errors
     /// [`TcpError::Broken`] after an earlier failure; bad arguments.
@@ -481,45 +504,9 @@ impl TcpRank {
         info: &'a OpInfo<'a>,
         bufs: OpBuffers<'a>,
     ) -> Result<TcpOp<'r, 'a>, TcpError> {
-        if !self.health.closed() {
-            self.send_deferred_abort();
-        }
-        self.health.may_begin(ctx.seq, info.name)?;
-        if ctx.comm != self.comm || ctx.rank != self.rank {
-            return Err(TcpError::InvalidArgument(format!(
-                "op context is for comm {:#x} rank {}, this is comm {:#x} rank {}",
-                ctx.comm, ctx.rank, self.comm, self.rank
-            )));
-        }
-        if !is_p2p_seq(ctx.seq) && self.last_done.is_some_and(|d| ctx.seq <= d) {
-            return Err(TcpError::InvalidArgument(format!(
-                "op seq {} is not after the last op ({:?})",
-                ctx.seq, self.last_done
-            )));
-        }
-        let timeout = self.cfg.exec_timeout;
-        // A fresh lend number: no descriptor of an earlier op validates
-        // against it. (An earlier op left nothing lent: it succeeded, so
-        // every piece was acked, or it failed and broke the communicator.)
-        self.lend_id += 1;
-        self.lend_word.open(self.lend_id);
-        let ring = self.nranks > 1 && !is_p2p_seq(ctx.seq);
-        let mut op = TcpOp {
-            rank: self,
-            ctx: *ctx,
-            info,
-            bufs,
-            deadline: timeout.map(|t| Instant::now() + t),
-            check: OpCheck::new(ring, Instant::now(), timeout),
-        };
-        if ring {
-            op.tell_peers(SIGNATURE_TAG);
-        }
-        // Check what arrived early for this op (signatures, aborts).
-        op.pump_nonblocking().map_err(|e| op.fail(e))?;
-        op.check_starts().map_err(|e| op.fail(e))?;
-        Ok(op)
+        TcpOp::start(self, ctx, info, bufs)
     }
+
     /// Aborts the communicator (HCCL's `HcclCommAbort`): tells every peer,
     /// closes the connections. A second call, or a call after destroy, does
     /// nothing.
@@ -527,6 +514,7 @@ impl TcpRank {
         let reason = format!("rank {} aborted the communicator", self.rank);
         self.abort_with(&reason);
     }
+
     /// [`TcpRank::abort`] with the reason the peers report: for a failure
     /// found above the transport (say, a caller's buffer of the wrong size)
     /// that the peers, perhaps waiting in the op already, must learn of
@@ -538,6 +526,7 @@ impl TcpRank {
         }
         self.shutdown(false);
     }
+
     /// Tells the peers of the failure whose abort was left to the caller
     /// ([`TcpRank::abort_with`]) if the caller went on without it, in
     /// the transport's own words.
@@ -546,6 +535,7 @@ impl TcpRank {
             self.broadcast_abort(t.seq, &t.reason);
         }
     }
+
     /// Runs the I/O tasks until an event arrives or `wait` passes (`None`:
     /// forever; zero: one scheduler pass).
     fn next_event(&mut self, wait: Option<Duration>) -> Option<Event> {

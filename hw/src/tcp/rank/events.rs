@@ -245,6 +245,7 @@ impl TcpRank {
             }
         }
     }
+
     /// A message to `peer` is done (written, or lent and fully acked):
     /// completes its send step if it belongs to the running op `cur_seq`.
     pub(super) fn send_complete(
@@ -260,6 +261,7 @@ impl TcpRank {
             self.completions.push_back(Completion { seq, step });
         }
     }
+
     /// Gives a consumed chunk back: to the pool shared with the fast-path
     /// readers for a same-host peer, else to the peer's reader.
     pub(super) fn recycle(&mut self, peer: u32, data: Vec<u8>) {
@@ -269,6 +271,7 @@ impl TcpRank {
             let _ = tx.send(data);
         }
     }
+
     /// A piece `desc` of `peer`'s could not be used (`at`: the message's
     /// bytes before it and its length): after a failed read (the peer's
     /// process gone, or a bad address) or with a withdrawn loan (the peer's
@@ -324,6 +327,7 @@ impl TcpRank {
         (self.health).withdraw(peer, e, Instant::now() + WITHDRAWN_GRACE);
         Ok(())
     }
+
     /// The error for a message or receive the matcher refused, for op
     /// `name` `seq` (whose `info` describes a signature disagreement).
     pub(super) fn match_error(
@@ -365,6 +369,7 @@ impl TcpRank {
             }
         }
     }
+
     pub(super) fn protocol(&mut self, peer: u32, what: String) -> TcpError {
         tracing::warn!(
             "hccl rank {}: protocol error from rank {peer}: {what}",
@@ -375,6 +380,7 @@ impl TcpRank {
             "rank {peer} sent a frame this rank cannot place: {what}"
         ))
     }
+
     /// The error for a lost `peer` during op `seq`, with the bytes this
     /// rank was waiting for from it.
     pub(super) fn lost(&self, name: &str, seq: u64, peer: u32) -> TcpError {
@@ -382,6 +388,7 @@ impl TcpRank {
         let sending = self.peers[peer as usize].sends.oldest();
         self.lost_sending(name, seq, peer, sending.filter(|_| !receiving))
     }
+
     /// [`TcpRank::lost`] for a send of `sending` bytes, if `Some`.
     pub(super) fn lost_sending(
         &self,
@@ -419,6 +426,7 @@ pub(super) fn cma_failure(
         desc.len, desc.addr, e.got, e.reason
     )
 }
+
 /// Applies `data`, the bytes of a message from `offset` on, to the
 /// receive's regions `kind`.
 pub(super) fn apply(

@@ -7,7 +7,7 @@ use hccl_algos::schedule::{Op, Rank, StepId};
 use hccl_algos::transport::{Completion, OpContext, Transport};
 
 use super::events::apply;
-use super::{is_p2p_seq, OpInfo, TcpRank, AGREED_TAG, LATE_TAG};
+use super::{is_p2p_seq, OpInfo, TcpRank, AGREED_TAG, LATE_TAG, SIGNATURE_TAG};
 use crate::tcp::buffers::OpBuffers;
 use crate::tcp::core::agreement::{OpCheck, StartError};
 use crate::tcp::core::failure::{self, Stall};
@@ -19,18 +19,67 @@ use crate::tcp::wire::{FrameHeader, FrameKind};
 /// One op in progress on a [`TcpRank`]: the [`Transport`] the executor
 /// drives. Owns (borrows) the op's buffers for its lifetime.
 pub struct TcpOp<'r, 'a> {
-    pub(super) rank: &'r mut TcpRank,
-    pub(super) ctx: OpContext,
-    pub(super) info: &'a OpInfo<'a>,
-    pub(super) bufs: OpBuffers<'a>,
-    pub(super) deadline: Option<Instant>,
+    rank: &'r mut TcpRank,
+    ctx: OpContext,
+    info: &'a OpInfo<'a>,
+    bufs: OpBuffers<'a>,
+    deadline: Option<Instant>,
     /// The consistency check: agreed yet, the steps it holds back.
-    pub(super) check: OpCheck,
+    check: OpCheck,
 }
 
 impl std::fmt::Debug for TcpOp<'_, '_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TcpOp").field("ctx", &self.ctx).finish()
+    }
+}
+
+impl<'r, 'a> TcpOp<'r, 'a> {
+    /// Starts op `ctx` on `rank` over `bufs`: see [`TcpRank::begin`].
+    pub(super) fn start(
+        rank: &'r mut TcpRank,
+        ctx: &OpContext,
+        info: &'a OpInfo<'a>,
+        bufs: OpBuffers<'a>,
+    ) -> Result<Self, TcpError> {
+        if !rank.health.closed() {
+            rank.send_deferred_abort();
+        }
+        rank.health.may_begin(ctx.seq, info.name)?;
+        if ctx.comm != rank.comm || ctx.rank != rank.rank {
+            return Err(TcpError::InvalidArgument(format!(
+                "op context is for comm {:#x} rank {}, this is comm {:#x} rank {}",
+                ctx.comm, ctx.rank, rank.comm, rank.rank
+            )));
+        }
+        if !is_p2p_seq(ctx.seq) && rank.last_done.is_some_and(|d| ctx.seq <= d) {
+            return Err(TcpError::InvalidArgument(format!(
+                "op seq {} is not after the last op ({:?})",
+                ctx.seq, rank.last_done
+            )));
+        }
+        let timeout = rank.cfg.exec_timeout;
+        // A fresh lend number: no descriptor of an earlier op validates
+        // against it. (An earlier op left nothing lent: it succeeded, so
+        // every piece was acked, or it failed and broke the communicator.)
+        rank.lend_id += 1;
+        rank.lend_word.open(rank.lend_id);
+        let ring = rank.nranks > 1 && !is_p2p_seq(ctx.seq);
+        let mut op = TcpOp {
+            rank,
+            ctx: *ctx,
+            info,
+            bufs,
+            deadline: timeout.map(|t| Instant::now() + t),
+            check: OpCheck::new(ring, Instant::now(), timeout),
+        };
+        if ring {
+            op.tell_peers(SIGNATURE_TAG);
+        }
+        // Check what arrived early for this op (signatures, aborts).
+        op.pump_nonblocking().map_err(|e| op.fail(e))?;
+        op.check_starts().map_err(|e| op.fail(e))?;
+        Ok(op)
     }
 }
 
@@ -63,7 +112,7 @@ impl TcpOp<'_, '_> {
     ///
     /// # Errors
     /// [`TcpError::Mismatch`] naming the first peer that differs.
-    pub(super) fn check_starts(&mut self) -> Result<(), TcpError> {
+    fn check_starts(&mut self) -> Result<(), TcpError> {
         if self.check.agreed() {
             return Ok(());
         }
@@ -95,7 +144,7 @@ impl TcpOp<'_, '_> {
 
     /// Queues an op-start frame with `tag` for every peer (held back to
     /// leave with the next message, see [`Peer::op_start`](super::Peer::op_start)).
-    pub(super) fn tell_peers(&mut self, tag: u32) {
+    fn tell_peers(&mut self, tag: u32) {
         let h = self.header(FrameKind::OpStart, tag, 0).encode();
         let me = self.rank.rank;
         for p in (0..self.rank.nranks).filter(|&p| p != me) {
@@ -112,7 +161,7 @@ impl TcpOp<'_, '_> {
         r.starts.missing(r.rank, r.nranks, self.ctx.seq)
     }
 
-    pub(super) fn pump_nonblocking(&mut self) -> Result<(), TcpError> {
+    fn pump_nonblocking(&mut self) -> Result<(), TcpError> {
         while let Some(ev) = self.rank.next_event(Some(Duration::ZERO)) {
             self.handle(ev)?;
         }

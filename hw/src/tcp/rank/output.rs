@@ -23,6 +23,7 @@ pub(super) enum Written {
     /// nothing or failed: the writer retries and reports the failure).
     Rest(Outgoing),
 }
+
 /// Writes the whole frame `out` for `peer` to its non-blocking socket now,
 /// as far as the socket takes it (see [`TcpRank::flush_outbox`]).
 pub(super) fn write_now(sock: &std::net::TcpStream, peer: u32, out: Outgoing) -> Written {
@@ -68,9 +69,11 @@ impl TcpRank {
             }
         }
     }
+
     pub(super) fn send_control(&mut self, peer: u32, bytes: Vec<u8>) {
         self.queue_frame(peer, Outgoing::Control(bytes));
     }
+
     /// Queues a whole frame that is not part of a message's pieces (a
     /// control frame or an ack): this thread may write it itself unless a
     /// byte-stream message to `peer` is half on the wire.
@@ -78,6 +81,7 @@ impl TcpRank {
         let whole = !self.peers[peer as usize].sends.mid_message();
         self.outbox.push((peer, out, whole));
     }
+
     /// Hands the frames queued in [`TcpRank::outbox`] to the writers, from
     /// inside the runtime: a writer woken there is only put on the
     /// runtime's run queue, where a wake from outside costs an `eventfd`
@@ -128,6 +132,7 @@ impl TcpRank {
             None => send(),
         }
     }
+
     pub(super) fn broadcast_abort(&mut self, seq: u64, reason: &str) {
         let mut text = reason.as_bytes().to_vec();
         text.truncate(MAX_ABORT_REASON as usize);
@@ -173,6 +178,7 @@ impl TcpRank {
             });
         }
     }
+
     /// Queues pieces of `peer`'s pending sends, up to [`PIECES_AHEAD`](super::PIECES_AHEAD) in
     /// flight ([`LEND_AHEAD`](super::LEND_AHEAD) for lent ones): copies into send pieces, or,
     /// for a same-host peer and a message over [`MAX_INLINE_ON_CMA`](crate::tcp::wire::MAX_INLINE_ON_CMA)
@@ -247,6 +253,7 @@ impl TcpRank {
         }
         Ok(())
     }
+
     /// Tells `peer` that its piece `desc` has been copied out.
     pub(super) fn send_ack(&mut self, peer: u32, desc: PieceDesc, seq: u64, tag: u32) {
         let h = FrameHeader {
