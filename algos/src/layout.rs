@@ -144,7 +144,7 @@ impl GroupLayout {
             .iter()
             .take_while(|&&s| s == self.pod_of[0])
             .count();
-        if per_pod % per_server != 0 || n % per_pod != 0 {
+        if per_pod % per_server != 0 || !n.is_multiple_of(per_pod) {
             return Err(LayoutError::Irregular {
                 rank: per_pod.min(n - 1) as Rank,
                 why: format!(

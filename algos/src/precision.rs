@@ -93,7 +93,7 @@ pub fn widen(dtype: DataType, src: &[u8]) -> Result<Vec<u8>, KernelError> {
     if !kernels::keeps_partials(dtype) {
         return Err(not_half(dtype));
     }
-    if src.len() % 2 != 0 {
+    if !src.len().is_multiple_of(2) {
         return Err(KernelError::PartialElement {
             operand: "src",
             len: src.len() as u64,
@@ -116,7 +116,7 @@ pub fn narrow(dtype: DataType, src: &[u8], dst: &mut [u8]) -> Result<(), KernelE
     if !kernels::keeps_partials(dtype) {
         return Err(not_half(dtype));
     }
-    if src.len() != 2 * dst.len() || src.len() % 4 != 0 {
+    if src.len() != 2 * dst.len() || !src.len().is_multiple_of(4) {
         return Err(KernelError::LengthMismatch {
             dtype,
             left: "f32 src",

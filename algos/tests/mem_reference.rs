@@ -267,7 +267,7 @@ fn pipeline_matches_the_reference_on_server_grids() {
                     let op = ReduceOp::ALL[case as usize % 5];
                     let args = args_for(kind, p, count, 0, dtype, op, case).with_in_place(in_place);
                     let spec = AlgoSpec::Flat(Algorithm::Pipeline);
-                    if case % 2 == 0 {
+                    if case.is_multiple_of(2) {
                         assert!(
                             check_equal(&args, &spec, &layout, case),
                             "{}",

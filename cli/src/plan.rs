@@ -122,7 +122,7 @@ fn layout(a: &PlanArgs) -> anyhow::Result<GroupLayout> {
             a.ranks
         );
     }
-    if a.servers == 0 || a.ranks % a.servers != 0 {
+    if a.servers == 0 || !a.ranks.is_multiple_of(a.servers) {
         anyhow::bail!(
             "--servers {} does not divide --ranks {} evenly",
             a.servers,

@@ -371,7 +371,7 @@ impl<'f> Scenario<'f> {
         for op in ops {
             let entry = self.ops.get(op.0);
             let comm = entry.map(|o| &self.comms[o.comm]);
-            if !comm.is_some_and(|c| c.index_of[rank as usize] != u32::MAX) {
+            if comm.is_none_or(|c| c.index_of[rank as usize] == u32::MAX) {
                 return Err(SimError::NotAMember {
                     rank,
                     op: op.0,

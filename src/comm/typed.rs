@@ -15,7 +15,7 @@ impl Comm {
 
     pub(crate) fn per_rank(&self, kind: CollectiveKind, total: usize) -> Result<u64, CommError> {
         let n = self.shared.size as usize;
-        if total % n != 0 {
+        if !total.is_multiple_of(n) {
             let e = CommError::Shape {
                 op: format!("{kind:?}"),
                 detail: format!("{total} elements do not split into {n} equal blocks"),

@@ -591,7 +591,7 @@ fn build_for_cluster(
                 None => {
                     let r = (1..=world)
                         .take_while(|&r| u64::from(r) * u64::from(r) <= u64::from(world))
-                        .filter(|r| world % r == 0)
+                        .filter(|r| world.is_multiple_of(*r))
                         .last()
                         .unwrap_or(1);
                     (r, world / r)

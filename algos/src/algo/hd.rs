@@ -604,7 +604,7 @@ pub(crate) fn allreduce_doubling(
     let writes = l + u32::from(folded);
     // Alternate output and scratch so that the last write is the output;
     // in place the first write cannot be the output (it is being sent).
-    let first = if same || writes % 2 == 0 {
+    let first = if same || writes.is_multiple_of(2) {
         Held::Scratch
     } else {
         Held::Dst

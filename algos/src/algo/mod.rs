@@ -82,11 +82,11 @@ fn is_empty(args: &CollectiveArgs) -> bool {
     use CollectiveKind as K;
     match args.kind {
         K::Barrier | K::SendRecv | K::BatchSendRecv => false,
-        K::AllGatherV | K::ReduceScatterV => args.counts.as_ref().map_or(true, |v| v.total() == 0),
+        K::AllGatherV | K::ReduceScatterV => args.counts.as_ref().is_none_or(|v| v.total() == 0),
         K::AllToAllV => args
             .send_matrix
             .as_ref()
-            .map_or(true, |m| (0..m.n()).all(|i| m.send_total(i) == 0)),
+            .is_none_or(|m| (0..m.n()).all(|i| m.send_total(i) == 0)),
         _ => args.count == 0,
     }
 }

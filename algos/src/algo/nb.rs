@@ -292,7 +292,7 @@ pub(crate) fn scatter_binomial(
     rounds(l, move |t, e: &mut Emit| {
         let s = l - 1 - t;
         let stride = 1u32 << s;
-        if v % (2 * stride) == 0 && v + stride < k {
+        if v.is_multiple_of(2 * stride) && v + stride < k {
             let (a, b) = (v + stride, (v + 2 * stride).min(k));
             let from = if v == 0 { src } else { dst };
             let x = blocks.off(a);

@@ -194,7 +194,7 @@ pub fn divide(dtype: DataType, dst: &mut [u8], divisor: u32) -> Result<(), Kerne
 
 fn check_whole(dtype: DataType, operand: &'static str, len: usize) -> Result<(), KernelError> {
     let elem_size = dtype.size();
-    if (len as u64) % elem_size != 0 {
+    if !(len as u64).is_multiple_of(elem_size) {
         return Err(KernelError::PartialElement {
             operand,
             len: len as u64,

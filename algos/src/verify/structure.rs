@@ -98,7 +98,7 @@ pub(super) fn check_structure(
             let (reads, writes) = accesses(&step.op);
             for r in reads.iter().chain(&writes) {
                 let size = buf_size(s, r.buf);
-                if r.offset.checked_add(r.len).map_or(true, |e| e > size) {
+                if r.offset.checked_add(r.len).is_none_or(|e| e > size) {
                     return Err(VerifyError::OutOfBounds {
                         rank,
                         step: step_id,

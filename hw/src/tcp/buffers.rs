@@ -98,7 +98,7 @@ impl<'a> OpBuffers<'a> {
             (BufKind::Output, Some((_, _, at, n))) => (Space::User, at, n),
             (BufKind::Scratch, _) => (Space::Scratch, 0, self.scratch.len() as u64),
         };
-        if r.offset.checked_add(r.len).map_or(true, |e| e > len) {
+        if r.offset.checked_add(r.len).is_none_or(|e| e > len) {
             return Err(bad_region(r, len));
         }
         Ok((space, (base + r.offset) as usize..(base + r.end()) as usize))

@@ -642,7 +642,7 @@ impl PieceDesc {
                 "piece descriptor wraps the address space",
             ));
         }
-        if d.word == 0 || d.word % 8 != 0 || d.word.checked_add(8).is_none() {
+        if d.word == 0 || !d.word.is_multiple_of(8) || d.word.checked_add(8).is_none() {
             return Err(WireError::Malformed(
                 "piece descriptor's lend word is null, unaligned or wraps",
             ));

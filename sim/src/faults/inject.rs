@@ -172,9 +172,9 @@ struct DropRule {
 
 impl DropRule {
     fn matches(&self, msg: &MessageInfo<'_>) -> bool {
-        self.from.map_or(true, |r| r == msg.src)
-            && self.to.map_or(true, |r| r == msg.dst)
-            && self.op.map_or(true, |o| o == msg.op)
+        self.from.is_none_or(|r| r == msg.src)
+            && self.to.is_none_or(|r| r == msg.dst)
+            && self.op.is_none_or(|o| o == msg.op)
     }
 }
 
@@ -474,7 +474,7 @@ impl FaultHooks {
         let now = ctl.now();
         let mut factor: BTreeMap<LinkId, f64> = BTreeMap::new();
         for w in &self.windows {
-            let open = w.at <= now && w.until.map_or(true, |u| now < u);
+            let open = w.at <= now && w.until.is_none_or(|u| now < u);
             if open {
                 self.fired[w.fault] = true;
             }
@@ -643,7 +643,7 @@ impl Hooks for FaultHooks {
         }
         let mut delay = 0u64;
         for j in &self.jitters {
-            if j.from.map_or(true, |r| r == msg.src) && j.to.map_or(true, |r| r == msg.dst) {
+            if j.from.is_none_or(|r| r == msg.src) && j.to.is_none_or(|r| r == msg.dst) {
                 let d = ctl.rng().gen_range(0..=j.max_ns);
                 if d > 0 {
                     self.fired[j.fault] = true;

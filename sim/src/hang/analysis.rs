@@ -236,7 +236,7 @@ fn root_causes(
     let waiting_on = |target: u32, op: Option<usize>| -> Vec<u32> {
         let mut v: Vec<u32> = edges
             .iter()
-            .filter(|e| e.to == target && op.map_or(true, |o| o == e.op))
+            .filter(|e| e.to == target && op.is_none_or(|o| o == e.op))
             .map(|e| e.from)
             .collect();
         v.dedup();

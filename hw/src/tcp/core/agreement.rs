@@ -125,7 +125,7 @@ impl Starts {
     /// signature), by seq then peer.
     pub(crate) fn ahead(&self, last_done: Option<u64>) -> Vec<(u32, u64, Signature)> {
         let mut v: Vec<(u32, u64, Signature)> = (self.sigs.iter())
-            .filter(|((_, s), _)| !is_p2p_seq(*s) && last_done.map_or(true, |d| *s > d))
+            .filter(|((_, s), _)| !is_p2p_seq(*s) && last_done.is_none_or(|d| *s > d))
             .map(|(&(p, s), sig)| (p, s, *sig))
             .collect();
         v.sort_unstable_by_key(|&(p, s, _)| (s, p));
@@ -185,7 +185,7 @@ impl OpCheck {
     /// True (once) when, at `now`, this rank must tell its peers it is
     /// late ([`LATE_TAG`]).
     pub(crate) fn late_due(&mut self, now: Instant) -> bool {
-        if self.agreed || self.warned || self.late_at.map_or(true, |l| now < l) {
+        if self.agreed || self.warned || self.late_at.is_none_or(|l| now < l) {
             return false;
         }
         self.warned = true;
