@@ -1265,7 +1265,7 @@ fn env_and_file_errors_are_not_usage_errors() {
     let dir = scratch("nonusage");
     let missing = dir.join("no-such-plan.json");
     type Case<'a> = (Vec<&'a str>, Vec<(&'a str, Option<&'a str>)>, &'a str);
-    let cases: Vec<Case> = vec![
+    let cases: Vec<Case<'_>> = vec![
         (
             vec!["all_reduce", "--json", "/nonexistent-dir/x.json"],
             vec![],

@@ -29,7 +29,7 @@ pub(crate) struct OpCheck {
 
 impl OpCheck {
     /// Records `e`; returns true if the op has (now or before) a mismatch.
-    pub fn enter(&mut self, e: Entry) -> bool {
+    pub(crate) fn enter(&mut self, e: Entry) -> bool {
         let at = self.entries.partition_point(|x| x.comm_rank < e.comm_rank);
         self.entries.insert(at, e);
         if !self.failed {
@@ -41,7 +41,7 @@ impl OpCheck {
 
     /// The error of member `comm_rank`: its signature checked against the
     /// first member that disagrees with it, with that member's fabric rank.
-    pub fn mismatch_of(&self, comm_rank: u32) -> Option<(MismatchError, u32)> {
+    pub(crate) fn mismatch_of(&self, comm_rank: u32) -> Option<(MismatchError, u32)> {
         let me = self.entries.iter().find(|x| x.comm_rank == comm_rank)?;
         self.entries.iter().find_map(|x| {
             OpSignature::check_consistent(&me.sig, &x.sig, x.comm_rank)

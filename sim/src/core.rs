@@ -205,7 +205,7 @@ pub(crate) struct Core<'a> {
 
 impl<'a> Core<'a> {
     #[allow(clippy::too_many_arguments)]
-    pub fn new(
+    pub(crate) fn new(
         fabric: &'a Fabric,
         costs: CostParams,
         seed: u64,
@@ -276,7 +276,10 @@ impl<'a> Core<'a> {
     }
 
     /// Runs `f` with the hooks and a [`Ctl`] over this core.
-    pub fn with_hooks<R>(&mut self, f: impl FnOnce(&mut dyn Hooks, &mut Ctl<'_, 'a>) -> R) -> R {
+    pub(crate) fn with_hooks<R>(
+        &mut self,
+        f: impl FnOnce(&mut dyn Hooks, &mut Ctl<'_, 'a>) -> R,
+    ) -> R {
         let hooks = self.hooks.take().expect("hooks are re-entered");
         let r = {
             let mut ctl = Ctl { core: self };
@@ -301,7 +304,7 @@ impl<'a> Core<'a> {
     }
 
     /// Crashes `rank`: drops its unmatched posts; it completes nothing more.
-    pub fn crash(&mut self, rank: u32) {
+    pub(crate) fn crash(&mut self, rank: u32) {
         let Some(rs) = self.ranks.get_mut(rank as usize) else {
             return;
         };
@@ -336,7 +339,7 @@ impl<'a> Core<'a> {
     }
 
     /// Posts one step of `rank`'s current op.
-    pub fn post(
+    pub(crate) fn post(
         &mut self,
         rank: u32,
         ctx: &OpContext,
@@ -503,7 +506,7 @@ impl<'a> Core<'a> {
     }
 
     /// The op of an unmatched post (data mode), if stored here.
-    pub fn pending_op(&self, p: &Pending) -> Option<Op> {
+    pub(crate) fn pending_op(&self, p: &Pending) -> Option<Op> {
         (p.op_slot != NONE).then(|| self.data_ops[p.op_slot as usize])
     }
 
@@ -791,7 +794,7 @@ impl<'a> Core<'a> {
 impl Core<'_> {
     /// Pops the next event, first reallocating flow rates once all events
     /// of the current instant are processed. `None` when nothing is left.
-    pub fn next_event(&mut self) -> Option<EventKind> {
+    pub(crate) fn next_event(&mut self) -> Option<EventKind> {
         loop {
             if self.net.has_dirty() && self.queue.peek_time() != Some(self.now) {
                 self.reallocate();
@@ -830,7 +833,7 @@ impl Core<'_> {
 
     /// Handles a network, local-step or timer event; returns the events the
     /// engine must handle itself.
-    pub fn handle(&mut self, ev: EventKind) -> Result<Option<EngineEvent>, SimError> {
+    pub(crate) fn handle(&mut self, ev: EventKind) -> Result<Option<EngineEvent>, SimError> {
         match ev {
             EventKind::FlowStart { msg } => self.start_flow(msg)?,
             EventKind::FlowEnd { flow, version } => {
@@ -863,7 +866,7 @@ impl Core<'_> {
     }
 
     /// Unmatched posts, as (receiver fabric rank, entry), in rank order.
-    pub fn unmatched(&self) -> impl Iterator<Item = (u32, &Pending)> + '_ {
+    pub(crate) fn unmatched(&self) -> impl Iterator<Item = (u32, &Pending)> + '_ {
         self.ranks
             .iter()
             .enumerate()
@@ -871,7 +874,7 @@ impl Core<'_> {
     }
 
     /// Messages on the fabric that cross a link of bandwidth 0.
-    pub fn stalled_flows(&self) -> Vec<crate::report::StalledFlow> {
+    pub(crate) fn stalled_flows(&self) -> Vec<crate::report::StalledFlow> {
         self.msgs
             .iter()
             .filter(|m| m.live && m.flow != u32::MAX)
@@ -898,7 +901,7 @@ impl Core<'_> {
     }
 
     /// Heap bytes held by the core (for the memory estimate).
-    pub fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
         self.queue.heap_bytes()
             + self.net.heap_bytes()

@@ -33,7 +33,7 @@ impl RankMem {
     /// Buffers of the given sizes; `input` must already have `sizes.input`
     /// bytes. With `alias = Some((input_at, output_at))` input and output
     /// share one space (an in-place call).
-    pub fn new(sizes: BufferSizes, input: Vec<u8>, alias: Option<(u64, u64)>) -> RankMem {
+    pub(crate) fn new(sizes: BufferSizes, input: Vec<u8>, alias: Option<(u64, u64)>) -> RankMem {
         match alias {
             None => RankMem {
                 input,
@@ -63,7 +63,7 @@ impl RankMem {
     }
 
     /// The output buffer's bytes (consumes the memory).
-    pub fn into_output(self) -> Vec<u8> {
+    pub(crate) fn into_output(self) -> Vec<u8> {
         match self.alias {
             None => self.output,
             Some((_, at)) => self.output[at as usize..(at + self.output_len) as usize].to_vec(),
@@ -113,7 +113,7 @@ impl RankMem {
     }
 
     /// The bytes of `r`.
-    pub fn read(&self, r: Region) -> Result<&[u8], ApplyError> {
+    pub(crate) fn read(&self, r: Region) -> Result<&[u8], ApplyError> {
         let (buf, range) = self.range(r)?;
         Ok(&self.buf(buf)[range])
     }
@@ -197,7 +197,7 @@ impl RankMem {
     }
 
     /// Applies a local step (copy, reduce, divide).
-    pub fn apply_local(&mut self, dtype: DataType, op: &Op) -> Result<(), ApplyError> {
+    pub(crate) fn apply_local(&mut self, dtype: DataType, op: &Op) -> Result<(), ApplyError> {
         match *op {
             Op::Copy { src, dst } => {
                 let bytes = self.read(src)?.to_vec();
@@ -226,7 +226,7 @@ impl RankMem {
     }
 
     /// Applies an arrived payload to the receive step `op`.
-    pub fn apply_recv(
+    pub(crate) fn apply_recv(
         &mut self,
         dtype: DataType,
         op: &Op,

@@ -34,7 +34,7 @@ pub(crate) struct Engine<'a> {
 }
 
 impl<'a> Engine<'a> {
-    pub fn new(sc: &'a Scenario<'a>, hooks: &'a mut dyn Hooks) -> Engine<'a> {
+    pub(crate) fn new(sc: &'a Scenario<'a>, hooks: &'a mut dyn Hooks) -> Engine<'a> {
         let data = sc.mode == Mode::Data;
         let core = Core::new(
             sc.fabric, sc.costs, sc.seed, data, &sc.ops, &sc.comms, hooks,
@@ -60,7 +60,7 @@ impl<'a> Engine<'a> {
         }
     }
 
-    pub fn run(mut self) -> Result<SimReport, SimError> {
+    pub(crate) fn run(mut self) -> Result<SimReport, SimError> {
         for r in 0..self.core.ranks.len() as u32 {
             self.start_next(r)?;
             self.drive(r)?;

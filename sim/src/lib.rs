@@ -21,6 +21,8 @@
 //!   [`faults`] (fault plans, the argument-consistency check) and [`hang`]
 //!   (hang reports with root causes).
 #![forbid(unsafe_code)]
+// Items of private modules say `pub(crate)`: what is `pub` is the API.
+#![warn(unreachable_pub)]
 #![deny(clippy::disallowed_types, clippy::disallowed_methods)]
 
 mod collective;

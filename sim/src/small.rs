@@ -22,7 +22,7 @@ pub(crate) struct IdList {
 }
 
 impl IdList {
-    pub fn as_slice(&self) -> &[u32] {
+    pub(crate) fn as_slice(&self) -> &[u32] {
         if self.len as usize <= INLINE {
             &self.inline[..self.len as usize]
         } else {
@@ -30,15 +30,15 @@ impl IdList {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len as usize
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
     }
 
-    pub fn push(&mut self, x: u32) {
+    pub(crate) fn push(&mut self, x: u32) {
         let n = self.len as usize;
         if n < INLINE {
             self.inline[n] = x;
@@ -54,7 +54,7 @@ impl IdList {
     }
 
     /// Removes element `i`, moving the last one into its place.
-    pub fn swap_remove(&mut self, i: usize) -> u32 {
+    pub(crate) fn swap_remove(&mut self, i: usize) -> u32 {
         let n = self.len as usize;
         assert!(i < n, "swap_remove index {i} out of {n}");
         let x;
@@ -75,7 +75,7 @@ impl IdList {
         x
     }
 
-    pub fn pop(&mut self) -> Option<u32> {
+    pub(crate) fn pop(&mut self) -> Option<u32> {
         let n = self.len as usize;
         if n == 0 {
             return None;
@@ -83,7 +83,7 @@ impl IdList {
         Some(self.swap_remove(n - 1))
     }
 
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.len = 0;
         if let Some(s) = self.spill.as_mut() {
             s.clear();
@@ -91,7 +91,7 @@ impl IdList {
     }
 
     /// Heap bytes held.
-    pub fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         self.spill
             .as_ref()
             .map_or(0, |s| s.capacity() * 4 + std::mem::size_of::<Vec<u32>>())

@@ -469,7 +469,7 @@ pub(crate) struct GraphBuilder {
 }
 
 impl GraphBuilder {
-    pub fn node(&mut self, name: impl Into<String>, kind: NodeKind) -> NodeIndex {
+    pub(crate) fn node(&mut self, name: impl Into<String>, kind: NodeKind) -> NodeIndex {
         self.graph.add_node(Node {
             name: name.into(),
             kind,
@@ -477,7 +477,7 @@ impl GraphBuilder {
     }
 
     /// Adds both directions of a link with the same parameters.
-    pub fn duplex(
+    pub(crate) fn duplex(
         &mut self,
         a: NodeIndex,
         b: NodeIndex,

@@ -17,6 +17,8 @@
 //! 16,384 ring-neighbour routes run at the rate recorded in
 //! `topology/README.md`.
 #![forbid(unsafe_code)]
+// Items of private modules say `pub(crate)`: what is `pub` is the API.
+#![warn(unreachable_pub)]
 
 mod bisection;
 pub mod cluster;
