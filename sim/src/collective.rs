@@ -121,6 +121,8 @@ impl PlanSource for Collective {
 pub struct PlannedCollective {
     call: Collective,
     plans: RefCell<Vec<Option<PlannedOp>>>,
+    /// Per-rank in-place placement, when given ([`Self::with_aliases`]).
+    aliases: Option<Vec<Option<(u64, u64)>>>,
 }
 
 impl PlannedCollective {
@@ -131,7 +133,18 @@ impl PlannedCollective {
         PlannedCollective {
             call,
             plans: RefCell::new(plans.into_iter().map(Some).collect()),
+            aliases: None,
         }
+    }
+
+    /// Places rank `r`'s input and output as `aliases[r]` says
+    /// ([`PlanSource::alias`]; a rank beyond the list: separate buffers)
+    /// instead of as `call.args.alias(r)`: for ranks that called the op
+    /// differently, one in place and another not (HCCL lets each rank
+    /// choose), each with a plan made for its own call.
+    pub fn with_aliases(mut self, aliases: Vec<Option<(u64, u64)>>) -> PlannedCollective {
+        self.aliases = Some(aliases);
+        self
     }
 }
 
@@ -182,7 +195,10 @@ impl PlanSource for PlannedCollective {
     }
 
     fn alias(&self, rank: Rank) -> Option<(u64, u64)> {
-        self.call.alias(rank)
+        match &self.aliases {
+            Some(a) => a.get(rank as usize).copied().flatten(),
+            None => self.call.alias(rank),
+        }
     }
 
     fn collective(&self) -> Option<&Collective> {
@@ -284,6 +300,36 @@ mod tests {
             assert!(e.contains("rank 2's plan is for mesh"), "{e}");
             let e = run(Vec::new()).unwrap_err();
             assert!(matches!(e, SimError::Plan { .. }), "{e}");
+        }
+
+        #[test]
+        fn ranks_that_call_in_place_and_not_run_each_their_own_plan() {
+            // HCCL lets the root of a Broadcast call in place while the
+            // others pass separate buffers: each rank's plan is for its own
+            // call, and so is its placement.
+            let separate =
+                CollectiveArgs::new(CollectiveKind::Broadcast, 13, DataType::Fp32, 2).with_root(1);
+            let in_place = separate.clone().with_in_place(true);
+            let layout = GroupLayout::flat(2);
+            let plans = vec![
+                plan_op(&separate, &layout, 0, FIT, None).unwrap(),
+                plan_op(&in_place, &layout, 1, FIT, None).unwrap(),
+            ];
+            let call = Collective {
+                args: separate.clone(),
+                algo: plans[0].algo,
+                layout,
+            };
+            let aliases = vec![None, in_place.alias(1).map(|a| (a.input_at, a.output_at))];
+            let source = PlannedCollective::new(call, plans).with_aliases(aliases);
+            let fabric = build_preset(Preset::FullMesh, 2).unwrap();
+            let mut sc = Scenario::new(&fabric).mode(Mode::Data);
+            let world = sc.world();
+            let inputs = verifiable_inputs(&separate, 3);
+            sc.op_with_inputs(world, source, inputs.clone()).unwrap();
+            let report = sc.run().unwrap();
+            let outputs = report.ops[0].outputs.clone().unwrap();
+            assert_eq!(outputs, reference(&separate, &inputs).unwrap());
         }
     }
 }

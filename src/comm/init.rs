@@ -12,6 +12,7 @@ use super::backend::sim_world::SimWorld;
 use super::backend::{Backend, SimBackend, SplitInfo, TcpBackend};
 use super::local::{self, LocalWorld};
 use super::ordering::Tickets;
+use super::plan;
 use super::profile::{self, CommProfile};
 use super::{
     comm_id, crossed, hccl_env, launch, lock, BackendKind, Comm, CommError, ReducePrecision,
@@ -24,7 +25,7 @@ use super::{
 /// first op.
 fn settings() -> Result<TcpConfig, CommError> {
     let cfg = TcpConfig::from_env()?;
-    super::plan::algo_env()?;
+    plan::algo_env()?;
     profile::check_env()?;
     hccl_env::check_env()?;
     precision_from_env()?;
@@ -73,6 +74,12 @@ impl Comm {
             Ok(p) => (p, None),
             Err(m) => (None, Some(CommError::Broken(format!("profiling: {m}")))),
         };
+        // Parsed once, here (`settings()` refused a bad value already;
+        // should it have changed since, every op fails naming it).
+        let (algo, error) = match plan::algo_env() {
+            Ok(a) => (a, error),
+            Err(e) => (None, error.or(Some(e))),
+        };
         let comm = Comm {
             shared: Arc::new(Shared {
                 rank,
@@ -92,6 +99,7 @@ impl Comm {
                 aborted: Mutex::new(false),
                 kind,
                 fit,
+                algo,
                 profile,
                 local: OnceLock::new(),
                 asyncs: Arc::default(),

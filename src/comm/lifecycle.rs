@@ -61,12 +61,18 @@ impl Comm {
     /// The algorithm this communicator runs `args` with: `HCCL_ALGO` where
     /// it fits, else the choice for host TCP ([`hccl_algos::select::choose`],
     /// which depends on how many hosts the ranks run on). Every rank
-    /// computes the same. For reports such as `hccl test`'s algorithm column.
+    /// computes the same. For reports such as `hccl test`'s algorithm column;
+    /// [`Comm::planned`] gives the whole plan.
     ///
     /// # Errors
-    /// [`CommError`] if `HCCL_ALGO` does not parse.
+    /// None: `HCCL_ALGO` is parsed when the communicator is built (a bad
+    /// value fails the constructor). The `Result` is kept for callers.
     pub fn algorithm(&self, args: &CollectiveArgs) -> Result<AlgoSpec, CommError> {
-        plan::choose(args, self.shared.fit)
+        Ok(plan::choose(
+            args,
+            self.shared.fit,
+            self.shared.algo.as_ref(),
+        ))
     }
 
     /// Aborts the communicator: interrupts a running op, tells the peers,

@@ -62,6 +62,7 @@ mod vvar;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use backend::{Backend, Interrupt};
+use hccl_algos::select::HcclAlgo;
 use local::LocalWorld;
 use ordering::Tickets;
 use plan::HostFit;
@@ -146,6 +147,8 @@ pub(crate) struct Shared {
     kind: BackendKind,
     /// Where the ranks run (the backend's `host_fit`): planning input.
     fit: HostFit,
+    /// `HCCL_ALGO`, parsed when the communicator was built: planning input.
+    algo: Option<HcclAlgo>,
     /// Per-op records when `HCCL_PROFILING_ENABLE=1` (see [`profile`]).
     profile: Option<CommProfile>,
     /// The other communicators of this process's `init_all`, if it made

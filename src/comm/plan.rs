@@ -1,10 +1,11 @@
 //! Planning, in one place for every backend: the algorithm, buffer sizes
-//! and this rank's schedule of an op, from the call and where the ranks
-//! run ([`HostFit`], which the backend reports). Backends receive the
+//! and this rank's schedule of an op, from the call, where the ranks run
+//! ([`HostFit`], which the backend reports) and the communicator's
+//! `HCCL_ALGO` (parsed once, when it was built). Backends receive the
 //! [`PlannedOp`] and run it; none of them chooses an algorithm.
 //!
 //! The policy itself is `hccl_algos::select::host` (one function,
-//! [`hccl_algos::select::plan_op`]); this module adds `HCCL_ALGO`.
+//! [`hccl_algos::select::plan_op`]); this module reads `HCCL_ALGO`.
 
 use hccl_algos::algo::AlgoSpec;
 use hccl_algos::collective::CollectiveArgs;
@@ -15,7 +16,8 @@ pub(crate) use hccl_algos::select::{HostFit, PlannedOp};
 
 use super::CommError;
 
-/// `HCCL_ALGO`, parsed (`None`: unset or blank).
+/// `HCCL_ALGO`, parsed (`None`: unset or blank). Read when a communicator
+/// is built, not per op.
 ///
 /// # Errors
 /// [`CommError::Env`] naming the variable, its value and what is wrong.
@@ -28,14 +30,11 @@ pub(crate) fn algo_env() -> Result<Option<HcclAlgo>, CommError> {
     })
 }
 
-/// The algorithm for `args` on ranks placed as `fit`: `HCCL_ALGO` where it
-/// fits the collective, else the host policy
-/// ([`hccl_algos::select::choose`]). Every rank computes the same.
-///
-/// # Errors
-/// [`CommError`] if `HCCL_ALGO` does not parse.
-pub(crate) fn choose(args: &CollectiveArgs, fit: HostFit) -> Result<AlgoSpec, CommError> {
-    Ok(hccl_algos::select::choose(args, fit, algo_env()?.as_ref()))
+/// The algorithm for `args` on ranks placed as `fit`: `forced` (the
+/// communicator's `HCCL_ALGO`) where it fits the collective, else the host
+/// policy ([`hccl_algos::select::choose`]). Every rank computes the same.
+pub(crate) fn choose(args: &CollectiveArgs, fit: HostFit, forced: Option<&HcclAlgo>) -> AlgoSpec {
+    hccl_algos::select::choose(args, fit, forced)
 }
 
 /// Plans `rank`'s part of `args` on a flat layout
@@ -43,19 +42,15 @@ pub(crate) fn choose(args: &CollectiveArgs, fit: HostFit) -> Result<AlgoSpec, Co
 /// `fit.ranks_fit_cpus`).
 ///
 /// # Errors
-/// As [`choose`]; [`CommError::Algo`] if the algorithm cannot plan the call.
+/// [`CommError::Algo`] if the arguments or the algorithm cannot plan.
 pub(crate) fn plan(
     args: &CollectiveArgs,
     rank: Rank,
     fit: HostFit,
+    forced: Option<&HcclAlgo>,
 ) -> Result<PlannedOp, CommError> {
     let layout = GroupLayout::flat(args.world_size);
-    let forced = algo_env()?;
     Ok(hccl_algos::select::plan_op(
-        args,
-        &layout,
-        rank,
-        fit,
-        forced.as_ref(),
+        args, &layout, rank, fit, forced,
     )?)
 }

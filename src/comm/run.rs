@@ -79,6 +79,29 @@ impl Comm {
         })
     }
 
+    /// The plan this rank runs `args` with on this communicator: the
+    /// algorithm, the buffer sizes (bytes) and this rank's steps. It is the
+    /// plan a call with these arguments runs (the run path plans through the
+    /// same function), on any backend: `HCCL_ALGO` where it fits (parsed when
+    /// the communicator was built), else the host policy for where the ranks
+    /// run (`hccl_algos::select::plan_op`). With `HCCL_REDUCE_PRECISION=fp32`
+    /// an fp16/bf16 reduction is planned in f32, as it runs. Takes no turn and
+    /// sends nothing; `args` as given (set `in_place` for an in-place call).
+    /// Compare two plans with [`PlannedOp::collect`].
+    ///
+    /// # Errors
+    /// [`CommError::Shape`] if `args.world_size` is not this communicator's
+    /// size; [`CommError::Algo`] for arguments that do not validate or plan.
+    pub fn planned(&self, args: &CollectiveArgs) -> Result<PlannedOp, CommError> {
+        self.check_world(args)?;
+        args.validate()?;
+        let precision = *lock(&self.shared.precision);
+        match precision.widened(args) {
+            Some(wide) => self.shared.plan(&wide),
+            None => self.shared.plan(args),
+        }
+    }
+
     pub(crate) fn check_world(&self, args: &CollectiveArgs) -> Result<(), CommError> {
         if args.world_size != self.shared.size {
             return Err(CommError::Shape {
@@ -199,7 +222,7 @@ impl Comm {
         seq: u64,
         (args, called, wide): (&'a CollectiveArgs, &'a CollectiveArgs, bool),
     ) -> Result<Prepared<'a>, CommError> {
-        let planned: PlannedOp = plan::plan(args, shared.rank, shared.fit)?;
+        let planned: PlannedOp = shared.plan(args)?;
         Ok(Prepared {
             seq,
             args,
@@ -227,5 +250,13 @@ impl Comm {
             p.record(&shared.name, seq, called, &spec, time);
         }
         Ok(())
+    }
+}
+
+impl Shared {
+    /// This rank's plan of `args` (what runs: f32 when widened): the one
+    /// planning call of the run path and of [`Comm::planned`].
+    pub(crate) fn plan(&self, args: &CollectiveArgs) -> Result<PlannedOp, CommError> {
+        plan::plan(args, self.rank, self.fit, self.algo.as_ref())
     }
 }

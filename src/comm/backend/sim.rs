@@ -20,12 +20,19 @@ pub(crate) struct SimBackend {
     rank: u32,
 }
 
-/// Where the simulated ranks run: one host, unsliced plans (what
-/// `hccl_sim` plans today; see [`crate::comm::plan`]).
-pub(crate) const FIT: HostFit = HostFit {
-    hosts: 1,
-    ranks_fit_cpus: false,
-};
+/// Where `n` simulated ranks run, for planning: one host, and whether
+/// they fit its CPUs as TCP computes it for `n` ranks on this host (each
+/// TCP rank reports `available_parallelism`, and a host's ranks fit when
+/// they are no more than that), so that a simulated communicator runs the
+/// very schedule TCP would run for the same call with every rank on this
+/// host (sliced when TCP would slice).
+pub(crate) fn fit(n: u32) -> HostFit {
+    let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
+    HostFit {
+        hosts: 1,
+        ranks_fit_cpus: n as usize <= cpus,
+    }
+}
 
 impl SimBackend {
     /// Rank `rank` of `world`.
@@ -47,7 +54,7 @@ impl Backend for SimBackend {
     }
 
     fn host_fit(&self) -> HostFit {
-        FIT
+        fit(self.world.size())
     }
 
     fn exec_timeout(&self) -> Option<Duration> {
@@ -77,7 +84,7 @@ impl Backend for SimBackend {
             ),
             (UserBufs::InPlace(b), None) => (b[..inb as usize].to_vec(), 0),
         };
-        let (out, sim_ns) = self.world.run(&sh.name, rank, &op, input)?;
+        let (out, sim_ns) = self.world.run(&sh.name, rank, op, input)?;
         let dst: &mut [u8] = match user {
             UserBufs::Separate(_, o) => o,
             UserBufs::InPlace(b) => &mut b[out_at as usize..(out_at + outb) as usize],

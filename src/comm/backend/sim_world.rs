@@ -1,9 +1,10 @@
 //! The simulator backend: every rank of the communicator is a thread of
 //! this process ([`crate::comm::Comm::init_all`] with `HCCL_BACKEND=sim`). Each
-//! rank hands its call to a shared [`SimWorld`]; when the last rank of an op
-//! arrives, one `hccl_sim` data-mode scenario runs the op on a simulated
-//! full-mesh fabric and every rank takes its output back. Arguments are
-//! checked for consistency across ranks first, as on TCP.
+//! rank hands its call and its plan (the facade's, as TCP would run it) to
+//! a shared [`SimWorld`]; when the last rank of an op arrives, one
+//! `hccl_sim` data-mode scenario runs those plans on a simulated full-mesh
+//! fabric and every rank takes its output back. Arguments are checked for
+//! consistency across ranks first, as on TCP.
 //!
 //! Point-to-point messages go through a mailbox keyed by (sender,
 //! receiver, message number of the pair): the sender leaves its bytes
@@ -27,11 +28,12 @@ use hccl_algos::layout::GroupLayout;
 use hccl_algos::DataType;
 use hccl_sim::faults::FaultLog;
 use hccl_sim::hang::HangReport;
-use hccl_sim::{Collective, Mode, Scenario};
+use hccl_sim::{Collective, Mode, PlanSource, PlannedCollective, Scenario};
 use hccl_topology::{build_preset, Fabric, Preset};
 
 use super::{sim, Prepared};
-use crate::comm::{plan, signature, BackendError, CommError};
+use crate::comm::plan::{self, PlannedOp};
+use crate::comm::{signature, BackendError, CommError};
 
 /// Every rank's output bytes and the op's simulated time (ns), or the
 /// failure every rank reports.
@@ -49,6 +51,10 @@ struct Pending {
     first: u32,
     /// The algorithm `first` runs the op with.
     spec: AlgoSpec,
+    /// Each rank's plan, as it arrives, and where its own call places its
+    /// input and output (one rank may call in place and another not).
+    plans: Vec<Option<PlannedOp>>,
+    aliases: Vec<Option<(u64, u64)>>,
     inputs: Vec<Option<Vec<u8>>>,
     arrived: u32,
     result: Option<Outputs>,
@@ -180,6 +186,11 @@ impl SimWorld {
         }))
     }
 
+    /// Number of ranks.
+    pub(crate) fn size(&self) -> u32 {
+        self.n
+    }
+
     /// How long a rank waits for the others (`HCCL_EXEC_TIMEOUT`; `None`: forever).
     pub(crate) fn exec_timeout(&self) -> Option<Duration> {
         self.timeout
@@ -209,15 +220,11 @@ impl SimWorld {
         Ok(w)
     }
 
-    fn simulate(&self, args: &CollectiveArgs, spec: AlgoSpec, inputs: Vec<Vec<u8>>) -> Outputs {
+    /// Runs one op from `source` on every rank with `inputs`.
+    fn simulate(&self, source: impl PlanSource + 'static, inputs: Vec<Vec<u8>>) -> Outputs {
         let mut sc = Scenario::new(&self.fabric).mode(Mode::Data);
         let comm = sc.world();
-        let coll = Collective {
-            args: args.clone(),
-            algo: spec,
-            layout: GroupLayout::flat(self.n),
-        };
-        sc.op_with_inputs(comm, coll, inputs)
+        sc.op_with_inputs(comm, source, inputs)
             .map_err(|e| CommError::Sim(e.to_string()))?;
         let report = sc.run().map_err(|e| CommError::Sim(e.to_string()))?;
         let replay = "rerun the program with HCCL_BACKEND=sim (the simulation is deterministic)";
@@ -232,13 +239,14 @@ impl SimWorld {
     }
 
     /// Runs op `seq` for `rank` of communicator `comm` (its name, for
-    /// errors) with `input`; blocks until every rank has called it;
-    /// returns this rank's output bytes and the op's simulated time in ns.
+    /// errors) with `input` and the rank's plan; blocks until every rank
+    /// has called it; returns this rank's output bytes and the op's
+    /// simulated time in ns.
     pub(crate) fn run(
         &self,
         comm: &str,
         rank: u32,
-        op: &Prepared<'_>,
+        op: Prepared<'_>,
         input: Vec<u8>,
     ) -> Result<(Vec<u8>, u64), CommError> {
         let (seq, args, wide, spec) = (op.seq, op.args, op.wide, op.planned.algo);
@@ -255,6 +263,8 @@ impl SimWorld {
             wide,
             first: rank,
             spec,
+            plans: (0..n).map(|_| None).collect(),
+            aliases: vec![None; n as usize],
             inputs: vec![None; n as usize],
             arrived: 0,
             result: None,
@@ -294,6 +304,8 @@ impl SimWorld {
             self.cv.notify_all();
         }
         p.inputs[rank as usize] = Some(input);
+        p.plans[rank as usize] = Some(op.planned);
+        p.aliases[rank as usize] = args.alias(rank).map(|a| (a.input_at, a.output_at));
         p.arrived += 1;
         if p.arrived == n && p.result.is_none() {
             let inputs = p
@@ -301,8 +313,21 @@ impl SimWorld {
                 .iter_mut()
                 .map(|i| i.take().unwrap_or_default())
                 .collect();
-            let args = p.args.clone();
-            let r = self.simulate(&args, spec, inputs);
+            // Every rank's own plan: the schedule TCP would run.
+            let plans: Option<Vec<PlannedOp>> = p.plans.iter_mut().map(Option::take).collect();
+            let call = Collective {
+                args: p.args.clone(),
+                algo: spec,
+                layout: GroupLayout::flat(n),
+            };
+            let r = match plans {
+                Some(plans) => {
+                    let source =
+                        PlannedCollective::new(call, plans).with_aliases(p.aliases.clone());
+                    self.simulate(source, inputs)
+                }
+                None => Err(CommError::Sim(format!("{name}: a rank's plan is missing"))),
+            };
             if let Some(p) = s.ops.get_mut(&seq) {
                 p.result = Some(r);
             }
@@ -580,10 +605,16 @@ impl SimWorld {
             m.dtype,
             self.n,
         );
-        let spec = plan::choose(&args, sim::FIT)?;
+        // One schedule whatever the algorithm's name (a SendRecv has one
+        // algorithm), so no HCCL_ALGO here.
+        let call = Collective {
+            algo: plan::choose(&args, sim::fit(self.n), None),
+            args,
+            layout: GroupLayout::flat(self.n),
+        };
         let mut inputs = vec![Vec::new(); self.n as usize];
         inputs[m.src as usize] = mail.data;
-        let outs = self.simulate(&args, spec, inputs).map_err(|e| match e {
+        let outs = self.simulate(call, inputs).map_err(|e| match e {
             CommError::Sim(m) => CommError::Sim(format!("{name}: {m}")),
             e => e,
         })?;

@@ -16,7 +16,7 @@ use hccl_hw::tcp::{OpBuffers, OpInfo, TcpConfig, TcpError, TcpRank, P2P_SEQ_BIT}
 
 use super::{Backend, Gather, Interrupt, Prepared, SplitInfo, Splitter};
 use crate::comm::p2p::{P2pBuf, P2pItem, P2pKind};
-use crate::comm::plan::{self, HostFit};
+use crate::comm::plan::HostFit;
 use crate::comm::profile::OpTime;
 use crate::comm::run::UserBufs;
 use crate::comm::{comm_id, crossed, signature, BackendKind, CommError, RootInfo, Shared};
@@ -175,7 +175,7 @@ impl Backend for TcpBackend {
                 .map(|&i| (items[i].peer, numbers[i] as u32))
                 .collect();
             let args = CollectiveArgs::p2p(true, pairs, dtype, sh.size);
-            let planned = plan::plan(&args, me, self.host_fit())?;
+            let planned = sh.plan(&args)?;
             let plan: RankPlan = Box::new(planned.plan.map(move |mut s| {
                 if let Op::Send { tag, .. } | Op::Recv { tag, .. } = &mut s.op {
                     if let Some(&n) = tags.get(*tag as usize) {

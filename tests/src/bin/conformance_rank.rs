@@ -11,7 +11,7 @@
 //!   on rank `HCCL_TEST_VICTIM`: `kill` (the process aborts mid-op),
 //!   `exit` (exits without destroying: sockets close), `delay` (sleeps
 //!   `HCCL_TEST_DELAY_MS` before the op), `count` (calls with another
-//!   count, after `HCCL_TEST_DELAY_MS` if set), `algo` (sets its own `HCCL_ALGO=mesh`), `gather0` (every rank
+//!   count, after `HCCL_TEST_DELAY_MS` if set), `algo` (sets its own `HCCL_ALGO=mesh` before joining), `gather0` (every rank
 //!   runs a 4 MiB AllGather instead, the victim with count 0).
 //!   Survivors print `OPERR <error>` and exit 3, or `OPOK` and exit 0; a
 //!   failed op also prints `RECV untouched` or `RECV touched` (whether the
@@ -34,6 +34,15 @@ fn var(k: &str) -> Option<String> {
 }
 
 fn main() {
+    // Fault `algo`: the victim runs another algorithm, by its own
+    // HCCL_ALGO, which a communicator reads when it is built.
+    let victim = var("HCCL_TEST_VICTIM").unwrap_or_else(|| "1".into());
+    if var("HCCL_TEST_MODE").as_deref() == Some("fault")
+        && var("HCCL_TEST_FAULT").as_deref() == Some("algo")
+        && var("RANK") == Some(victim)
+    {
+        std::env::set_var("HCCL_ALGO", "mesh");
+    }
     let joined = match var("HCCL_TEST_RANK_TABLE") {
         Some(path) => {
             let rank = var("RANK").and_then(|r| r.parse().ok()).unwrap_or(0);
@@ -140,8 +149,7 @@ fn fault(comm: Comm) {
                 }
             }
             "gather0" => count = 0,
-            // This rank alone runs another algorithm (its own HCCL_ALGO).
-            "algo" => std::env::set_var("HCCL_ALGO", "mesh"),
+            // `algo` set HCCL_ALGO before the communicator was built (main).
             _ => {}
         }
     }
