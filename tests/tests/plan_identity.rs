@@ -4,8 +4,8 @@
 //! which the run path plans with too. And `HCCL_ALGO` is read when a
 //! communicator is built, not per op.
 //!
-//! Both tests read or set `HCCL_ALGO`: they take [`ENV`] so that they do
-//! not race.
+//! Every test builds communicators, which read `HCCL_ALGO`, and one sets
+//! it: they take [`ENV`] so that they do not race.
 
 use std::sync::Mutex;
 
@@ -135,4 +135,18 @@ fn hccl_algo_is_read_when_the_communicator_is_built_not_per_op() {
     for r in results {
         r.unwrap();
     }
+}
+
+#[test]
+fn planned_refuses_a_world_size_other_than_the_communicators() {
+    let _env = ENV.lock().unwrap_or_else(|p| p.into_inner());
+    let comms = Comm::init_all_on(BackendKind::Sim, 2).unwrap();
+    let e = comms[0]
+        .planned(&call(CollectiveKind::AllReduce, 64, 3))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("args.world_size = 3") && e.contains("2 ranks"),
+        "{e}"
+    );
 }
