@@ -110,6 +110,25 @@ impl Emit {
     pub fn push_if(&mut self, cond: bool, op: Op, deps: &[StepId]) -> Option<StepId> {
         cond.then(|| self.push(op, deps))
     }
+
+    /// The `Avg` ending: `dst` divided by `divide` (the world size, when the
+    /// op is `Avg`) after `deps`. Returns the Divide's id (`None`: no Divide).
+    pub fn divide(&mut self, divide: Option<u32>, dst: Region, deps: &[StepId]) -> Option<StepId> {
+        divide.map(|divisor| self.push(Op::Divide { dst, divisor }, deps))
+    }
+
+    /// A one-member reduction: `src` copied to `dst` unless in place
+    /// (`same`), then the `Avg` ending. Returns the last step pushed.
+    pub fn copy_then_divide(
+        &mut self,
+        same: bool,
+        src: Region,
+        dst: Region,
+        divide: Option<u32>,
+    ) -> Option<StepId> {
+        let copy = self.push_if(!same, Op::Copy { src, dst }, &[]);
+        self.divide(divide, dst, copy.as_slice()).or(copy)
+    }
 }
 
 /// A lazy algorithm: emits its steps round by round.
@@ -403,6 +422,37 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The one-member ending: the Copy only when not in place, the Divide
+    /// only for `Avg` and after the Copy; the last step's id comes back.
+    #[test]
+    fn copy_then_divide_pushes_what_the_call_needs() {
+        let (src, dst) = (
+            Region::new(BufKind::Input, 0, 8),
+            Region::new(BufKind::Output, 0, 8),
+        );
+        let steps = |same: bool, divide: Option<u32>| {
+            let mut e = Emit::default();
+            let last = e.copy_then_divide(same, src, dst, divide);
+            let mut v = Vec::new();
+            while let Some(s) = e.queue.pop_front() {
+                v.push(s);
+            }
+            (last, v)
+        };
+        let copy = Step {
+            op: Op::Copy { src, dst },
+            deps: Deps::NONE,
+        };
+        let div = |deps: &[StepId]| Step {
+            op: Op::Divide { dst, divisor: 4 },
+            deps: Deps::on(deps),
+        };
+        assert_eq!(steps(false, None), (Some(0), vec![copy]));
+        assert_eq!(steps(false, Some(4)), (Some(1), vec![copy, div(&[0])]));
+        assert_eq!(steps(true, Some(4)), (Some(0), vec![div(&[])]));
+        assert_eq!(steps(true, None), (None, vec![]));
     }
 
     /// FIFO order across the inline ring and the overflow deque.

@@ -102,24 +102,7 @@ pub(crate) fn allreduce(
     let l = f.levels;
     if k == 1 {
         return rounds(1, move |_, e: &mut Emit| {
-            let copy = e.push_if(
-                !same,
-                Op::Copy {
-                    src: src.at(all.0, all.1),
-                    dst: dst.at(all.0, all.1),
-                },
-                &[],
-            );
-            if let Some(d) = divide {
-                let deps: Vec<StepId> = copy.into_iter().collect();
-                e.push(
-                    Op::Divide {
-                        dst: dst.at(all.0, all.1),
-                        divisor: d,
-                    },
-                    &deps,
-                );
-            }
+            e.copy_then_divide(same, src.at(all.0, all.1), dst.at(all.0, all.1), divide);
         });
     }
     let tag = move |x: u32| c.tag0 + x;
@@ -208,19 +191,9 @@ pub(crate) fn allreduce(
             );
             (lo, hi) = keep;
             if t == l {
-                let deps = [rs_recv[s as usize]];
-                if let Some(d) = divide {
-                    let (o, len) = f.span(lo, hi);
-                    first = Some(e.push(
-                        Op::Divide {
-                            dst: dst.at(o, len),
-                            divisor: d,
-                        },
-                        &deps,
-                    ));
-                } else {
-                    first = Some(deps[0]);
-                }
+                let recv = rs_recv[s as usize];
+                let (o, len) = f.span(lo, hi);
+                first = Some(e.divide(divide, dst.at(o, len), &[recv]).unwrap_or(recv));
             }
             return;
         }
@@ -429,15 +402,7 @@ pub(crate) fn reduce_scatter(
                 },
                 &[s],
             );
-            if let Some(d) = divide {
-                e.push(
-                    Op::Divide {
-                        dst: out.at(0, own),
-                        divisor: d,
-                    },
-                    &[r],
-                );
-            }
+            e.divide(divide, out.at(0, own), &[r]);
         });
         return (0, gen);
     };
@@ -503,15 +468,7 @@ pub(crate) fn reduce_scatter(
             },
             &prev,
         );
-        if let Some(d) = divide {
-            e.push(
-                Op::Divide {
-                    dst: out.at(0, own),
-                    divisor: d,
-                },
-                &[copy],
-            );
-        }
+        e.divide(divide, out.at(0, own), &[copy]);
         if folded {
             e.push(
                 Op::Send {
@@ -688,14 +645,8 @@ pub(crate) fn allreduce_doubling(
                 &deps,
             )];
         }
-        if let Some(d) = divide {
-            last = vec![e.push(
-                Op::Divide {
-                    dst: whole(dst),
-                    divisor: d,
-                },
-                &last,
-            )];
+        if let Some(div) = e.divide(divide, whole(dst), &last) {
+            last = vec![div];
         }
         if folded {
             e.push(

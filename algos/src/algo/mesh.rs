@@ -205,16 +205,9 @@ impl Rs {
                     &[],
                 ));
             }
-            if let Some(d) = self.divide {
-                let deps: Vec<StepId> = self.fin.into_iter().collect();
-                self.fin = Some(e.push(
-                    Op::Divide {
-                        dst: self.own(),
-                        divisor: d,
-                    },
-                    &deps,
-                ));
-            }
+            self.fin = e
+                .divide(self.divide, self.own(), self.fin.as_slice())
+                .or(self.fin);
         }
     }
 }

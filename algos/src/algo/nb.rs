@@ -153,15 +153,7 @@ pub(crate) fn reduce_scatter(
         );
         prev = vec![r];
         if s == 0 {
-            if let Some(d) = divide {
-                e.push(
-                    Op::Divide {
-                        dst: to,
-                        divisor: d,
-                    },
-                    &[r],
-                );
-            }
+            e.divide(divide, to, &[r]);
         }
     });
     (scratch_bytes, gen)

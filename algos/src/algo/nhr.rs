@@ -143,14 +143,8 @@ pub(crate) fn reduce_scatter(
     let steps = path(k, v).len() as u32;
     let gen = rounds(steps + 1, move |d, e: &mut Emit| {
         if d == steps {
-            if let (Some(dv), Some(&last)) = (divide, prev.first()) {
-                e.push(
-                    Op::Divide {
-                        dst: out.at(0, own),
-                        divisor: dv,
-                    },
-                    &[last],
-                );
+            if let Some(&last) = prev.first() {
+                e.divide(divide, out.at(0, own), &[last]);
             }
             return;
         }

@@ -290,15 +290,7 @@ pub(crate) fn reduce_scatter(
                     },
                     &[],
                 );
-                if let Some(d) = divide {
-                    e.push(
-                        Op::Divide {
-                            dst: out.at(0, own_len),
-                            divisor: d,
-                        },
-                        &[copy],
-                    );
-                }
+                e.divide(divide, out.at(0, own_len), &[copy]);
             }
             return;
         }
@@ -426,15 +418,7 @@ pub(crate) fn reduce_scatter(
             };
         }
         if v + 1 == s {
-            if let Some(d) = divide {
-                e.push(
-                    Op::Divide {
-                        dst: accr,
-                        divisor: d,
-                    },
-                    &[done[v as usize % 3]],
-                );
-            }
+            e.divide(divide, accr, &[done[v as usize % 3]]);
         }
     });
     (scratch_bytes, gen)

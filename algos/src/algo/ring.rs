@@ -28,25 +28,8 @@ pub(crate) fn allreduce(
     let k = c.g.size;
     if k == 1 {
         return rounds(1, move |_, e| {
-            let all = (0, blocks.total());
-            let copy = e.push_if(
-                !same,
-                Op::Copy {
-                    src: src.at(all.0, all.1),
-                    dst: dst.at(all.0, all.1),
-                },
-                &[],
-            );
-            if let Some(d) = divide {
-                let deps: Vec<StepId> = copy.into_iter().collect();
-                e.push(
-                    Op::Divide {
-                        dst: dst.at(all.0, all.1),
-                        divisor: d,
-                    },
-                    &deps,
-                );
-            }
+            let all = blocks.total();
+            e.copy_then_divide(same, src.at(0, all), dst.at(0, all), divide);
         });
     }
     let (next, prev) = (c.peer(1), c.peer(-1));
@@ -84,15 +67,7 @@ pub(crate) fn allreduce(
             );
             if t == k - 2 {
                 let last = e.next_id() - 1;
-                if let Some(d) = divide {
-                    e.push(
-                        Op::Divide {
-                            dst: dst.block(&blocks, c.me),
-                            divisor: d,
-                        },
-                        &[last],
-                    );
-                }
+                e.divide(divide, dst.block(&blocks, c.me), &[last]);
                 a0 = e.next_id();
             }
         } else {
@@ -140,24 +115,7 @@ pub(crate) fn reduce_scatter(
     let own_len = blocks.len(c.me);
     if k == 1 {
         let gen = rounds(1, move |_, e| {
-            let copy = e.push_if(
-                !same,
-                Op::Copy {
-                    src: src.block(&blocks, 0),
-                    dst: out.at(0, own_len),
-                },
-                &[],
-            );
-            if let Some(d) = divide {
-                let deps: Vec<StepId> = copy.into_iter().collect();
-                e.push(
-                    Op::Divide {
-                        dst: out.at(0, own_len),
-                        divisor: d,
-                    },
-                    &deps,
-                );
-            }
+            e.copy_then_divide(same, src.block(&blocks, 0), out.at(0, own_len), divide);
         });
         return (0, gen);
     }
@@ -210,15 +168,7 @@ pub(crate) fn reduce_scatter(
             &deps,
         );
         if last {
-            if let Some(d) = divide {
-                e.push(
-                    Op::Divide {
-                        dst: out.at(0, own_len),
-                        divisor: d,
-                    },
-                    &[r],
-                );
-            }
+            e.divide(divide, out.at(0, own_len), &[r]);
         }
     });
     (scratch_bytes, gen)
@@ -367,24 +317,7 @@ pub(crate) fn reduce(
                 return;
             }
             let all = chunks.total();
-            let copy = e.push_if(
-                !same,
-                Op::Copy {
-                    src: src.at(0, all),
-                    dst: dst.at(0, all),
-                },
-                &[],
-            );
-            if let Some(d) = divide {
-                let deps: Vec<StepId> = copy.into_iter().collect();
-                e.push(
-                    Op::Divide {
-                        dst: dst.at(0, all),
-                        divisor: d,
-                    },
-                    &deps,
-                );
-            }
+            e.copy_then_divide(same, src.at(0, all), dst.at(0, all), divide);
             return;
         }
         if i >= n {
@@ -430,15 +363,7 @@ pub(crate) fn reduce(
                 },
                 &[],
             );
-            if let Some(d) = divide {
-                e.push(
-                    Op::Divide {
-                        dst: dst.block(&chunks, i),
-                        divisor: d,
-                    },
-                    &[r],
-                );
-            }
+            e.divide(divide, dst.block(&chunks, i), &[r]);
         }
     });
     (scratch_bytes, gen)

@@ -147,16 +147,7 @@ pub(crate) fn reduce(
                     &[],
                 ));
             }
-            if let Some(dv) = divide {
-                let deps: Vec<StepId> = last.into_iter().collect();
-                e.push(
-                    Op::Divide {
-                        dst: dst.at(0, count),
-                        divisor: dv,
-                    },
-                    &deps,
-                );
-            }
+            e.divide(divide, dst.at(0, count), last.as_slice());
         } else {
             let from = if last.is_none() {
                 src.at(0, count)
