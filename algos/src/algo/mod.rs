@@ -11,6 +11,7 @@
 //! Every plan is a generator: its memory is O(1)..O(log p) words whatever
 //! the number of steps, so a simulator can hold thousands of ranks' plans.
 
+mod compose;
 mod direct;
 mod flat;
 mod gen;

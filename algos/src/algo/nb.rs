@@ -23,7 +23,8 @@
 
 use crate::schedule::{Op, Region, StepId};
 
-use super::gen::{rounds, seq, Blocks, Ctx, Emit, Gen, Loc};
+use super::compose::{reduce_scatter_allgather, scatter_allgather};
+use super::gen::{rounds, Blocks, Ctx, Emit, Gen, Loc};
 
 /// ⌈log2 k⌉ (0 for k ≤ 1): the number of steps of NB and NHR.
 pub(crate) fn log2_ceil(k: u32) -> u32 {
@@ -33,9 +34,6 @@ pub(crate) fn log2_ceil(k: u32) -> u32 {
         32 - (k - 1).leading_zeros()
     }
 }
-
-/// Tag offset between two phases of one NB/NHR plan (steps < 32 each).
-pub(crate) const PHASE_TAGS: u32 = 32;
 
 /// The rotated order of member `v`: relative block `i` is block `(v + i) mod k`.
 #[derive(Clone, Debug)]
@@ -252,18 +250,13 @@ pub(crate) fn allreduce(
     same: bool,
     divide: Option<u32>,
 ) -> (u64, Box<dyn Gen>) {
-    let blocks = Blocks::Even {
-        total: count,
-        parts: c.g.size,
-    };
-    let out = dst.shift(blocks.off(c.me));
-    let (s1, rs) = reduce_scatter(c, blocks.clone(), src, out, scratch, same, divide);
-    let c2 = Ctx {
-        tag0: c.tag0 + PHASE_TAGS,
-        ..c
-    };
-    let (s2, ag) = allgather(c2, blocks, None, dst, scratch, 0);
-    (s1.max(s2), seq(vec![rs, ag]))
+    reduce_scatter_allgather(
+        c,
+        count,
+        dst,
+        |c, blocks, out| reduce_scatter(c, blocks, src, out, scratch, same, divide),
+        |c, blocks| allgather(c, blocks, None, dst, scratch, 0),
+    )
 }
 
 /// Binomial Scatter over virtual members (virtual 0 = member `root` holds
@@ -322,18 +315,13 @@ pub(crate) fn broadcast(
     scratch: Loc,
     same: bool,
 ) -> (u64, Box<dyn Gen>) {
-    let k = c.g.size;
-    let chunks = Blocks::Even {
-        total: count,
-        parts: k,
-    };
-    let is_root = c.me == root;
-    let sc = scatter_binomial(c, chunks.clone(), root, src, dst);
-    let c2 = Ctx {
-        tag0: c.tag0 + PHASE_TAGS,
-        ..c
-    };
-    let own_src = (is_root && !same).then_some(src);
-    let (s, ag) = allgather(c2, chunks, own_src, dst, scratch, root);
-    (s, seq(vec![sc, ag]))
+    scatter_allgather(
+        c,
+        count,
+        root,
+        src,
+        same,
+        |c, chunks| scatter_binomial(c, chunks, root, src, dst),
+        |c, chunks, own| allgather(c, chunks, own, dst, scratch, root),
+    )
 }

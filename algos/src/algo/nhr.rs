@@ -21,8 +21,8 @@
 
 use crate::schedule::{Op, StepId};
 
-use super::gen::{rounds, seq, Blocks, Ctx, Emit, Gen, Loc};
-use super::nb::PHASE_TAGS;
+use super::compose::{reduce_scatter_allgather, scatter_allgather};
+use super::gen::{rounds, Blocks, Ctx, Emit, Gen, Loc};
 
 /// One split of the halving tree, seen from member `v`.
 #[derive(Clone, Copy, Debug)]
@@ -279,18 +279,14 @@ pub(crate) fn allreduce(
     same: bool,
     divide: Option<u32>,
 ) -> (u64, Box<dyn Gen>) {
-    let blocks = Blocks::Even {
-        total: count,
-        parts: c.g.size,
-    };
-    let out = dst.shift(blocks.off(c.me));
     let stage = Loc::new(crate::schedule::BufKind::Scratch, 0, dst.esz);
-    let (scratch, rs) = reduce_scatter(c, blocks.clone(), src, out, dst, stage, same, divide);
-    let c2 = Ctx {
-        tag0: c.tag0 + PHASE_TAGS,
-        ..c
-    };
-    (scratch, seq(vec![rs, allgather(c2, blocks, None, dst, 0)]))
+    reduce_scatter_allgather(
+        c,
+        count,
+        dst,
+        |c, blocks, out| reduce_scatter(c, blocks, src, out, dst, stage, same, divide),
+        |c, blocks| (0, allgather(c, blocks, None, dst, 0)),
+    )
 }
 
 /// Scatter down the halving tree from virtual 0 (member `root`, data at
@@ -337,17 +333,14 @@ pub(crate) fn broadcast(
     src: Loc,
     dst: Loc,
     same: bool,
-) -> Box<dyn Gen> {
-    let k = c.g.size;
-    let chunks = Blocks::Even {
-        total: count,
-        parts: k,
-    };
-    let sc = scatter(c, chunks.clone(), root, src, dst);
-    let c2 = Ctx {
-        tag0: c.tag0 + PHASE_TAGS,
-        ..c
-    };
-    let own_src = (c.me == root && !same).then_some(src);
-    seq(vec![sc, allgather(c2, chunks, own_src, dst, root)])
+) -> (u64, Box<dyn Gen>) {
+    scatter_allgather(
+        c,
+        count,
+        root,
+        src,
+        same,
+        |c, chunks| scatter(c, chunks, root, src, dst),
+        |c, chunks, own| (0, allgather(c, chunks, own, dst, root)),
+    )
 }

@@ -186,7 +186,7 @@ pub(super) fn phase_bcast(
         }
         Algorithm::Mesh => Ok((0, mesh::broadcast(c, count, root, src, dst, same))),
         Algorithm::Tree => Ok((0, tree::broadcast(c, count, root, src, dst, same))),
-        Algorithm::Nhr => Ok((0, nhr::broadcast(c, count, root, src, dst, same))),
+        Algorithm::Nhr => Ok(nhr::broadcast(c, count, root, src, dst, same)),
         Algorithm::Nb => Ok(nb::broadcast(c, count, root, src, dst, env.scratch(), same)),
         _ => Err(env.phase(CollectiveKind::Broadcast).unsupported(a)),
     }
