@@ -9,7 +9,7 @@
 //! (possibly empty when the count is below the group size, so both sides
 //! always agree on the message sequence).
 
-use crate::schedule::{Op, StepId};
+use crate::schedule::{Op, Rank, Region, StepId};
 
 use super::gen::{rounds, Blocks, Ctx, Emit, Gen, Loc};
 
@@ -369,6 +369,79 @@ pub(crate) fn reduce(
     (scratch_bytes, gen)
 }
 
+/// The chain of a rooted Scatter or Gather: member `root` is virtual 0,
+/// the others follow in ring order; the blocks of members beyond a member
+/// pass through its two scratch slots (the chain's two ends need none).
+#[derive(Clone, Copy)]
+struct Chain {
+    k: u32,
+    root: u32,
+    /// This member's virtual index.
+    v: u32,
+    slot_elems: u64,
+    scratch: Loc,
+}
+
+impl Chain {
+    fn new(c: &Ctx, blocks: &Blocks, root: u32, scratch: Loc) -> Chain {
+        let k = c.g.size;
+        Chain {
+            k,
+            root,
+            v: (c.me + k - root) % k,
+            slot_elems: blocks.max_len(),
+            scratch,
+        }
+    }
+
+    /// The member at virtual index `w`.
+    fn member(&self, w: u32) -> u32 {
+        (self.root + w) % self.k
+    }
+
+    /// Rounds of this member: one per block it sends, receives or forwards.
+    fn rounds(&self) -> u32 {
+        if self.v == 0 {
+            self.k
+        } else {
+            self.k - self.v
+        }
+    }
+
+    /// Scratch slot of round `j` (two alternate), `elems` long.
+    fn slot(&self, j: u32, elems: u64) -> Region {
+        self.scratch.at((j % 2) as u64 * self.slot_elems, elems)
+    }
+
+    fn scratch_bytes(&self) -> u64 {
+        if self.v >= 1 && self.v + 1 < self.k {
+            2 * self.slot_elems * self.scratch.esz
+        } else {
+            0
+        }
+    }
+}
+
+/// Receives a block from `from` into `slot` (after `deps`) and sends it on to `to`.
+fn forward(e: &mut Emit, from: Rank, to: Rank, tag: u32, slot: Region, deps: &[StepId]) {
+    let r = e.push(
+        Op::Recv {
+            peer: from,
+            tag,
+            dst: slot,
+        },
+        deps,
+    );
+    e.push(
+        Op::Send {
+            peer: to,
+            tag,
+            src: slot,
+        },
+        &[r],
+    );
+}
+
 /// Chain Scatter from member `root`: the root sends the blocks of the
 /// farthest members first; each member forwards the blocks of members
 /// beyond it through two scratch slots and keeps its own. `blocks` indexes
@@ -382,20 +455,11 @@ pub(crate) fn scatter(
     scratch: Loc,
     same: bool,
 ) -> (u64, Box<dyn Gen>) {
-    let k = c.g.size;
-    let v = (c.me + k - root) % k;
+    let ch = Chain::new(&c, &blocks, root, scratch);
+    let (k, v) = (c.g.size, ch.v);
     let (next, prev) = (c.peer(1), c.peer(-1));
-    let member = move |w: u32| (root + w) % k;
-    let slot_elems = blocks.max_len();
-    let slot = move |j: u32, elems: u64| scratch.at((j % 2) as u64 * slot_elems, elems);
-    let scratch_bytes = if v >= 1 && v + 1 < k {
-        2 * slot_elems * scratch.esz
-    } else {
-        0
-    };
     let mut s0 = 0;
-    let n = if v == 0 { k } else { k - v };
-    let gen = rounds(n, move |j, e: &mut Emit| {
+    let gen = rounds(ch.rounds(), move |j, e: &mut Emit| {
         if v == 0 {
             if j == 0 {
                 if !same {
@@ -413,7 +477,7 @@ pub(crate) fn scatter(
                     Op::Send {
                         peer: next,
                         tag: c.tag0 + w,
-                        src: src.block(&blocks, member(w)),
+                        src: src.block(&blocks, ch.member(w)),
                     },
                     &[],
                 );
@@ -424,7 +488,7 @@ pub(crate) fn scatter(
             s0 = e.next_id();
         }
         let w = k - 1 - j;
-        let len = blocks.len(member(w));
+        let len = blocks.len(ch.member(w));
         if w == v {
             e.push(
                 Op::Recv {
@@ -440,25 +504,10 @@ pub(crate) fn scatter(
             } else {
                 vec![]
             };
-            let r = e.push(
-                Op::Recv {
-                    peer: prev,
-                    tag: c.tag0 + w,
-                    dst: slot(j, len),
-                },
-                &deps,
-            );
-            e.push(
-                Op::Send {
-                    peer: next,
-                    tag: c.tag0 + w,
-                    src: slot(j, len),
-                },
-                &[r],
-            );
+            forward(e, prev, next, c.tag0 + w, ch.slot(j, len), &deps);
         }
     });
-    (scratch_bytes, gen)
+    (ch.scratch_bytes(), gen)
 }
 
 /// Chain Gather toward member `root`: each member sends its own block left,
@@ -474,20 +523,11 @@ pub(crate) fn gather(
     scratch: Loc,
     same: bool,
 ) -> (u64, Box<dyn Gen>) {
-    let k = c.g.size;
-    let v = (c.me + k - root) % k;
+    let ch = Chain::new(&c, &blocks, root, scratch);
+    let v = ch.v;
     let (next, prev) = (c.peer(1), c.peer(-1));
-    let member = move |w: u32| (root + w) % k;
-    let slot_elems = blocks.max_len();
-    let slot = move |j: u32, elems: u64| scratch.at((j % 2) as u64 * slot_elems, elems);
-    let scratch_bytes = if v >= 1 && v + 1 < k {
-        2 * slot_elems * scratch.esz
-    } else {
-        0
-    };
     let mut s0 = 0;
-    let n = if v == 0 { k } else { k - v };
-    let gen = rounds(n, move |j, e: &mut Emit| {
+    let gen = rounds(ch.rounds(), move |j, e: &mut Emit| {
         if v == 0 {
             if j == 0 {
                 if !same {
@@ -504,7 +544,7 @@ pub(crate) fn gather(
                     Op::Recv {
                         peer: next,
                         tag: c.tag0 + j,
-                        dst: dst.block(&blocks, member(j)),
+                        dst: dst.block(&blocks, ch.member(j)),
                     },
                     &[],
                 );
@@ -525,28 +565,13 @@ pub(crate) fn gather(
         }
         // Forward the block of member v + j, received into slot j.
         let w = v + j;
-        let len = blocks.len(member(w));
+        let len = blocks.len(ch.member(w));
         let deps = if j >= 3 {
             vec![s0 + 2 * (j - 2)]
         } else {
             vec![]
         };
-        let r = e.push(
-            Op::Recv {
-                peer: next,
-                tag: c.tag0 + w,
-                dst: slot(j, len),
-            },
-            &deps,
-        );
-        e.push(
-            Op::Send {
-                peer: prev,
-                tag: c.tag0 + w,
-                src: slot(j, len),
-            },
-            &[r],
-        );
+        forward(e, next, prev, c.tag0 + w, ch.slot(j, len), &deps);
     });
-    (scratch_bytes, gen)
+    (ch.scratch_bytes(), gen)
 }
