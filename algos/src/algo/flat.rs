@@ -1,11 +1,10 @@
 //! Flat planning: one algorithm over the whole communicator.
 
 use crate::collective::{CollectiveArgs, CollectiveKind};
-use crate::dtype::ReduceOp;
-use crate::schedule::{BufKind, Rank};
+use crate::schedule::Rank;
 
-use super::gen::{Blocks, Ctx, Group, Loc};
-use super::phase::{phase_ag, phase_ar, phase_bcast, phase_reduce, phase_rs, Env, Planned};
+use super::gen::{Blocks, Ctx, Group};
+use super::phase::{phase_ag, phase_ar, phase_bcast, phase_reduce, phase_rs, Env, Planned, Setup};
 use super::Algorithm;
 use super::{direct, mesh, ring};
 
@@ -19,22 +18,19 @@ pub(super) fn build_flat(args: &CollectiveArgs, a: Algorithm, rank: Rank) -> Pla
     if !a.supports(kind) {
         return Err(env.unsupported(a));
     }
+    let Setup {
+        op,
+        divide,
+        input,
+        output,
+        scratch,
+    } = Setup::of(args);
     let c = Ctx {
         g: Group::flat(p),
         me: rank,
-        op: if args.op == ReduceOp::Avg {
-            ReduceOp::Sum
-        } else {
-            args.op
-        },
+        op,
         tag0: 0,
     };
-    let divide = (args.op == ReduceOp::Avg).then_some(p);
-    let (input, output, scratch) = (
-        Loc::new(BufKind::Input, 0, esz),
-        Loc::new(BufKind::Output, 0, esz),
-        Loc::new(BufKind::Scratch, 0, esz),
-    );
     let same = args.in_place;
     let n = args.count;
     let root = args.root;
@@ -77,35 +73,16 @@ pub(super) fn build_flat(args: &CollectiveArgs, a: Algorithm, rank: Rank) -> Pla
         K::AllGatherV => phase_ag(env, a, c, vblocks(), src_of(same), output),
         K::Broadcast => phase_bcast(env, a, c, n, root, input, output, same),
         K::Reduce => phase_reduce(env, a, c, n, root, input, output, scratch, same, divide),
-        K::Scatter => match a {
-            Algorithm::Mesh => Ok((
-                0,
-                mesh::scatter_gather(c, Blocks::uniform(n, p), root, input, output, same, false),
-            )),
-            _ => Ok(ring::scatter(
-                c,
-                Blocks::uniform(n, p),
-                root,
-                input,
-                output,
-                scratch,
-                same,
-            )),
-        },
-        K::Gather => match a {
-            Algorithm::Mesh => Ok((
-                0,
-                mesh::scatter_gather(c, Blocks::uniform(n, p), root, input, output, same, true),
-            )),
-            _ => Ok(ring::gather(
-                c,
-                Blocks::uniform(n, p),
-                root,
-                input,
-                output,
-                scratch,
-                same,
-            )),
-        },
+        K::Scatter | K::Gather => {
+            let (blocks, gather) = (Blocks::uniform(n, p), kind == K::Gather);
+            match a {
+                Algorithm::Mesh => Ok((
+                    0,
+                    mesh::scatter_gather(c, blocks, root, input, output, same, gather),
+                )),
+                _ if gather => Ok(ring::gather(c, blocks, root, input, output, scratch, same)),
+                _ => Ok(ring::scatter(c, blocks, root, input, output, scratch, same)),
+            }
+        }
     }
 }

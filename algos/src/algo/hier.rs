@@ -2,18 +2,14 @@
 //! pod) over a regular layout, as HCCL's `level0`/`level1`/`level2`.
 
 use crate::collective::{CollectiveArgs, CollectiveKind};
-use crate::dtype::ReduceOp;
 use crate::layout::GroupLayout;
-use crate::schedule::{BufKind, Rank};
+use crate::schedule::Rank;
 
-use super::gen::{self, Blocks, Ctx, Gen, Group, Loc};
-use super::phase::{phase_ag, phase_ar, phase_bcast, phase_reduce, phase_rs, Env, Planned};
+use super::gen::{self, Blocks, Ctx, Gen, Group};
+use super::phase::{
+    phase_ag, phase_ar, phase_bcast, phase_reduce, phase_rs, phase_tag, Env, Planned, Setup,
+};
 use super::{AlgoError, AlgoSpec, Algorithm, Levels};
-
-/// Tag space of phase `i` of a hierarchical plan: phases never share tags.
-fn phase_tag(i: u32) -> u32 {
-    i << 24
-}
 
 /// Default algorithm of a level when the spec says `NA`.
 fn level_default(level: usize, size: u32) -> Algorithm {
@@ -124,23 +120,19 @@ pub(super) fn build_hier(
     ];
     let algos = [levels.level0, levels.level1, levels.level2];
     let algo_of = |l: usize| algos[l].unwrap_or_else(|| level_default(l, groups[l].0.size));
-    let op = if args.op == ReduceOp::Avg {
-        ReduceOp::Sum
-    } else {
-        args.op
-    };
+    let Setup {
+        op,
+        divide,
+        input,
+        output,
+        scratch,
+    } = Setup::of(args);
     let ctx = |l: usize, phase: u32| Ctx {
         g: groups[l].0,
         me: groups[l].1,
         op,
         tag0: phase_tag(phase),
     };
-    let divide = (args.op == ReduceOp::Avg).then_some(p);
-    let (input, output, scratch) = (
-        Loc::new(BufKind::Input, 0, esz),
-        Loc::new(BufKind::Output, 0, esz),
-        Loc::new(BufKind::Scratch, 0, esz),
-    );
     let same = args.in_place;
     let n = args.count;
     // Levels with more than one member, innermost first.
@@ -258,7 +250,7 @@ pub(super) fn build_hier(
             // Between servers first (each server gets its ranks' blocks,
             // summed over same-local-index ranks), then inside the server.
             let chunk = n * k0 as u64;
-            let staged = Loc::new(BufKind::Scratch, 0, esz);
+            let staged = scratch;
             let rest = staged.shift(chunk);
             let r1 = phase_rs(
                 env,
@@ -351,12 +343,8 @@ pub(super) fn build_hier(
             let is_root = rank == args.root;
             // Partial result of the server at its local root: the output on
             // the global root, scratch elsewhere.
-            let acc = if is_root {
-                output
-            } else {
-                Loc::new(BufKind::Scratch, 0, esz)
-            };
-            let spare = Loc::new(BufKind::Scratch, 0, esz).shift(n);
+            let acc = if is_root { output } else { scratch };
+            let spare = scratch.shift(n);
             let single = p <= k0;
             let r0 = phase_reduce(
                 env,

@@ -92,13 +92,6 @@ fn is_empty(args: &CollectiveArgs) -> bool {
     }
 }
 
-/// Number of chunks a chain (pipelined) algorithm cuts `count` elements
-/// into: about one per 512 KiB, at least 1, at most 64 and at most `count`.
-pub(crate) fn chain_chunks(count: u64, esz: u64) -> u32 {
-    let by_size = (count.saturating_mul(esz) / (512 * 1024)).clamp(1, 64);
-    by_size.min(count.max(1)) as u32
-}
-
 /// The per-rank part of planning: scratch bytes and the generator.
 fn build(args: &CollectiveArgs, algo: &AlgoSpec, layout: &GroupLayout, rank: Rank) -> Planned {
     if is_empty(args) {

@@ -1,15 +1,57 @@
 //! One phase of a plan: a collective on one group with one algorithm, the
 //! building block of both flat and hierarchical planning.
 
-use crate::collective::CollectiveKind;
+use crate::collective::{CollectiveArgs, CollectiveKind};
+use crate::dtype::ReduceOp;
 use crate::schedule::BufKind;
 
 use super::gen::{Blocks, Ctx, Gen, Loc};
-use super::{chain_chunks, AlgoError, Algorithm};
 use super::{hd, mesh, nb, nhr, ring, tree};
+use super::{AlgoError, Algorithm};
 
 /// One rank's plan: the scratch bytes it needs and its generator.
 pub(super) type Planned = Result<(u64, Box<dyn Gen>), AlgoError>;
+
+/// What every plan of a call starts from.
+pub(super) struct Setup {
+    /// The reduce op the steps apply: `Sum` for `Avg` (divided once, at the end).
+    pub(super) op: ReduceOp,
+    /// The `Avg` divisor: the world size (`None` for other ops).
+    pub(super) divide: Option<u32>,
+    /// The three buffers, from their starts.
+    pub(super) input: Loc,
+    pub(super) output: Loc,
+    pub(super) scratch: Loc,
+}
+
+impl Setup {
+    pub(super) fn of(args: &CollectiveArgs) -> Setup {
+        let esz = args.dtype.size();
+        let avg = args.op == ReduceOp::Avg;
+        Setup {
+            op: if avg { ReduceOp::Sum } else { args.op },
+            divide: avg.then_some(args.world_size),
+            input: Loc::new(BufKind::Input, 0, esz),
+            output: Loc::new(BufKind::Output, 0, esz),
+            scratch: Loc::new(BufKind::Scratch, 0, esz),
+        }
+    }
+}
+
+/// Tag space of phase `i` of a multi-phase plan: phases never share tags.
+pub(super) fn phase_tag(i: u32) -> u32 {
+    i << 24
+}
+
+/// `count` elements cut for a chain (pipelined) algorithm: about one chunk
+/// per 512 KiB, at least 1, at most 64 and at most `count`.
+fn chain_blocks(count: u64, esz: u64) -> Blocks {
+    let by_size = (count.saturating_mul(esz) / (512 * 1024)).clamp(1, 64);
+    Blocks::Even {
+        total: count,
+        parts: by_size.min(count.max(1)) as u32,
+    }
+}
 
 /// Everything a phase needs besides its group.
 #[derive(Clone, Copy)]
@@ -178,10 +220,7 @@ pub(super) fn phase_bcast(
 ) -> Planned {
     match a {
         Algorithm::Ring => {
-            let chunks = Blocks::Even {
-                total: count,
-                parts: chain_chunks(count, env.esz),
-            };
+            let chunks = chain_blocks(count, env.esz);
             Ok((0, ring::broadcast(c, chunks, root, src, dst, same)))
         }
         Algorithm::Mesh => Ok((0, mesh::broadcast(c, count, root, src, dst, same))),
@@ -207,10 +246,7 @@ pub(super) fn phase_reduce(
 ) -> Planned {
     match a {
         Algorithm::Ring => {
-            let chunks = Blocks::Even {
-                total: count,
-                parts: chain_chunks(count, env.esz),
-            };
+            let chunks = chain_blocks(count, env.esz);
             Ok(ring::reduce(
                 c, chunks, root, src, dst, scratch, same, divide,
             ))

@@ -47,11 +47,11 @@
 //! 8 and the default 64).
 
 use crate::collective::{CollectiveArgs, CollectiveKind};
-use crate::dtype::ReduceOp;
 use crate::layout::GroupLayout;
-use crate::schedule::{BufKind, Op, Rank, Region, StepId};
+use crate::schedule::{Op, Rank, Region, StepId};
 
 use super::gen::{rounds, seq, Blocks, Ctx, Emit, Gen, Group, Loc};
+use super::phase::{phase_tag, Setup};
 use super::{AlgoError, Algorithm};
 
 /// A rank's place in the server grid: `S` servers of `k` ranks, rank
@@ -437,7 +437,6 @@ pub(crate) fn build(
     rank: Rank,
 ) -> Result<(u64, Box<dyn Gen>), AlgoError> {
     use CollectiveKind as K;
-    let esz = args.dtype.size();
     let shape = layout.regular()?;
     let per = shape.ranks_per_server;
     let p = args.world_size;
@@ -447,23 +446,19 @@ pub(crate) fn build(
         i: rank / per,
         j: rank % per,
     };
-    let op = if args.op == ReduceOp::Avg {
-        ReduceOp::Sum
-    } else {
-        args.op
-    };
+    let Setup {
+        op,
+        divide,
+        input,
+        output,
+        scratch,
+    } = Setup::of(args);
     let ctx = |phase: u32| Ctx {
         g: Group::flat(p),
         me: rank,
         op,
-        tag0: phase << 24,
+        tag0: phase_tag(phase),
     };
-    let divide = (args.op == ReduceOp::Avg).then_some(p);
-    let (input, output, scratch) = (
-        Loc::new(BufKind::Input, 0, esz),
-        Loc::new(BufKind::Output, 0, esz),
-        Loc::new(BufKind::Scratch, 0, esz),
-    );
     let n = args.count;
     match args.kind {
         K::AllGather => Ok((
