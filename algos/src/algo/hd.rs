@@ -69,6 +69,28 @@ impl Fold {
         }
     }
 
+    /// Halving across bit `bit`: of the new indices `[lo, hi)`, the half
+    /// that holds `n` (kept) and the other half (given to the partner).
+    fn halves(n: u32, bit: u32, (lo, hi): (u32, u32)) -> ((u32, u32), (u32, u32)) {
+        let mid = lo + (hi - lo) / 2;
+        if n & (1 << bit) == 0 {
+            ((lo, mid), (mid, hi))
+        } else {
+            ((mid, hi), (lo, mid))
+        }
+    }
+
+    /// Doubling across bit `u`: the partner's range of new indices, as long
+    /// as `n`'s own `[lo, hi)` and beside it.
+    fn partner_range(n: u32, u: u32, (lo, hi): (u32, u32)) -> (u32, u32) {
+        let size = hi - lo;
+        if n & (1 << u) == 0 {
+            (hi, hi + size)
+        } else {
+            (lo - size, lo)
+        }
+    }
+
     /// New index of member `m`, or None if it folds out (even, below 2r).
     fn new_index(&self, m: u32) -> Option<u32> {
         if m < 2 * self.r {
@@ -157,12 +179,7 @@ pub(crate) fn allreduce(
             // Halving step s: keep the half that contains n, send the other.
             let s = t - 1;
             let bit = l - 1 - s;
-            let mid = lo + (hi - lo) / 2;
-            let (keep, give) = if n & (1 << bit) == 0 {
-                ((lo, mid), (mid, hi))
-            } else {
-                ((mid, hi), (lo, mid))
-            };
+            let (keep, give) = Fold::halves(n, bit, (lo, hi));
             let cur = if s == 0 && !folded { src } else { dst };
             let deps: Vec<StepId> = if s == 0 {
                 first.into_iter().collect()
@@ -200,12 +217,7 @@ pub(crate) fn allreduce(
         if t <= 2 * l {
             // Doubling step u: exchange owned ranges with the partner at bit u.
             let u = t - l - 1;
-            let size = hi - lo;
-            let (plo, phi) = if n & (1 << u) == 0 {
-                (hi, hi + size)
-            } else {
-                (lo - size, lo)
-            };
+            let (plo, phi) = Fold::partner_range(n, u, (lo, hi));
             let mine = f.span(lo, hi);
             let theirs = f.span(plo, phi);
             let mut deps: Vec<StepId> = ag_recv.into_iter().chain(ag_send).collect();
@@ -316,12 +328,7 @@ pub(crate) fn allgather(c: Ctx, blocks: Blocks, src: Option<Loc>, dst: Loc) -> B
         }
         if t <= l {
             let u = t - 1;
-            let size = hi - lo;
-            let (plo, phi) = if n & (1 << u) == 0 {
-                (hi, hi + size)
-            } else {
-                (lo - size, lo)
-            };
+            let (plo, phi) = Fold::partner_range(n, u, (lo, hi));
             let mine = f.span(lo, hi);
             let theirs = f.span(plo, phi);
             let s = e.push(
@@ -430,12 +437,7 @@ pub(crate) fn reduce_scatter(
             // Halving step s: keep the half of new indices containing n.
             let s = t - 1;
             let bit = l - 1 - s;
-            let mid = lo + (hi - lo) / 2;
-            let (keep, give) = if n & (1 << bit) == 0 {
-                ((lo, mid), (mid, hi))
-            } else {
-                ((mid, hi), (lo, mid))
-            };
+            let (keep, give) = Fold::halves(n, bit, (lo, hi));
             let cur = if s == 0 && !folded { src } else { scratch };
             let g = f.span(give.0, give.1);
             e.push(

@@ -118,6 +118,32 @@ impl Rs {
         self.s0 + 2 * ((j + k - self.c.me) % k - 1)
     }
 
+    /// Sends the finished block to member `to` (tag0 + 1).
+    fn send_reduced(&self, e: &mut Emit, to: u32) {
+        e.push(
+            Op::Send {
+                peer: self.c.g.rank(to),
+                tag: self.c.tag0 + 1,
+                src: self.own(),
+            },
+            self.fin.as_slice(),
+        );
+    }
+
+    /// Receives member `from`'s finished block into `dst` (tag0 + 1); in
+    /// place, after the core's send of that block to `from` read it.
+    fn recv_reduced(&self, e: &mut Emit, from: u32, dst: Region) {
+        let wait: Vec<StepId> = self.same.then(|| self.send_id(from)).into_iter().collect();
+        e.push(
+            Op::Recv {
+                peer: self.c.g.rank(from),
+                tag: self.c.tag0 + 1,
+                dst,
+            },
+            &wait,
+        );
+    }
+
     /// Where member `r`'s contribution lands: its slot, or, when not in
     /// place, `acc` for the first peer in rank order (0, or 1 on member 0).
     fn land(&self, r: u32) -> Region {
@@ -241,25 +267,8 @@ pub(crate) fn reduce_scatter(
         let u = t - rs.rounds() + 1;
         let to = c.idx(u as i64);
         let from = c.idx(-(u as i64));
-        let deps: Vec<StepId> = rs.fin.into_iter().collect();
-        e.push(
-            Op::Send {
-                peer: c.g.rank(to),
-                tag: c.tag0 + 1,
-                src: rs.own(),
-            },
-            &deps,
-        );
-        // In place, the reduce-scatter's send to `from` read this block.
-        let wait: Vec<StepId> = same.then(|| rs.send_id(from)).into_iter().collect();
-        e.push(
-            Op::Recv {
-                peer: c.g.rank(from),
-                tag: c.tag0 + 1,
-                dst: dst.block(&blocks, from),
-            },
-            &wait,
-        );
+        rs.send_reduced(e, to);
+        rs.recv_reduced(e, from, dst.block(&blocks, from));
     });
     (bytes, gen)
 }
@@ -456,28 +465,10 @@ pub(crate) fn reduce(
             return rs.round(t, e);
         }
         if !is_root {
-            let deps: Vec<StepId> = rs.fin.into_iter().collect();
-            e.push(
-                Op::Send {
-                    peer: c.g.rank(root),
-                    tag: c.tag0 + 1,
-                    src: rs.own(),
-                },
-                &deps,
-            );
-            return;
+            return rs.send_reduced(e, root);
         }
         let j = (root + t - rs.rounds() + 1) % k;
-        // In place, the reduce-scatter's send to `j` read this block.
-        let wait: Vec<StepId> = same.then(|| rs.send_id(j)).into_iter().collect();
-        e.push(
-            Op::Recv {
-                peer: c.g.rank(j),
-                tag: c.tag0 + 1,
-                dst: dst.block(&blocks, j),
-            },
-            &wait,
-        );
+        rs.recv_reduced(e, j, dst.block(&blocks, j));
     });
     (bytes, gen)
 }
