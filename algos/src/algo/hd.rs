@@ -13,6 +13,7 @@
 //! `[2n, 2n+2)` (`n < r`) or `[n+r, n+r+1)`, so every range of new indices
 //! covers a contiguous range of the vector.
 
+use crate::dtype::ReduceOp;
 use crate::schedule::{Op, Rank, StepId};
 
 use super::gen::{rounds, Blocks, Ctx, Emit, Gen, Loc};
@@ -78,6 +79,44 @@ impl Fold {
         } else {
             ((mid, hi), (lo, mid))
         }
+    }
+
+    /// One halving step with `peer`: sends the `give` half of `cur` and
+    /// reduces the `keep` half (`cur`'s and the peer's) into `acc`, both
+    /// after `deps`. Returns the (send, receive) ids.
+    #[allow(clippy::too_many_arguments)]
+    fn exchange_halves(
+        &self,
+        e: &mut Emit,
+        op: ReduceOp,
+        peer: Rank,
+        tag: u32,
+        cur: Loc,
+        acc: Loc,
+        (keep, give): ((u32, u32), (u32, u32)),
+        deps: &[StepId],
+    ) -> (StepId, StepId) {
+        let g = self.span(give.0, give.1);
+        let send = e.push(
+            Op::Send {
+                peer,
+                tag,
+                src: cur.at(g.0, g.1),
+            },
+            deps,
+        );
+        let k = self.span(keep.0, keep.1);
+        let recv = e.push(
+            Op::RecvReduce {
+                peer,
+                tag,
+                local: cur.at(k.0, k.1),
+                dst: acc.at(k.0, k.1),
+                op,
+            },
+            deps,
+        );
+        (send, recv)
     }
 
     /// Doubling across bit `u`: the partner's range of new indices, as long
@@ -186,24 +225,14 @@ pub(crate) fn allreduce(
             } else {
                 vec![rs_recv[s as usize - 1]]
             };
-            let g = f.span(give.0, give.1);
-            rs_send[s as usize] = e.push(
-                Op::Send {
-                    peer: peer_of(bit),
-                    tag: tag(1 + s),
-                    src: cur.at(g.0, g.1),
-                },
-                &deps,
-            );
-            let kp = f.span(keep.0, keep.1);
-            rs_recv[s as usize] = e.push(
-                Op::RecvReduce {
-                    peer: peer_of(bit),
-                    tag: tag(1 + s),
-                    local: cur.at(kp.0, kp.1),
-                    dst: dst.at(kp.0, kp.1),
-                    op: c.op,
-                },
+            (rs_send[s as usize], rs_recv[s as usize]) = f.exchange_halves(
+                e,
+                c.op,
+                peer_of(bit),
+                tag(1 + s),
+                cur,
+                dst,
+                (keep, give),
                 &deps,
             );
             (lo, hi) = keep;
@@ -439,26 +468,17 @@ pub(crate) fn reduce_scatter(
             let bit = l - 1 - s;
             let (keep, give) = Fold::halves(n, bit, (lo, hi));
             let cur = if s == 0 && !folded { src } else { scratch };
-            let g = f.span(give.0, give.1);
-            e.push(
-                Op::Send {
-                    peer: peer_of(bit),
-                    tag: tag(1 + s),
-                    src: cur.at(g.0, g.1),
-                },
+            let (_, recv) = f.exchange_halves(
+                e,
+                c.op,
+                peer_of(bit),
+                tag(1 + s),
+                cur,
+                scratch,
+                (keep, give),
                 &prev,
             );
-            let kp = f.span(keep.0, keep.1);
-            prev = vec![e.push(
-                Op::RecvReduce {
-                    peer: peer_of(bit),
-                    tag: tag(1 + s),
-                    local: cur.at(kp.0, kp.1),
-                    dst: scratch.at(kp.0, kp.1),
-                    op: c.op,
-                },
-                &prev,
-            )];
+            prev = vec![recv];
             (lo, hi) = keep;
             return;
         }

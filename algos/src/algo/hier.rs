@@ -135,6 +135,19 @@ pub(super) fn build_hier(
     };
     let same = args.in_place;
     let n = args.count;
+    // Rooted ops: the root's local index, and the group of the ranks with
+    // that index on every server (the servers' local roots).
+    let (root_local, root_server) = (args.root % k0, args.root / k0);
+    let roots_ctx = |phase: u32| Ctx {
+        g: Group {
+            base: root_local,
+            stride: k0,
+            size: p / k0,
+        },
+        me: rank / k0,
+        op,
+        tag0: phase_tag(phase),
+    };
     // Levels with more than one member, innermost first.
     let used: Vec<usize> = (0..3).filter(|&l| groups[l].0.size > 1).collect();
     let mut phases: Vec<Box<dyn Gen>> = Vec::new();
@@ -295,19 +308,8 @@ pub(super) fn build_hier(
             );
         }
         K::Broadcast => {
-            let root_local = args.root % k0;
-            let root_server = args.root / k0;
             if local == root_local && p > k0 {
-                let c = Ctx {
-                    g: Group {
-                        base: root_local,
-                        stride: k0,
-                        size: p / k0,
-                    },
-                    me: rank / k0,
-                    op,
-                    tag0: phase_tag(0),
-                };
+                let c = roots_ctx(0);
                 push(
                     phase_bcast(env, algo_of(1), c, n, root_server, input, output, same)?,
                     &mut phases,
@@ -338,8 +340,6 @@ pub(super) fn build_hier(
             );
         }
         K::Reduce => {
-            let root_local = args.root % k0;
-            let root_server = args.root / k0;
             let is_root = rank == args.root;
             // Partial result of the server at its local root: the output on
             // the global root, scratch elsewhere.
@@ -360,16 +360,7 @@ pub(super) fn build_hier(
             )?;
             push(r0, &mut phases);
             if local == root_local && !single {
-                let c = Ctx {
-                    g: Group {
-                        base: root_local,
-                        stride: k0,
-                        size: p / k0,
-                    },
-                    me: rank / k0,
-                    op,
-                    tag0: phase_tag(1),
-                };
+                let c = roots_ctx(1);
                 push(
                     phase_reduce(
                         env,
