@@ -83,28 +83,20 @@ impl HangReport {
             }
             writeln!(t)?;
             for w in &r.waits {
-                let dir = if w.action == "send" { "->" } else { "<-" };
+                let sends = w.action == "send";
+                let dir = if sends { "->" } else { "<-" };
+                // What the peer must post to match this step.
+                let matching = if sends { "receive" } else { "send" };
                 let what = match &w.state {
-                    WaitState::PeerNotPosted => format!(
-                        "rank {} has not posted the matching {}",
-                        w.peer,
-                        if w.action == "send" {
-                            "receive"
-                        } else {
-                            "send"
-                        }
-                    ),
+                    WaitState::PeerNotPosted => {
+                        format!("rank {} has not posted the matching {matching}", w.peer)
+                    }
                     WaitState::Dropped => "the message was dropped".into(),
                     WaitState::DeadLink { links } => format!("stopped on dead link(s) {links:?}"),
                     WaitState::PeerCrashed => format!("rank {} crashed", w.peer),
                     WaitState::PeerCrashedBeforePosting => format!(
-                        "rank {} crashed before posting the matching {}",
-                        w.peer,
-                        if w.action == "send" {
-                            "receive"
-                        } else {
-                            "send"
-                        }
+                        "rank {} crashed before posting the matching {matching}",
+                        w.peer
                     ),
                     WaitState::InFlight => "in flight".into(),
                 };
