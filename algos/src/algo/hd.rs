@@ -14,7 +14,7 @@
 //! covers a contiguous range of the vector.
 
 use crate::dtype::ReduceOp;
-use crate::schedule::{Op, Rank, StepId};
+use crate::schedule::{Op, Rank, Region, StepId};
 
 use super::gen::{rounds, Blocks, Ctx, Emit, Gen, Loc};
 
@@ -140,6 +140,29 @@ impl Fold {
     }
 }
 
+/// The whole plan of a member that folds out (even, below 2r): it hands
+/// `give` to its odd neighbour (tag0) and takes `back` from it (tag0 +
+/// `back_tag`). Returns the receive's id.
+fn hand_over(e: &mut Emit, c: &Ctx, give: Region, back: Region, back_tag: u32) -> StepId {
+    let peer = c.g.rank(c.me + 1);
+    let s = e.push(
+        Op::Send {
+            peer,
+            tag: c.tag0,
+            src: give,
+        },
+        &[],
+    );
+    e.push(
+        Op::Recv {
+            peer,
+            tag: c.tag0 + back_tag,
+            dst: back,
+        },
+        &[s],
+    )
+}
+
 /// Recursive halving-doubling AllReduce of `count` elements from `src` into
 /// `dst` (both laid out like the vector). `same` = in place.
 pub(crate) fn allreduce(
@@ -170,22 +193,7 @@ pub(crate) fn allreduce(
     let Some(n) = f.new_index(me) else {
         // Folded out: hand the vector to the odd neighbour, get the result back.
         return rounds(1, move |_, e: &mut Emit| {
-            let s = e.push(
-                Op::Send {
-                    peer: c.g.rank(me + 1),
-                    tag: tag(0),
-                    src: src.at(all.0, all.1),
-                },
-                &[],
-            );
-            e.push(
-                Op::Recv {
-                    peer: c.g.rank(me + 1),
-                    tag: tag(1 + 2 * l),
-                    dst: dst.at(all.0, all.1),
-                },
-                &[s],
-            );
+            hand_over(e, &c, src.at(all.0, all.1), dst.at(all.0, all.1), 1 + 2 * l);
         });
     };
     let folded = me < 2 * f.r;
@@ -308,22 +316,7 @@ pub(crate) fn allgather(c: Ctx, blocks: Blocks, src: Option<Loc>, dst: Loc) -> B
     let total = blocks.total();
     let Some(n) = f.new_index(me) else {
         return rounds(1, move |_, e: &mut Emit| {
-            let s = e.push(
-                Op::Send {
-                    peer: c.g.rank(me + 1),
-                    tag: tag(0),
-                    src: own(&blocks),
-                },
-                &[],
-            );
-            e.push(
-                Op::Recv {
-                    peer: c.g.rank(me + 1),
-                    tag: tag(1 + l),
-                    dst: dst.at(0, total),
-                },
-                &[s],
-            );
+            hand_over(e, &c, own(&blocks), dst.at(0, total), 1 + l);
         });
     };
     let folded = me < 2 * f.r;
@@ -422,22 +415,7 @@ pub(crate) fn reduce_scatter(
     let Some(n) = f.new_index(me) else {
         // Folded out: hand the vector to the odd neighbour, get the own block back.
         let gen = rounds(1, move |_, e: &mut Emit| {
-            let s = e.push(
-                Op::Send {
-                    peer: c.g.rank(me + 1),
-                    tag: tag(0),
-                    src: src.at(0, total),
-                },
-                &[],
-            );
-            let r = e.push(
-                Op::Recv {
-                    peer: c.g.rank(me + 1),
-                    tag: tag(1 + l),
-                    dst: out.at(0, own),
-                },
-                &[s],
-            );
+            let r = hand_over(e, &c, src.at(0, total), out.at(0, own), 1 + l);
             e.divide(divide, out.at(0, own), &[r]);
         });
         return (0, gen);
@@ -558,23 +536,7 @@ pub(crate) fn allreduce_doubling(
     let Some(n) = f.new_index(me) else {
         // Folded out: hand the vector to the odd neighbour, get the result back.
         let gen = rounds(1, move |_, e: &mut Emit| {
-            let peer = c.g.rank(me + 1);
-            let s = e.push(
-                Op::Send {
-                    peer,
-                    tag: tag(0),
-                    src: whole(src),
-                },
-                &[],
-            );
-            e.push(
-                Op::Recv {
-                    peer,
-                    tag: tag(1 + l),
-                    dst: whole(dst),
-                },
-                &[s],
-            );
+            hand_over(e, &c, whole(src), whole(dst), 1 + l);
         });
         return (0, gen);
     };
