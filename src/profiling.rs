@@ -198,23 +198,9 @@ impl ProfilingConfig {
     }
 }
 
-/// One message of an op: a send and its matching receive.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct StepRecord {
-    /// Sending rank.
-    pub src: u32,
-    /// Receiving rank.
-    pub dst: u32,
-    /// Schedule tag.
-    pub tag: u32,
-    /// Payload bytes.
-    pub bytes: u64,
-    /// When send and receive matched, ns.
-    pub start_ns: u64,
-    /// When the receiver had the data (after α, transfer, latency and any
-    /// reduction), ns.
-    pub end_ns: u64,
-}
+/// One message of an op (a send and its matching receive): the simulator's
+/// message record, written without its scenario op index.
+pub use hccl_sim::Delivered as StepRecord;
 
 /// Traffic of one directed link during an op.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -504,8 +490,26 @@ mod tests {
     }
 
     #[test]
+    fn a_step_is_written_with_the_profile_field_names() {
+        let s = StepRecord {
+            op: 3,
+            src: 1,
+            dst: 2,
+            tag: 7,
+            bytes: 64,
+            start_ns: 10,
+            end_ns: 25,
+        };
+        assert_eq!(
+            serde_json::to_value(s).unwrap(),
+            serde_json::json!({"src": 1, "dst": 2, "tag": 7, "bytes": 64, "start_ns": 10, "end_ns": 25})
+        );
+    }
+
+    #[test]
     fn link_activity_is_the_union_of_intervals() {
         let m = |s, e, b| StepRecord {
+            op: 0,
             src: 0,
             dst: 1,
             tag: 0,

@@ -50,7 +50,7 @@ use hccl_algos::{DataType, ReduceOp};
 use hccl_sim::busbw_factor;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use hccl::profiling::{self, LinkInfo, OpRecord, ProfileWriter, ProfilingConfig, StepRecord};
+use hccl::profiling::{self, LinkInfo, OpRecord, ProfileWriter, ProfilingConfig};
 
 use check::Check;
 use output::{ClusterInfo, Row};
@@ -1047,24 +1047,9 @@ fn op_record(
 ) -> OpRecord {
     let start = op.start_ns.iter().flatten().copied().min().unwrap_or(0);
     let end = op.end_ns.iter().flatten().copied().max().unwrap_or(start);
-    let mine: Vec<(&runner::Message, StepRecord)> = messages
-        .iter()
-        .filter(|m| m.op == i)
-        .map(|m| {
-            (
-                m,
-                StepRecord {
-                    src: m.src,
-                    dst: m.dst,
-                    tag: m.tag,
-                    bytes: m.bytes,
-                    start_ns: m.start_ns,
-                    end_ns: m.end_ns,
-                },
-            )
-        })
-        .collect();
-    let links = profiling::link_records(mine.iter().map(|(m, s)| (s, m.route.as_slice())), |l| {
+    let mine: Vec<&runner::Message> = messages.iter().filter(|m| m.record.op == i).collect();
+    let routed = mine.iter().map(|m| (&m.record, m.route.as_slice()));
+    let links = profiling::link_records(routed, |l| {
         let e = hccl_topology::EdgeIndex::new(l as usize);
         let (from, to) = fabric
             .graph()
@@ -1103,7 +1088,7 @@ fn op_record(
         algbw_gbps: algbw,
         busbw_gbps: algbw * busbw_factor(args.kind, args.world_size),
         simulated: true,
-        steps: mine.into_iter().map(|(_, s)| s).collect(),
+        steps: mine.iter().map(|m| m.record).collect(),
         links,
     }
 }

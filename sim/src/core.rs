@@ -150,6 +150,8 @@ struct Msg {
     next: u32,
     /// Extra delay before it enters the fabric (a hook's jitter), ns.
     delay: u64,
+    /// When send and receive matched, ns (for [`Delivered::start_ns`]).
+    matched_ns: u64,
     dropped: bool,
     live: bool,
     /// The receive reduces: delivery costs `bytes / γ` more.
@@ -609,6 +611,7 @@ impl<'a> Core<'a> {
                 MessageFate::Delay(ns) => ns,
                 _ => 0,
             },
+            matched_ns: self.now,
             live: true,
             reduce: recv.reduce,
         };
@@ -779,6 +782,8 @@ impl<'a> Core<'a> {
                 dst: m.dst,
                 tag: m.tag,
                 bytes: m.bytes,
+                start_ns: m.matched_ns,
+                end_ns: self.now,
             };
             let mut ctl = Ctl { core: self };
             hooks.on_delivered(&mut ctl, &info);

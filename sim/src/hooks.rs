@@ -13,6 +13,7 @@
 use std::rc::Rc;
 
 use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
 
 use crate::core::Core;
 use crate::flows::LinkId;
@@ -83,9 +84,15 @@ pub struct MessageInfo<'a> {
 
 /// A message that reached its receiver: its receive step completes now
 /// (after the transfer, the route latency and, for a receive-reduce, γ).
-#[derive(Debug, Clone, Copy)]
+///
+/// The one message record: [`Hooks::on_delivered`] gets it, the CLI's
+/// traces keep it and `hccl::profiling` writes it as a profile's step
+/// (`src`, `dst`, `tag`, `bytes`, `start_ns`, `end_ns`; without `op`, which
+/// the enclosing op record gives).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Delivered {
     /// Index of the op in the scenario.
+    #[serde(skip)]
     pub op: usize,
     /// Sending fabric rank.
     pub src: u32,
@@ -95,6 +102,12 @@ pub struct Delivered {
     pub tag: u32,
     /// Payload bytes.
     pub bytes: u64,
+    /// When send and receive matched (the time [`Hooks::on_message`] saw,
+    /// before any delay a hook gave it), ns.
+    pub start_ns: u64,
+    /// When the receiver had the data (after α, transfer, latency and any
+    /// reduction): the time of the [`Hooks::on_delivered`] call, ns.
+    pub end_ns: u64,
 }
 
 /// Observer and fault injector. Every method has a do-nothing default.

@@ -2,7 +2,10 @@
 
 use hccl_algos::schedule::{BufKind, BufferSizes, Deps, Op, RankSchedule, Region, Step};
 use hccl_algos::{DataType, ReduceOp};
-use hccl_sim::{FixedPlans, Mode, RankStatus, Scenario, StallReason};
+use hccl_sim::{
+    Ctl, Delivered, FixedPlans, Hooks, MessageFate, MessageInfo, Mode, RankStatus, Scenario,
+    StallReason,
+};
 use hccl_topology::{build_preset_with, Fabric, Preset, PresetOptions};
 
 /// `n` single-NPU servers of a generic preset, 25 GB/s and 1000 ns links.
@@ -33,13 +36,9 @@ fn region(buf: BufKind, len: u64) -> Region {
     Region::new(buf, 0, len)
 }
 
-#[test]
-fn one_message_costs_alpha_beta_and_latency() {
-    let f = fabric(Preset::Ring, 2);
-    let alpha = f.params().msg_overhead_ns;
-    assert_eq!(alpha, 2000, "preset α the hand computation below assumes");
-    let bytes = 25_000; // 1000 ns at 25 GB/s
-    let plans = FixedPlans {
+/// Rank 0 sends `bytes` to rank 1 with tag 7.
+fn one_message(bytes: u64) -> FixedPlans {
+    FixedPlans {
         label: "p2p".into(),
         dtype: DataType::Uint8,
         ranks: vec![
@@ -62,7 +61,16 @@ fn one_message_costs_alpha_beta_and_latency() {
                 })],
             ),
         ],
-    };
+    }
+}
+
+#[test]
+fn one_message_costs_alpha_beta_and_latency() {
+    let f = fabric(Preset::Ring, 2);
+    let alpha = f.params().msg_overhead_ns;
+    assert_eq!(alpha, 2000, "preset α the hand computation below assumes");
+    let bytes = 25_000; // 1000 ns at 25 GB/s
+    let plans = one_message(bytes);
     let mut sc = Scenario::new(&f);
     let w = sc.world();
     sc.op(w, plans).unwrap();
@@ -78,6 +86,63 @@ fn one_message_costs_alpha_beta_and_latency() {
     assert_eq!(busy.len(), 1, "one directed link carried the message");
     assert_eq!(busy[0].bytes, bytes);
     assert_eq!(busy[0].busy_ns, 1000);
+}
+
+/// Keeps what the hooks saw of each message.
+#[derive(Default)]
+struct Seen {
+    delay_ns: u64,
+    matched_at: Vec<u64>,
+    delivered: Vec<(u64, Delivered)>,
+}
+
+impl Hooks for Seen {
+    fn on_message(&mut self, ctl: &mut Ctl<'_, '_>, _msg: &MessageInfo<'_>) -> MessageFate {
+        self.matched_at.push(ctl.now());
+        if self.delay_ns > 0 {
+            MessageFate::Delay(self.delay_ns)
+        } else {
+            MessageFate::Deliver
+        }
+    }
+
+    fn on_delivered(&mut self, ctl: &mut Ctl<'_, '_>, msg: &Delivered) {
+        self.delivered.push((ctl.now(), *msg));
+    }
+}
+
+#[test]
+fn a_delivered_record_carries_its_match_and_delivery_times() {
+    let f = fabric(Preset::Ring, 2);
+    let bytes = 25_000;
+    let mut sc = Scenario::new(&f);
+    let w = sc.world();
+    sc.op(w, one_message(bytes)).unwrap();
+    // Times of one_message_costs_alpha_beta_and_latency: matched at 0,
+    // at the receiver at α + B/β + one hop = 4000 ns.
+    let mut seen = Seen::default();
+    sc.run_with_hooks(&mut seen).unwrap();
+    let want = Delivered {
+        op: 0,
+        src: 0,
+        dst: 1,
+        tag: 7,
+        bytes,
+        start_ns: 0,
+        end_ns: 4000,
+    };
+    assert_eq!(seen.delivered, vec![(4000, want)]);
+    // A hook's delay moves the delivery, not the match time.
+    let mut delayed = Seen {
+        delay_ns: 500,
+        ..Seen::default()
+    };
+    let rep = sc.run_with_hooks(&mut delayed).unwrap();
+    assert_eq!(delayed.matched_at, vec![0]);
+    let (now, d) = delayed.delivered[0];
+    assert_eq!((d.start_ns, d.end_ns), (0, now));
+    assert!(now > 4000, "delivered at {now}");
+    assert_eq!(rep.ops[0].end_ns[1], Some(now));
 }
 
 /// AllToAll-style incast: ranks 1..=3 each send B to rank 0 through one

@@ -18,23 +18,11 @@ use hccl_topology::Fabric;
 
 use super::check::{self, Check};
 
-/// One message seen by a [`Recorder`].
+/// One message seen by a [`Recorder`]: the simulator's record and its route.
 #[derive(Debug, Clone)]
 pub struct Message {
-    /// Scenario op index.
-    pub op: usize,
-    /// Sending rank.
-    pub src: u32,
-    /// Receiving rank.
-    pub dst: u32,
-    /// Tag.
-    pub tag: u32,
-    /// Bytes.
-    pub bytes: u64,
-    /// Match time, ns.
-    pub start_ns: u64,
-    /// Delivery time, ns.
-    pub end_ns: u64,
+    /// Scenario op, ranks, tag, bytes, match and delivery times.
+    pub record: Delivered,
     /// Links crossed (fabric edge indices).
     pub route: Vec<u32>,
 }
@@ -47,7 +35,8 @@ type ChannelKey = (usize, u32, u32, u32);
 #[derive(Debug)]
 pub struct Recorder {
     ops: std::ops::RangeInclusive<usize>,
-    open: BTreeMap<ChannelKey, VecDeque<(u64, Vec<u32>)>>,
+    /// Routes of the messages in flight, per channel.
+    open: BTreeMap<ChannelKey, VecDeque<Vec<u32>>>,
     /// Delivered messages, in delivery order.
     pub messages: Vec<Message>,
 }
@@ -64,33 +53,24 @@ impl Recorder {
 }
 
 impl Hooks for Recorder {
-    fn on_message(&mut self, ctl: &mut Ctl<'_, '_>, msg: &MessageInfo<'_>) -> MessageFate {
+    fn on_message(&mut self, _ctl: &mut Ctl<'_, '_>, msg: &MessageInfo<'_>) -> MessageFate {
         if self.ops.contains(&msg.op) {
             self.open
                 .entry((msg.op, msg.src, msg.dst, msg.tag))
                 .or_default()
-                .push_back((ctl.now(), msg.route.to_vec()));
+                .push_back(msg.route.to_vec());
         }
         MessageFate::Deliver
     }
 
-    fn on_delivered(&mut self, ctl: &mut Ctl<'_, '_>, d: &Delivered) {
+    fn on_delivered(&mut self, _ctl: &mut Ctl<'_, '_>, d: &Delivered) {
         let key = (d.op, d.src, d.dst, d.tag);
         let Some(q) = self.open.get_mut(&key) else {
             return;
         };
         // Messages on one (src, dst) channel are delivered in FIFO order.
-        if let Some((start_ns, route)) = q.pop_front() {
-            self.messages.push(Message {
-                op: d.op,
-                src: d.src,
-                dst: d.dst,
-                tag: d.tag,
-                bytes: d.bytes,
-                start_ns,
-                end_ns: ctl.now(),
-                route,
-            });
+        if let Some(route) = q.pop_front() {
+            self.messages.push(Message { record: *d, route });
         }
         if q.is_empty() {
             self.open.remove(&key);

@@ -112,7 +112,7 @@ impl TraceBuilder {
                 );
             }
         }
-        for m in messages.iter().filter(|m| m.op == op_index) {
+        for Message { record: m, route } in messages.iter().filter(|m| m.record.op == op_index) {
             let (a, b) = (shift(m.start_ns), shift(m.end_ns));
             let args = |peer: u32| json!({ "peer": peer, "bytes": m.bytes, "tag": m.tag, "src": m.src, "dst": m.dst });
             for (rank, name, peer) in [
@@ -129,7 +129,7 @@ impl TraceBuilder {
                 self.name_thread(RANKS_PID, tid, tname);
                 self.slice(RANKS_PID, tid, name, a, b, args(peer));
             }
-            for &l in &m.route {
+            for &l in route {
                 let lane = self.link_lanes.entry(l).or_default().take(a, b);
                 let tid = u64::from(l) * LANES + lane as u64;
                 let (from, to) = fabric
