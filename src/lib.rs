@@ -54,6 +54,8 @@
 
 // The facade holds no unsafe code: FFI and shared memory live in hccl-hw.
 #![forbid(unsafe_code)]
+// Items of private modules say `pub(crate)`: what is `pub` is the API.
+#![warn(unreachable_pub)]
 
 pub mod comm;
 pub mod logging;

@@ -7,6 +7,8 @@
 //! No environment either: settings such as `HCCL_ALGO` come in as
 //! arguments (`algos/clippy.toml` disallows the reads, denied here).
 #![forbid(unsafe_code)]
+// Items of private modules say `pub(crate)`: what is `pub` is the API.
+#![warn(unreachable_pub)]
 #![deny(clippy::disallowed_methods)]
 
 pub mod algo;

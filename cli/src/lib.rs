@@ -9,6 +9,8 @@
 //! plotters, indicatif) reach the library.
 
 #![forbid(unsafe_code)]
+// Items of private modules say `pub(crate)`: what is `pub` is the API.
+#![warn(unreachable_pub)]
 
 use std::process::ExitCode;
 

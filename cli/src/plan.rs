@@ -15,7 +15,7 @@ use hccl_algos::{DataType, Op, RankSchedule, ReduceOp};
 
 /// Arguments of `hccl plan`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct PlanArgs {
+pub(crate) struct PlanArgs {
     /// Collective, as hccl_test names it: all_reduce, reduce_scatter,
     /// all_gather, broadcast, reduce, scatter, gather, alltoall, barrier, ...
     collective: String,
@@ -55,7 +55,7 @@ pub struct PlanArgs {
 }
 
 /// Runs `hccl plan`.
-pub fn run(a: PlanArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(a: PlanArgs) -> anyhow::Result<ExitCode> {
     let (text, ok) = render(&a)?;
     writeln!(std::io::stdout().lock(), "{text}")?;
     Ok(if ok {
@@ -215,7 +215,7 @@ fn deps_text(s: &hccl_algos::Step) -> String {
 }
 
 /// The text (or JSON) `hccl plan` prints, and whether the verifier passed.
-pub fn render(a: &PlanArgs) -> anyhow::Result<(String, bool)> {
+pub(crate) fn render(a: &PlanArgs) -> anyhow::Result<(String, bool)> {
     let layout = layout(a)?;
     let args = collective_args(a)?;
     if a.rank >= a.ranks {

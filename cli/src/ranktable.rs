@@ -10,7 +10,7 @@ use hccl_topology::{GenerateSpec, RankTable, TopologyError, Version};
 
 /// Subcommands of `hccl ranktable`.
 #[derive(clap::Subcommand, Debug)]
-pub enum RanktableCommand {
+pub(crate) enum RanktableCommand {
     /// Validate a rank table; exit status 0 when valid, 1 with every problem listed.
     ///
     /// Keys outside HCCL's format (tools add pod and container fields) are
@@ -57,7 +57,7 @@ fn parse_version(s: &str) -> Result<Version, String> {
 }
 
 /// Runs one `hccl ranktable` subcommand.
-pub fn run(command: RanktableCommand) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(command: RanktableCommand) -> anyhow::Result<ExitCode> {
     match command {
         // The check prints what it found (ignored keys as a note): the
         // parser's own warning would say it a second time.

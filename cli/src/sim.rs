@@ -20,13 +20,13 @@ use hccl_sim::Scenario;
 use hccl_topology::{build_preset_with, Fabric, Preset, PresetOptions, RankTable};
 
 /// Exit code of a hang: not 2, which is clap's for a usage error.
-pub const EXIT_HANG: u8 = 4;
+pub(crate) const EXIT_HANG: u8 = 4;
 /// Exit code of an argument mismatch between ranks (EI0005).
-pub const EXIT_MISMATCH: u8 = 3;
+pub(crate) const EXIT_MISMATCH: u8 = 3;
 
 /// Arguments of `hccl sim`.
 #[derive(clap::Args, Debug, Clone, Default)]
-pub struct SimArgs {
+pub(crate) struct SimArgs {
     /// Collective to run on every rank (all_reduce, all_gather, broadcast,
     /// ...); or give --scenario.
     #[arg(long, required_unless_present = "scenario")]
@@ -123,7 +123,7 @@ fn exec_timeout_ns(seconds: f64) -> Option<u64> {
 
 /// What a run printed and the exit code it asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     /// The text or JSON to print.
     pub output: String,
     /// 0, [`EXIT_HANG`] or [`EXIT_MISMATCH`].
@@ -131,7 +131,7 @@ pub struct Outcome {
 }
 
 /// Runs `hccl sim`.
-pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
     let out = execute(&a)?;
     writeln!(std::io::stdout().lock(), "{}", out.output)?;
     Ok(ExitCode::from(out.code))
@@ -253,7 +253,7 @@ fn fabric(a: &SimArgs, file: &ScenarioFile) -> anyhow::Result<Fabric> {
 }
 
 /// The command line that reproduces this run.
-pub fn replay_command(a: &SimArgs) -> String {
+pub(crate) fn replay_command(a: &SimArgs) -> String {
     let mut c = String::from("hccl sim");
     let path = |p: &PathBuf| p.display().to_string();
     let mut add = |flag: &str, v: Option<String>| {
@@ -290,7 +290,7 @@ pub fn replay_command(a: &SimArgs) -> String {
 ///
 /// # Errors
 /// Bad arguments or files, or a simulator error.
-pub fn execute(a: &SimArgs) -> anyhow::Result<Outcome> {
+pub(crate) fn execute(a: &SimArgs) -> anyhow::Result<Outcome> {
     let timeout = exec_timeout_s(a)?;
     // HCCL_ALGO (a bare name or HCCL's syntax) is the scenario's default,
     // applied where it fits; --algo wins.

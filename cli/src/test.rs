@@ -35,7 +35,7 @@ mod tcp;
 #[path = "test/trace.rs"]
 mod trace;
 #[path = "test/workload.rs"]
-pub mod workload;
+pub(crate) mod workload;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -61,7 +61,7 @@ use workload::TestCollective;
 /// reference of every rank) where the memory available cannot be read:
 /// 8 GiB. 8 ranks × 64 MiB AllReduce needs ~2 GiB. Elsewhere the limit is
 /// half the memory available ([`check_limit`]), or `--check-memory`.
-pub const DATA_LIMIT_BYTES: u64 = 8 << 30;
+pub(crate) const DATA_LIMIT_BYTES: u64 = 8 << 30;
 
 /// Memory the kernel says is available for new work without swapping
 /// (`MemAvailable` of /proc/meminfo), bytes; `None` where there is none.
@@ -104,7 +104,7 @@ const DEFAULT_PRESET: &str = "atlas800t-a2";
 
 /// Timing-only or data mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ModeArg {
+pub(crate) enum ModeArg {
     /// Real bytes: every row's result is checked against the reference.
     Data,
     /// Lengths only (for large clusters): the check is skipped.
@@ -113,7 +113,7 @@ pub enum ModeArg {
 
 /// Where the ranks run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum TransportArg {
+pub(crate) enum TransportArg {
     /// The simulator (hccl-sim), every rank in this process; simulated times.
     Sim,
     /// Real processes over the TCP transport (mpirun, torchrun-style env,
@@ -122,7 +122,7 @@ pub enum TransportArg {
 }
 
 /// What `hccl test` / `hccl-test` does, for `--help`.
-pub const ABOUT: &str = "Benchmark a collective over a size sweep, as CANN's hccl_test / nccl-tests: on a simulated cluster, or over TCP between processes (--transport tcp)";
+pub(crate) const ABOUT: &str = "Benchmark a collective over a size sweep, as CANN's hccl_test / nccl-tests: on a simulated cluster, or over TCP between processes (--transport tcp)";
 
 /// Arguments of `hccl test` (hccl_test's flags, plus the simulator's).
 #[derive(Debug, Clone, Args)]
@@ -130,7 +130,7 @@ pub const ABOUT: &str = "Benchmark a collective over a size sweep, as CANN's hcc
     after_help = "Sizes take K, M, G suffixes (powers of 1024). Times are simulated (hccl-sim), or measured with --transport tcp.\n\
                   Example: hccl test all_reduce -b 8K -e 64M -f 2 -d fp32 -o sum -p 8"
 )]
-pub struct TestArgs {
+pub(crate) struct TestArgs {
     /// The collective (hccl_test's binary name without `_test`).
     #[arg(value_enum)]
     pub collective: TestCollective,
@@ -324,7 +324,7 @@ fn display_algo(
 ///
 /// # Errors
 /// Files that cannot be read or written, a simulation that fails.
-pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     let coll = a.collective;
     let kind = coll.kind();
     let profiling = match ProfilingConfig::from_env() {
@@ -820,7 +820,7 @@ pub fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
 
 /// True if `e` (or its cause) is an I/O error of kind `BrokenPipe`: the
 /// reader of stdout closed it (`hccl test | head`).
-pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+pub(crate) fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
@@ -830,7 +830,7 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
 /// The exit status after a closed stdout: success, as the reader wants no
 /// more; in a `--spawn` rank [`tcp::EXIT_STDOUT_CLOSED`], so that `--spawn`
 /// stops the others instead of blaming them for losing this rank.
-pub fn broken_pipe_exit() -> ExitCode {
+pub(crate) fn broken_pipe_exit() -> ExitCode {
     if std::env::var_os(tcp::SPAWNED_VAR).is_some() {
         ExitCode::from(tcp::EXIT_STDOUT_CLOSED)
     } else {

@@ -9,7 +9,7 @@ use hccl_topology::{build_preset_with, Fabric, Preset, PresetOptions, RankTable}
 
 /// Subcommands of `hccl topo`.
 #[derive(clap::Subcommand, Debug)]
-pub enum TopoCommand {
+pub(crate) enum TopoCommand {
     /// Print ranks, servers, link classes and bisection bandwidth; optionally write Graphviz DOT.
     Show(ShowArgs),
 }
@@ -17,7 +17,7 @@ pub enum TopoCommand {
 /// Arguments of `hccl topo show`.
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["preset", "rank_table", "fabric"])))]
-pub struct ShowArgs {
+pub(crate) struct ShowArgs {
     /// Preset name: atlas800t-a2, atlas800-910a, atlas900-a3-superpod, ring, full-mesh, leaf-spine, torus2d.
     #[arg(long)]
     preset: Option<String>,
@@ -57,7 +57,7 @@ fn parse_dims(s: &str) -> Result<(u32, u32), String> {
 }
 
 /// Runs one `hccl topo` subcommand.
-pub fn run(command: TopoCommand) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(command: TopoCommand) -> anyhow::Result<ExitCode> {
     match command {
         TopoCommand::Show(args) => show(args),
     }

@@ -19,7 +19,7 @@ pub(crate) enum A2a {
 
 impl A2a {
     /// Elements member `i` sends to member `j`.
-    pub fn len(&self, i: u32, j: u32) -> u64 {
+    pub(crate) fn len(&self, i: u32, j: u32) -> u64 {
         match self {
             A2a::Uniform(n) => *n,
             A2a::Matrix(m) => m.get(i as usize, j as usize),
@@ -27,7 +27,7 @@ impl A2a {
     }
 
     /// Element offset in `i`'s input of its block for `j`.
-    pub fn send_off(&self, i: u32, j: u32) -> u64 {
+    pub(crate) fn send_off(&self, i: u32, j: u32) -> u64 {
         match self {
             A2a::Uniform(n) => j as u64 * n,
             A2a::Matrix(m) => m.send_displ(i as usize, j as usize),
@@ -35,7 +35,7 @@ impl A2a {
     }
 
     /// Element offset in `j`'s output of the block from `i`.
-    pub fn recv_off(&self, j: u32, i: u32) -> u64 {
+    pub(crate) fn recv_off(&self, j: u32, i: u32) -> u64 {
         match self {
             A2a::Uniform(n) => i as u64 * n,
             A2a::Matrix(m) => m.recv_displ(j as usize, i as usize),
@@ -43,7 +43,7 @@ impl A2a {
     }
 
     /// Elements member `i` sends in total.
-    pub fn send_total(&self, i: u32, k: u32) -> u64 {
+    pub(crate) fn send_total(&self, i: u32, k: u32) -> u64 {
         self.send_off(i, k)
     }
 }

@@ -91,12 +91,12 @@ pub(crate) struct Emit {
 
 impl Emit {
     /// Index the next pushed step gets.
-    pub fn next_id(&self) -> StepId {
+    pub(crate) fn next_id(&self) -> StepId {
         self.next
     }
 
     /// Pushes a step waiting for `deps` (or for the phase entry if empty).
-    pub fn push(&mut self, op: Op, deps: &[StepId]) -> StepId {
+    pub(crate) fn push(&mut self, op: Op, deps: &[StepId]) -> StepId {
         let deps = match (deps.is_empty(), self.entry) {
             (true, Some(e)) => Deps::on(&[e]),
             _ => Deps::on(deps),
@@ -107,19 +107,24 @@ impl Emit {
     }
 
     /// Pushes `op` if `cond`, returning its id.
-    pub fn push_if(&mut self, cond: bool, op: Op, deps: &[StepId]) -> Option<StepId> {
+    pub(crate) fn push_if(&mut self, cond: bool, op: Op, deps: &[StepId]) -> Option<StepId> {
         cond.then(|| self.push(op, deps))
     }
 
     /// The `Avg` ending: `dst` divided by `divide` (the world size, when the
     /// op is `Avg`) after `deps`. Returns the Divide's id (`None`: no Divide).
-    pub fn divide(&mut self, divide: Option<u32>, dst: Region, deps: &[StepId]) -> Option<StepId> {
+    pub(crate) fn divide(
+        &mut self,
+        divide: Option<u32>,
+        dst: Region,
+        deps: &[StepId],
+    ) -> Option<StepId> {
         divide.map(|divisor| self.push(Op::Divide { dst, divisor }, deps))
     }
 
     /// A one-member reduction: `src` copied to `dst` unless in place
     /// (`same`), then the `Avg` ending. Returns the last step pushed.
-    pub fn copy_then_divide(
+    pub(crate) fn copy_then_divide(
         &mut self,
         same: bool,
         src: Region,
@@ -244,7 +249,7 @@ pub(crate) struct Group {
 }
 
 impl Group {
-    pub fn flat(size: u32) -> Group {
+    pub(crate) fn flat(size: u32) -> Group {
         Group {
             base: 0,
             stride: 1,
@@ -253,7 +258,7 @@ impl Group {
     }
 
     /// Global rank of member `i` (taken modulo the size).
-    pub fn rank(&self, i: u32) -> Rank {
+    pub(crate) fn rank(&self, i: u32) -> Rank {
         self.base + (i % self.size) * self.stride
     }
 }
@@ -267,23 +272,23 @@ pub(crate) struct Loc {
 }
 
 impl Loc {
-    pub fn new(buf: BufKind, base: u64, esz: u64) -> Loc {
+    pub(crate) fn new(buf: BufKind, base: u64, esz: u64) -> Loc {
         Loc { buf, base, esz }
     }
 
     /// `elems` elements from element offset `off`.
-    pub fn at(&self, off: u64, elems: u64) -> Region {
+    pub(crate) fn at(&self, off: u64, elems: u64) -> Region {
         Region::new(self.buf, self.base + off * self.esz, elems * self.esz)
     }
 
     /// Block `b` of `blocks`.
-    pub fn block(&self, blocks: &Blocks, b: u32) -> Region {
+    pub(crate) fn block(&self, blocks: &Blocks, b: u32) -> Region {
         self.at(blocks.off(b), blocks.len(b))
     }
 
     /// Moves the base by `elems` elements.
     #[allow(dead_code)] // used by the hierarchical composition
-    pub fn shift(&self, elems: u64) -> Loc {
+    pub(crate) fn shift(&self, elems: u64) -> Loc {
         Loc {
             base: self.base + elems * self.esz,
             ..*self
@@ -306,14 +311,14 @@ pub(crate) enum Blocks {
 
 impl Blocks {
     /// `each` elements per block, `parts` blocks.
-    pub fn uniform(each: u64, parts: u32) -> Blocks {
+    pub(crate) fn uniform(each: u64, parts: u32) -> Blocks {
         Blocks::Even {
             total: each * parts as u64,
             parts,
         }
     }
 
-    pub fn parts(&self) -> u32 {
+    pub(crate) fn parts(&self) -> u32 {
         match self {
             Blocks::Even { parts, .. } => *parts,
             Blocks::Table(v) => v.len() as u32,
@@ -322,7 +327,7 @@ impl Blocks {
     }
 
     /// Element offset of block `b` (`b == parts` gives the total).
-    pub fn off(&self, b: u32) -> u64 {
+    pub(crate) fn off(&self, b: u32) -> u64 {
         match self {
             Blocks::Even { total, parts } => {
                 let (q, r) = (total / *parts as u64, total % *parts as u64);
@@ -340,7 +345,7 @@ impl Blocks {
     }
 
     /// Elements of block `b`.
-    pub fn len(&self, b: u32) -> u64 {
+    pub(crate) fn len(&self, b: u32) -> u64 {
         match self {
             // `off(b + 1) - off(b)` with one division instead of two.
             Blocks::Even { total, parts } => {
@@ -352,12 +357,12 @@ impl Blocks {
         }
     }
 
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.off(self.parts())
     }
 
     /// Largest block, in elements.
-    pub fn max_len(&self) -> u64 {
+    pub(crate) fn max_len(&self) -> u64 {
         match self {
             Blocks::Even { total, parts } => total.div_ceil(*parts as u64),
             Blocks::Table(v) => v.counts().iter().copied().max().unwrap_or(0),
@@ -380,13 +385,13 @@ pub(crate) struct Ctx {
 
 impl Ctx {
     /// Member `me + d` (mod size), as a global rank.
-    pub fn peer(&self, d: i64) -> Rank {
+    pub(crate) fn peer(&self, d: i64) -> Rank {
         let k = self.g.size as i64;
         self.g.rank(((self.me as i64 + d).rem_euclid(k)) as u32)
     }
 
     /// `(me + d) mod size`.
-    pub fn idx(&self, d: i64) -> u32 {
+    pub(crate) fn idx(&self, d: i64) -> u32 {
         let k = self.g.size as i64;
         ((self.me as i64 + d).rem_euclid(k)) as u32
     }

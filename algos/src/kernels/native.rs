@@ -24,7 +24,7 @@ pub(super) struct Divisor {
 
 impl Divisor {
     /// `value > 0`.
-    pub fn new(value: u32) -> Divisor {
+    pub(crate) fn new(value: u32) -> Divisor {
         Divisor {
             value,
             reduced: StrengthReducedU64::new(u64::from(value)),

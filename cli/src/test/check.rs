@@ -10,7 +10,7 @@ use serde::Serialize;
 /// Result of a row's check, printed as hccl_test prints `check_result`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase", tag = "result", content = "wrong")]
-pub enum Check {
+pub(crate) enum Check {
     /// Every element equals the reference.
     Success,
     /// This many elements (over all ranks) differ from the reference.
@@ -48,7 +48,7 @@ fn is_nan(dtype: DataType, e: &[u8]) -> bool {
 /// NaN for floats (the verifiable inputs put NaNs in max/min; their payload
 /// may differ). A missing rank or a length difference counts every
 /// element of the longer buffer as wrong.
-pub fn compare(dtype: DataType, expected: &[Vec<u8>], got: &[Vec<u8>]) -> Check {
+pub(crate) fn compare(dtype: DataType, expected: &[Vec<u8>], got: &[Vec<u8>]) -> Check {
     let esz = dtype.size() as usize;
     let empty = Vec::new();
     let mut wrong = 0u64;

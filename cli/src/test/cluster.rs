@@ -12,7 +12,7 @@ use hccl_topology::{
 
 /// Where the cluster comes from.
 #[derive(Debug, Clone)]
-pub enum Source<'a> {
+pub(crate) enum Source<'a> {
     /// A named preset, `servers` servers of `npus` NPUs (`None`: the
     /// machine's NPUs per server, 8 for generic shapes).
     Preset {
@@ -33,7 +33,7 @@ pub enum Source<'a> {
 /// except [`ClusterError::Topology`] on files, which is a bad input file.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum ClusterError {
+pub(crate) enum ClusterError {
     /// `-p` or `--servers` out of range for the preset.
     #[error("{0}")]
     Usage(String),
@@ -54,7 +54,7 @@ fn machine_npus(p: Preset) -> Option<u32> {
 }
 
 /// A built cluster: the fabric and where it came from, for the header.
-pub struct Cluster {
+pub(crate) struct Cluster {
     /// The fabric.
     pub fabric: Fabric,
     /// `atlas800t-a2`, `rank table FILE`, `fabric file FILE`.
@@ -69,7 +69,7 @@ pub struct Cluster {
 ///
 /// # Errors
 /// [`ClusterError`].
-pub fn build(src: &Source<'_>) -> Result<Cluster, ClusterError> {
+pub(crate) fn build(src: &Source<'_>) -> Result<Cluster, ClusterError> {
     match *src {
         Source::Preset {
             name,
@@ -152,7 +152,7 @@ fn partial_server(preset: Preset, servers: u32, p: u32) -> Result<Fabric, Cluste
 }
 
 /// Server and super pod of every rank, for hierarchical algorithms.
-pub fn layout(fabric: &Fabric) -> GroupLayout {
+pub(crate) fn layout(fabric: &Fabric) -> GroupLayout {
     let c = fabric.cluster();
     let n = c.world_size();
     let server_of = (0..n).map(|r| c.server_of(r).unwrap_or(0)).collect();
@@ -166,7 +166,7 @@ pub fn layout(fabric: &Fabric) -> GroupLayout {
 /// and another super pod (level 2); α = the device's per-message overhead
 /// plus the route latency; γ = the device's reduce bandwidth. A level the
 /// cluster does not have copies the level below.
-pub fn cost_model(fabric: &Fabric) -> CostModel {
+pub(crate) fn cost_model(fabric: &Fabric) -> CostModel {
     let c = fabric.cluster();
     let params = fabric.params();
     let n = c.world_size();
@@ -260,7 +260,7 @@ fn level0_patterns(fabric: &Fabric, level0_gbps: f64) -> Option<PatternGbps> {
 
 /// Servers and NPUs per server, for the header (`None` per server when
 /// servers differ in size).
-pub fn shape(fabric: &Fabric) -> (u32, Option<u32>) {
+pub(crate) fn shape(fabric: &Fabric) -> (u32, Option<u32>) {
     let c = fabric.cluster();
     (c.server_count(), c.ranks_per_server())
 }

@@ -8,7 +8,7 @@ use super::check::Check;
 
 /// One row: one size with one algorithm.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Row {
+pub(crate) struct Row {
     /// nccl-tests' size of the op, bytes (`count × dtype size`).
     pub size_bytes: u64,
     /// Elements of that size.
@@ -54,13 +54,13 @@ const COLS: [(&str, usize); 10] = [
 /// as the longest algorithm name of the run, so the check column stays
 /// aligned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Table {
+pub(crate) struct Table {
     algo_width: usize,
 }
 
 impl Table {
     /// The layout for rows whose algorithm names are `names`.
-    pub fn new<'a>(names: impl IntoIterator<Item = &'a str>) -> Table {
+    pub(crate) fn new<'a>(names: impl IntoIterator<Item = &'a str>) -> Table {
         let least = COLS[8].1;
         let algo_width = names.into_iter().map(str::len).fold(least, usize::max);
         Table { algo_width }
@@ -75,12 +75,12 @@ impl Table {
     }
 
     /// The column titles, aligned like [`Table::row`].
-    pub fn header(&self) -> String {
+    pub(crate) fn header(&self) -> String {
         self.line(COLS.iter().map(|(name, _)| name.to_string()))
     }
 
     /// One table line.
-    pub fn row(&self, r: &Row) -> String {
+    pub(crate) fn row(&self, r: &Row) -> String {
         let dash = || "-".to_string();
         self.line([
             r.size_bytes.to_string(),
@@ -124,7 +124,7 @@ const HCCL_TEST_COLS: [&str; 4] = [
 
 /// Which table `hccl test` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub(crate) enum Format {
     /// hccl-rs's table: size, count, dtype, redop, root, time, algbw,
     /// busbw, algorithm, check.
     Table,
@@ -134,11 +134,11 @@ pub enum Format {
 }
 
 /// The header line saying what the `hccl_test` columns hold.
-pub const HCCL_TEST_NOTE: &str = "# format hccl_test: data_size = the op's size in bytes (the size(B) of the default table: per NPU for all_reduce, broadcast, reduce; nccl-tests' size otherwise), aveg_time = time per op in us, alg_bandwidth = data_size / aveg_time in GB/s (G = 10^9, algorithm bandwidth: no bus factor)";
+pub(crate) const HCCL_TEST_NOTE: &str = "# format hccl_test: data_size = the op's size in bytes (the size(B) of the default table: per NPU for all_reduce, broadcast, reduce; nccl-tests' size otherwise), aveg_time = time per op in us, alg_bandwidth = data_size / aveg_time in GB/s (G = 10^9, algorithm bandwidth: no bus factor)";
 
 /// Prints the rows in the chosen [`Format`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Printer {
+pub(crate) struct Printer {
     /// The default table's layout.
     pub table: Table,
     /// The format.
@@ -147,7 +147,7 @@ pub struct Printer {
 
 impl Printer {
     /// The column titles.
-    pub fn header(&self) -> String {
+    pub(crate) fn header(&self) -> String {
         match self.format {
             Format::Table => self.table.header(),
             Format::HcclTest => HCCL_TEST_COLS.join(" | "),
@@ -155,7 +155,7 @@ impl Printer {
     }
 
     /// One row.
-    pub fn row(&self, r: &Row) -> String {
+    pub(crate) fn row(&self, r: &Row) -> String {
         match self.format {
             Format::Table => self.table.row(r),
             Format::HcclTest => {
@@ -182,7 +182,7 @@ impl Printer {
 
 /// The cluster part of the header and JSON.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ClusterInfo {
+pub(crate) struct ClusterInfo {
     /// `preset atlas800t-a2`, `rank table FILE`, `fabric file FILE`.
     pub origin: String,
     /// The fabric's name.
@@ -207,7 +207,7 @@ pub struct ClusterInfo {
 
 /// One link class of the fabric.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LinkClassInfo {
+pub(crate) struct LinkClassInfo {
     /// `hccs`, `roce`, ...
     pub class: String,
     /// Bandwidth per direction, GB/s.
@@ -220,7 +220,7 @@ pub struct LinkClassInfo {
 
 impl ClusterInfo {
     /// Facts about `fabric`.
-    pub fn of(origin: &str, fabric: &Fabric) -> ClusterInfo {
+    pub(crate) fn of(origin: &str, fabric: &Fabric) -> ClusterInfo {
         let (servers, per) = super::cluster::shape(fabric);
         let p = fabric.params();
         ClusterInfo {
@@ -248,7 +248,12 @@ impl ClusterInfo {
 }
 
 /// The header printed above the table (each line starts with `#`).
-pub fn header_lines(title: &str, c: &ClusterInfo, settings: &str, check_note: &str) -> Vec<String> {
+pub(crate) fn header_lines(
+    title: &str,
+    c: &ClusterInfo,
+    settings: &str,
+    check_note: &str,
+) -> Vec<String> {
     let per = c
         .npus_per_server
         .map_or_else(|| "uneven size".to_string(), |p| format!("{p} NPUs each"));
@@ -291,7 +296,7 @@ pub fn header_lines(title: &str, c: &ClusterInfo, settings: &str, check_note: &s
 
 /// The `--json` document.
 #[derive(Debug, Clone, Serialize)]
-pub struct JsonReport<'a> {
+pub(crate) struct JsonReport<'a> {
     /// `hccl test`.
     pub tool: &'static str,
     /// hccl-rs version.
@@ -315,7 +320,7 @@ pub struct JsonReport<'a> {
 impl<'a> JsonReport<'a> {
     /// The report of one run of `hccl test`: simulated when `cluster` (the
     /// simulated cluster) is given, measured (`--transport tcp`) when not.
-    pub fn new(
+    pub(crate) fn new(
         collective: &'a str,
         ranks: u32,
         cluster: Option<&'a ClusterInfo>,
@@ -338,7 +343,7 @@ impl<'a> JsonReport<'a> {
     ///
     /// # Errors
     /// The file cannot be written (the message names `--json` and the path).
-    pub fn write(&self, path: &std::path::Path) -> anyhow::Result<()> {
+    pub(crate) fn write(&self, path: &std::path::Path) -> anyhow::Result<()> {
         use anyhow::Context as _;
         std::fs::write(path, serde_json::to_vec_pretty(self)?)
             .with_context(|| format!("cannot write --json {}", path.display()))

@@ -21,7 +21,7 @@ const COLOURS: [RGBColor; 8] = [
 ];
 
 /// `1536` -> `1.5K`, for tick labels (powers of 1024).
-pub fn short_size(b: f64) -> String {
+pub(crate) fn short_size(b: f64) -> String {
     let units = ["", "K", "M", "G", "T"];
     let mut v = b;
     let mut u = 0;
@@ -41,7 +41,7 @@ pub fn short_size(b: f64) -> String {
 ///
 /// # Errors
 /// A message if the file cannot be drawn or written.
-pub fn write_svg(path: &Path, title: &str, rows: &[Row]) -> Result<(), String> {
+pub(crate) fn write_svg(path: &Path, title: &str, rows: &[Row]) -> Result<(), String> {
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     let mut index: BTreeMap<String, usize> = BTreeMap::new();
     for r in rows.iter().filter(|r| r.size_bytes > 0) {

@@ -20,7 +20,7 @@ use super::check::{self, Check};
 
 /// One message seen by a [`Recorder`]: the simulator's record and its route.
 #[derive(Debug, Clone)]
-pub struct Message {
+pub(crate) struct Message {
     /// Scenario op, ranks, tag, bytes, match and delivery times.
     pub record: Delivered,
     /// Links crossed (fabric edge indices).
@@ -33,7 +33,7 @@ type ChannelKey = (usize, u32, u32, u32);
 /// A [`Hooks`] observer that keeps every message of the ops in `ops`
 /// (scenario indices, inclusive range), with match and delivery times.
 #[derive(Debug)]
-pub struct Recorder {
+pub(crate) struct Recorder {
     ops: std::ops::RangeInclusive<usize>,
     /// Routes of the messages in flight, per channel.
     open: BTreeMap<ChannelKey, VecDeque<Vec<u32>>>,
@@ -43,7 +43,7 @@ pub struct Recorder {
 
 impl Recorder {
     /// Records the ops `ops` (scenario indices).
-    pub fn new(ops: std::ops::RangeInclusive<usize>) -> Recorder {
+    pub(crate) fn new(ops: std::ops::RangeInclusive<usize>) -> Recorder {
         Recorder {
             ops,
             open: BTreeMap::new(),
@@ -114,7 +114,7 @@ impl Hooks for Chain<'_, '_> {
 
 /// What one row measured.
 #[derive(Debug, Clone)]
-pub struct Measured {
+pub(crate) struct Measured {
     /// Average simulated time of one timed op, ns.
     pub time_ns: f64,
     /// The timing run's report (per op results, link usage).
@@ -126,7 +126,7 @@ pub struct Measured {
 /// Why a row could not run.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum RunError {
+pub(crate) enum RunError {
     /// The simulator rejected the scenario.
     #[error(transparent)]
     Sim(#[from] hccl_sim::SimError),
@@ -156,7 +156,7 @@ pub enum RunError {
 }
 
 /// The inputs of a row.
-pub struct RowRun<'a> {
+pub(crate) struct RowRun<'a> {
     /// The fabric.
     pub fabric: &'a Fabric,
     /// Rank placement.
@@ -231,7 +231,7 @@ fn window(ops: &[OpResult]) -> (u64, u64) {
 ///
 /// # Errors
 /// [`RunError`].
-pub fn run_row(r: &RowRun<'_>, hooks: Option<&mut dyn Hooks>) -> Result<Measured, RunError> {
+pub(crate) fn run_row(r: &RowRun<'_>, hooks: Option<&mut dyn Hooks>) -> Result<Measured, RunError> {
     let iters = r.iters.max(1);
     let mut sc = Scenario::new(r.fabric).seed(r.seed).mode(Mode::Timing);
     let world = sc.world();
@@ -300,7 +300,7 @@ fn data_check(r: &RowRun<'_>) -> Result<Check, RunError> {
 /// Bytes a data check of `args` holds at once, estimated: every rank's
 /// input and output in the simulator, the reference's outputs, and about
 /// one more output's worth for scratch and messages in flight.
-pub fn data_check_bytes(args: &CollectiveArgs) -> u64 {
+pub(crate) fn data_check_bytes(args: &CollectiveArgs) -> u64 {
     (0..args.world_size)
         .map(|r| {
             let (i, o) = args.io_bytes(r);

@@ -10,7 +10,7 @@
 /// Why a size or a sweep was rejected. Messages name the flag and value.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
-pub enum SizeError {
+pub(crate) enum SizeError {
     /// Not a number with an optional K/M/G suffix.
     #[error("{value:?} is not a size: use a whole number of bytes with an optional K, M or G suffix (powers of 1024), e.g. 8K or 64M")]
     Syntax {
@@ -60,14 +60,14 @@ pub enum SizeError {
 }
 
 /// Most sizes one sweep may have (a guard against `-b 1 -e 1G -i 1`).
-pub const MAX_SIZES: usize = 10_000;
+pub(crate) const MAX_SIZES: usize = 10_000;
 
 /// Parses `8K`, `64M`, `1G`, `4096` into bytes (K/M/G = 2^10/2^20/2^30,
 /// either case, as hccl_test's `parsesize`).
 ///
 /// # Errors
 /// [`SizeError::Syntax`] or [`SizeError::Overflow`].
-pub fn parse_size(text: &str) -> Result<u64, SizeError> {
+pub(crate) fn parse_size(text: &str) -> Result<u64, SizeError> {
     let t = text.trim();
     let syntax = || SizeError::Syntax {
         value: text.to_string(),
@@ -97,7 +97,7 @@ pub fn parse_size(text: &str) -> Result<u64, SizeError> {
 
 /// How the sweep steps from one size to the next.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Step {
+pub(crate) enum Step {
     /// Multiply by this factor (`-f`, > 1). The product is truncated to
     /// whole bytes; when that would not grow the size (from 0 or 1 with a
     /// small factor) the next size is `size + 1`, so the sweep always ends.
@@ -109,7 +109,12 @@ pub enum Step {
 impl Step {
     /// The step hccl_test uses for `-f` / `-i` / neither: `-f` wins over
     /// `-i`; with neither, `(max - min) / 10` bytes (at least 1).
-    pub fn from_flags(factor: Option<f64>, step_bytes: Option<u64>, min: u64, max: u64) -> Step {
+    pub(crate) fn from_flags(
+        factor: Option<f64>,
+        step_bytes: Option<u64>,
+        min: u64,
+        max: u64,
+    ) -> Step {
         match (factor, step_bytes) {
             (Some(f), _) => Step::Factor(f),
             (None, Some(i)) => Step::Bytes(i),
@@ -124,7 +129,7 @@ impl Step {
 /// # Errors
 /// [`SizeError::MinAboveMax`], [`SizeError::BadFactor`],
 /// [`SizeError::ZeroStep`], [`SizeError::TooMany`].
-pub fn sweep(min: u64, max: u64, step: Step) -> Result<Vec<u64>, SizeError> {
+pub(crate) fn sweep(min: u64, max: u64, step: Step) -> Result<Vec<u64>, SizeError> {
     if min > max {
         return Err(SizeError::MinAboveMax { min, max });
     }

@@ -31,10 +31,10 @@ use super::workload::{self, TestCollective};
 
 /// Set in the children of `--spawn`, so they run as ranks instead of
 /// spawning again.
-pub const SPAWNED_VAR: &str = "HCCL_TEST_SPAWNED";
+pub(crate) const SPAWNED_VAR: &str = "HCCL_TEST_SPAWNED";
 
 /// What every rank runs (identical on every rank: same flags).
-pub struct Sweep<'a> {
+pub(crate) struct Sweep<'a> {
     /// The collective.
     pub coll: TestCollective,
     /// Sizes in bytes (hccl_test's `-b..-e`), one row each.
@@ -86,7 +86,7 @@ fn algo_note(s: &Sweep<'_>, n: u32) -> Option<String> {
 
 /// What started this process as a rank, read off the variables it sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Launch {
+pub(crate) struct Launch {
     /// `hccl test --spawn`, `mpirun (Open MPI)`, `PMI (MPICH/Slurm)` or
     /// `torchrun-style RANK/WORLD_SIZE`.
     pub by: &'static str,
@@ -100,7 +100,7 @@ pub struct Launch {
 /// The launcher of this process (`--spawn`, Open MPI's
 /// `OMPI_COMM_WORLD_*`, PMI's `PMI_RANK`/`PMI_SIZE`, torchrun-style
 /// `RANK`/`WORLD_SIZE`), if any.
-pub fn launcher() -> Option<Launch> {
+pub(crate) fn launcher() -> Option<Launch> {
     launcher_from(&|k| std::env::var(k).ok())
 }
 
@@ -134,7 +134,7 @@ fn launcher_from(get: &dyn Fn(&str) -> Option<String>) -> Option<Launch> {
 ///
 /// # Errors
 /// The message of a `-p` that does not fit.
-pub fn check_npus(p: u32, launch: &Launch) -> Result<String, String> {
+pub(crate) fn check_npus(p: u32, launch: &Launch) -> Result<String, String> {
     if p == 0 {
         return Err("-p/--npus 0: use at least one NPU per node".into());
     }
@@ -241,7 +241,7 @@ fn settings_mismatch(lines: &[String]) -> Option<String> {
 ///
 /// # Errors
 /// Bootstrap and transport errors, arguments that do not fit the world.
-pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
+pub(crate) fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
     // The launch advice only helps when no launcher set the rank's
     // variables; otherwise the cause (a port in use, a bad HCCL_* value)
     // speaks for itself.
@@ -450,7 +450,7 @@ pub fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
 /// stdin, the pipe `--spawn` holds open, and ends this process when it
 /// closes. So a `--spawn` that is interrupted or killed (its children
 /// would otherwise run on) takes its ranks with it at once.
-pub fn watch_parent() {
+pub(crate) fn watch_parent() {
     std::thread::spawn(|| {
         use std::io::Read;
         let mut buf = [0u8; 64];
@@ -638,7 +638,7 @@ fn stdout_error(e: std::io::Error) -> anyhow::Error {
 /// Exit status of a `--spawn` rank whose stdout was closed under it (as a
 /// shell reports a process ended by SIGPIPE: 128 + 13), so that `--spawn`
 /// stops the run quietly instead of blaming the ranks that lost it.
-pub const EXIT_STDOUT_CLOSED: u8 = 141;
+pub(crate) const EXIT_STDOUT_CLOSED: u8 = 141;
 
 /// Waits for `kids` (rank, process). When one fails, the others get
 /// [`GRACE`] to end on their own, then are stopped; at `deadline` (`None`:
@@ -727,7 +727,7 @@ fn kill_all(kids: &mut [(u32, Child)]) {
 ///
 /// # Errors
 /// The program cannot be found or started.
-pub fn spawn(n: u32, timeout: Option<Duration>) -> anyhow::Result<ExitCode> {
+pub(crate) fn spawn(n: u32, timeout: Option<Duration>) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("--spawn: cannot find this program")?;
     let port = free_port()?;
     let sink = std::sync::Arc::new(std::sync::Mutex::new(std::io::stderr()));

@@ -45,7 +45,7 @@ impl Lanes {
 
 /// Builds the trace of a sweep.
 #[derive(Default)]
-pub struct TraceBuilder {
+pub(crate) struct TraceBuilder {
     events: Vec<Value>,
     rank_lanes: BTreeMap<u32, Lanes>,
     link_lanes: BTreeMap<u32, Lanes>,
@@ -59,7 +59,7 @@ fn us(ns: u64) -> f64 {
 
 impl TraceBuilder {
     /// An empty trace.
-    pub fn new() -> TraceBuilder {
+    pub(crate) fn new() -> TraceBuilder {
         TraceBuilder::default()
     }
 
@@ -76,7 +76,7 @@ impl TraceBuilder {
 
     /// Adds one row: `op` (its results, scenario index `op_index`) and the
     /// recorded messages of that op, shifted to follow the previous row.
-    pub fn add_row(
+    pub(crate) fn add_row(
         &mut self,
         label: &str,
         fabric: &Fabric,
@@ -163,7 +163,7 @@ impl TraceBuilder {
     }
 
     /// The JSON document.
-    pub fn finish(self) -> Value {
+    pub(crate) fn finish(self) -> Value {
         let mut events = vec![
             json!({"ph": "M", "pid": SWEEP_PID, "name": "process_name", "args": {"name": "sweep"}}),
             json!({"ph": "M", "pid": RANKS_PID, "name": "process_name", "args": {"name": "ranks"}}),

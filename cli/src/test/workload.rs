@@ -13,7 +13,7 @@ use hccl_algos::{DataType, ReduceOp};
 /// (`all_reduce_test` → `all_reduce`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 #[value(rename_all = "snake_case")]
-pub enum TestCollective {
+pub(crate) enum TestCollective {
     /// AllReduce.
     AllReduce,
     /// AllGather.
@@ -49,7 +49,7 @@ pub enum TestCollective {
 impl TestCollective {
     /// The library's collective kind. `send_recv` runs all ranks' transfers
     /// at once, as one BatchSendRecv.
-    pub fn kind(self) -> CollectiveKind {
+    pub(crate) fn kind(self) -> CollectiveKind {
         use CollectiveKind as K;
         match self {
             TestCollective::AllReduce => K::AllReduce,
@@ -69,7 +69,7 @@ impl TestCollective {
     }
 
     /// The name on the command line.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             TestCollective::AllReduce => "all_reduce",
             TestCollective::AllGather => "all_gather",
@@ -88,12 +88,12 @@ impl TestCollective {
     }
 
     /// True if `-o` matters.
-    pub fn uses_op(self) -> bool {
+    pub(crate) fn uses_op(self) -> bool {
         self.kind().is_reduction()
     }
 
     /// True if `-r` matters.
-    pub fn uses_root(self) -> bool {
+    pub(crate) fn uses_root(self) -> bool {
         self.kind().is_rooted()
     }
 }
@@ -137,7 +137,7 @@ fn uneven_split(total: u64, n: u32) -> Vec<u64> {
 /// AllReduce, Reduce and Broadcast move `count` elements per rank;
 /// send_recv moves `count` elements from every rank to the next; barrier
 /// moves nothing.
-pub fn args_for(
+pub(crate) fn args_for(
     coll: TestCollective,
     bytes: u64,
     dtype: DataType,
@@ -194,7 +194,7 @@ pub fn args_for(
 /// bytes of the row before, makes no row. `asked` pairs each size asked
 /// for with the bytes its row moves (`None`: no row). At most four sizes
 /// are named. None for Barrier, which moves nothing.
-pub fn size_note(
+pub(crate) fn size_note(
     asked: &[(u64, Option<u64>)],
     dtype: DataType,
     kind: CollectiveKind,
@@ -230,7 +230,7 @@ pub fn size_note(
 /// Specs that fail to plan on rank 0 or on the root are left out: with a
 /// non-zero root a hierarchical Broadcast/Reduce runs its level-1 algorithm
 /// only in the root's column, which rank 0 may not be in.
-pub fn all_specs(args: &CollectiveArgs, layout: &GroupLayout) -> Vec<AlgoSpec> {
+pub(crate) fn all_specs(args: &CollectiveArgs, layout: &GroupLayout) -> Vec<AlgoSpec> {
     let mut specs: Vec<AlgoSpec> = Algorithm::supported_for(args.kind)
         .into_iter()
         .map(AlgoSpec::Flat)
