@@ -235,9 +235,12 @@ impl Comm {
                     })
                     .collect();
                 hs.into_iter()
-                    .map(|h| {
+                    .enumerate()
+                    .map(|(r, h)| {
                         h.join().unwrap_or_else(|_| {
-                            Err(CommError::Sim("a setup thread panicked".into()))
+                            Err(CommError::Broken(format!(
+                                "init_all: the TCP setup thread of rank {r} panicked"
+                            )))
                         })
                     })
                     .collect::<Result<_, _>>()?
