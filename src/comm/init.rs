@@ -46,6 +46,19 @@ pub fn check_env() -> Result<(), CommError> {
     settings().map(|_| ())
 }
 
+/// The refusal of the constructors that join ranks of other processes
+/// ([`Comm::init_root_info`], [`Comm::init_cluster_info`],
+/// [`Comm::from_env`]) under `HCCL_BACKEND=sim`: the simulator has no
+/// wire, so they would bootstrap over TCP and time out instead.
+fn refuse_sim() -> Result<(), CommError> {
+    if BackendKind::from_env()? == BackendKind::Sim {
+        return Err(CommError::Unsupported(
+            "HCCL_BACKEND=sim runs every rank in one process: use Comm::init_all".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// `HCCL_REDUCE_PRECISION`: `native` (unset: the default) or `fp32`; see
 /// [`ReducePrecision`].
 fn precision_from_env() -> Result<ReducePrecision, CommError> {
@@ -131,14 +144,11 @@ impl Comm {
     /// passes. HCCL's `HcclCommInitRootInfo`.
     ///
     /// # Errors
-    /// Bootstrap failures ("bootstrap timed out after N s: k of n ranks
+    /// [`CommError::Unsupported`] under `HCCL_BACKEND=sim`; bootstrap
+    /// failures ("bootstrap timed out after N s: k of n ranks
     /// connected, missing [...]", "session expired", port in use, ...).
     pub fn init_root_info(nranks: u32, root_info: &RootInfo, rank: u32) -> Result<Comm, CommError> {
-        if BackendKind::from_env()? == BackendKind::Sim {
-            return Err(CommError::Unsupported(
-                "HCCL_BACKEND=sim runs every rank in one process: use Comm::init_all".into(),
-            ));
-        }
+        refuse_sim()?;
         Comm::tcp("world", settings()?, root_info, nranks, rank)
     }
 
@@ -148,11 +158,14 @@ impl Comm {
     /// process serves it. HCCL's `HcclCommInitClusterInfo`.
     ///
     /// # Errors
-    /// Unreadable or invalid table (naming the JSON path), bootstrap failures.
+    /// [`CommError::Unsupported`] under `HCCL_BACKEND=sim` (before reading
+    /// the table); unreadable or invalid table (naming the JSON path),
+    /// bootstrap failures.
     pub fn init_cluster_info(
         rank_table_path: impl AsRef<Path>,
         rank: u32,
     ) -> Result<Comm, CommError> {
+        refuse_sim()?;
         let path = rank_table_path.as_ref();
         let bytes = std::fs::read(path).map_err(|e| CommError::Env {
             var: "rank table",
@@ -260,15 +273,12 @@ impl Comm {
     /// torch's); see [`launch::EnvLaunch`] for the session id.
     ///
     /// # Errors
-    /// Missing or bad variables; `MASTER_PORT` in use; bootstrap failures.
+    /// Missing or bad variables; [`CommError::Unsupported`] under
+    /// `HCCL_BACKEND=sim`; `MASTER_PORT` in use; bootstrap failures.
     pub fn from_env() -> Result<Comm, CommError> {
         let l = launch::EnvLaunch::from_env()?;
         let cfg = settings()?;
-        if BackendKind::from_env()? == BackendKind::Sim {
-            return Err(CommError::Unsupported(
-                "HCCL_BACKEND=sim runs every rank in one process: use Comm::init_all".into(),
-            ));
-        }
+        refuse_sim()?;
         let root = if l.rank == 0 {
             RootInfo::serve(&cfg, l.root, l.session, "MASTER_PORT")?
         } else {
