@@ -112,10 +112,13 @@ pub enum CommError {
         reason: String,
     },
     /// The rank table (or another topology input) cannot be used: the
-    /// topology error, printed as is (it names the file's problem).
+    /// topology error, printed as is (it names the file's problem), but
+    /// for a file that cannot be read ([`TopologyError::Io`]), printed
+    /// `rank table <path>: cannot read: <reason>`. `HCCL_E_OPEN_FILE_FAILURE`
+    /// for an unreadable file, `HCCL_E_PARA` for bad content.
     /// Shared (an `Arc`) because `CommError` is `Clone` and a
     /// [`TopologyError`] holds an `std::io::Error`, which is not.
-    #[error(transparent)]
+    #[error("{}", rank_table_text(.0))]
     RankTable(Arc<TopologyError>),
     /// The call is not available on this backend or configuration.
     #[error("unsupported: {0}")]
@@ -157,6 +160,17 @@ fn env_text(var: &str, value: &str, reason: &str) -> String {
         format!("{var} is unset: {reason}")
     } else {
         format!("{var}={value:?}: {reason}")
+    }
+}
+
+/// [`CommError::RankTable`]'s text: the topology error's, but what a file
+/// that cannot be read is (the rank table, here).
+fn rank_table_text(e: &TopologyError) -> String {
+    match e {
+        TopologyError::Io { path, error } => {
+            format!("rank table {}: cannot read: {error}", path.display())
+        }
+        e => e.to_string(),
     }
 }
 
@@ -223,7 +237,12 @@ impl CommError {
             | CommError::Env { .. }
             | CommError::Undriven(_) => 1,
             CommError::Algo(_) | CommError::Unsupported(_) => 5,
-            CommError::RankTable(_) => 10,
+            // HCCL: an unreadable file is HCCL_E_OPEN_FILE_FAILURE; a
+            // table that is read but wrong is HCCL_E_PARA.
+            CommError::RankTable(e) => match **e {
+                TopologyError::Io { .. } => 10,
+                _ => 1,
+            },
             CommError::Tcp(e) => match e {
                 TcpError::Config { .. } | TcpError::InvalidArgument(_) => 1,
                 TcpError::Timeout { .. } | TcpError::BootstrapTimeout { .. } => 9,

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use hccl_hw::tcp::{TcpConfig, TcpError};
+use hccl_topology::TopologyError;
 
 use super::backend::sim_world::SimWorld;
 use super::backend::{Backend, SimBackend, SplitInfo, TcpBackend};
@@ -57,6 +58,19 @@ fn refuse_sim() -> Result<(), CommError> {
         ));
     }
     Ok(())
+}
+
+/// The rank table's bytes; an unreadable file is a
+/// [`CommError::RankTable`] holding [`TopologyError::Io`]
+/// (`HCCL_E_OPEN_FILE_FAILURE`).
+fn read_rank_table(path: &Path) -> Result<Vec<u8>, CommError> {
+    std::fs::read(path).map_err(|error| {
+        TopologyError::Io {
+            path: path.to_path_buf(),
+            error,
+        }
+        .into()
+    })
 }
 
 /// `HCCL_REDUCE_PRECISION`: `native` (unset: the default) or `fp32`; see
@@ -167,11 +181,7 @@ impl Comm {
     ) -> Result<Comm, CommError> {
         refuse_sim()?;
         let path = rank_table_path.as_ref();
-        let bytes = std::fs::read(path).map_err(|e| CommError::Env {
-            var: "rank table",
-            value: path.display().to_string(),
-            reason: format!("cannot read: {e}"),
-        })?;
+        let bytes = read_rank_table(path)?;
         let cfg = settings()?;
         let t = launch::from_rank_table(&bytes, cfg.base_port)?;
         let root = if rank == 0 {
@@ -372,5 +382,25 @@ impl Comm {
         let mut all = vec![0u8; mine.len() * self.shared.size as usize];
         self.all_gather(mine, &mut all)?;
         Ok(all)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreadable_rank_table_is_an_open_file_failure_naming_the_file() {
+        let e = read_rank_table(Path::new("nonexist.json")).unwrap_err();
+        assert!(
+            matches!(&e, CommError::RankTable(t) if matches!(**t, TopologyError::Io { .. })),
+            "{e:?}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.starts_with("rank table nonexist.json: cannot read: "),
+            "{text}"
+        );
+        assert_eq!(e.hccl_result(), 10, "HCCL_E_OPEN_FILE_FAILURE");
     }
 }

@@ -389,8 +389,20 @@ mod tests {
             matches!(**t, TopologyError::RankTableSyntax { line: 1, .. }),
             "{t:?}"
         );
-        // Printed as the topology error, with HCCL_E_OPEN_FILE_FAILURE.
+        // Printed as the topology error; bad content is HCCL_E_PARA.
         assert_eq!(e.to_string(), t.to_string());
-        assert_eq!(e.hccl_result(), 10);
+        assert_eq!(e.hccl_result(), 1);
+        // Well-formed but against HCCL's rules: HCCL_E_PARA too.
+        let bad =
+            br#"{"status": "completed", "version": "1.0", "server_count": "2", "server_list": []}"#;
+        let e = match from_rank_table(bad, 60000) {
+            Err(e) => e,
+            Ok(_) => panic!("an invalid table was accepted"),
+        };
+        assert!(
+            matches!(&e, CommError::RankTable(t) if matches!(**t, TopologyError::RankTableInvalid { .. })),
+            "{e:?}"
+        );
+        assert_eq!(e.hccl_result(), 1);
     }
 }
