@@ -3,7 +3,7 @@
 //!
 //! No sockets, no threads, no clock: every algorithm emits a
 //! [`schedule::RankPlan`] per rank, which an [`exec::Executor`] runs over any
-//! transport (the simulator in `hccl-sim`, TCP or Ascend in `hccl-hw`).
+//! transport (the simulator in `hccl-sim`, TCP in `hccl-hw`; Ascend planned).
 //! No environment either: settings such as `HCCL_ALGO` come in as
 //! arguments (`algos/clippy.toml` disallows the reads, denied here).
 #![forbid(unsafe_code)]

@@ -2,9 +2,9 @@
 //!
 //! Completion-based and not async: post a step, later learn that it
 //! finished. Memory is named as (buffer, offset, length) regions, never as
-//! pointers: the transport owns the memory of the op it runs. The simulator,
-//! the TCP transport and the Ascend transport implement it; the executor and
-//! the algorithms are the same on all three.
+//! pointers: the transport owns the memory of the op it runs. The simulator
+//! and the TCP transport implement it (a planned Ascend transport would
+//! too); the executor and the algorithms are the same on both.
 
 use std::time::Duration;
 

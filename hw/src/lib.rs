@@ -1,5 +1,5 @@
-//! Real transports for hccl-rs: TCP between processes and hosts (Ascend
-//! behind `--features ascend`, not yet written).
+//! Real transports for hccl-rs: TCP between processes and hosts (an Ascend
+//! transport is planned: there is no `ascend` feature yet).
 //!
 //! No `unsafe` here: the TCP transport copies between user buffers and
 //! socket buffers (or, for a peer on the same host, its own staging
