@@ -66,3 +66,8 @@ pub use comm::{
     RootInfo,
 };
 pub use logging::init_logging;
+
+/// The `half` crate, whose `f16` and `bf16` are the fp16 and bf16 types
+/// [`Element`] takes (`hccl::half::f16`): use these, so a program needs
+/// no `half` of its own, of a version that could differ.
+pub use half;

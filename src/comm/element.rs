@@ -7,7 +7,9 @@ mod sealed {
 }
 
 /// A type a typed collective can take (`&[T]`, `&mut [T]`): the 12 HCCL
-/// data types, `half::f16` and `half::bf16` for fp16 and bf16. Sealed: the
+/// data types, [`hccl::half::f16`](crate::half::f16) and
+/// [`hccl::half::bf16`](crate::half::bf16) for fp16 and bf16 (the
+/// `half` crate, re-exported). Sealed: the
 /// byte layout must be what the reduce kernels expect (little-endian
 /// machines, which is every platform HCCL and Rust's tier-1 targets run).
 pub trait Element: sealed::Sealed + Send + Sync + 'static {
@@ -38,4 +40,18 @@ pub(crate) fn bytes<T: Element>(s: &[T]) -> &[u8] {
 /// The bytes of a typed slice, writable.
 pub(crate) fn bytes_mut<T: Element>(s: &mut [T]) -> &mut [u8] {
     bytemuck::cast_slice_mut(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reexported_half_types_are_the_fp16_and_bf16_elements() {
+        // Through the crate's own path, as a user writes `hccl::half::f16`.
+        assert_eq!(<crate::half::f16 as Element>::DTYPE, DataType::Fp16);
+        assert_eq!(<crate::half::bf16 as Element>::DTYPE, DataType::Bf16);
+        // fp16 1.5 is 0x3E00, little-endian.
+        assert_eq!(bytes(&[crate::half::f16::from_f32(1.5)]), [0x00, 0x3E]);
+    }
 }
