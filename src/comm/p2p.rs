@@ -157,7 +157,10 @@ impl Comm {
     /// # Errors
     /// [`CommError::Peer`] at once if `dest` is out of range or this rank;
     /// transport errors; `HCCL_EXEC_TIMEOUT` if the receiver never takes a
-    /// message the sender must wait for.
+    /// message the sender must wait for. A receive of another count or
+    /// type fails the receiver; a send that returned already (eager, as
+    /// MPI's) is `Ok` and this rank's next op fails naming the mismatch,
+    /// while a send still waiting fails at once with it, on both backends.
     pub fn send<T: Element>(&self, buf: &[T], dest: u32) -> Result<(), CommError> {
         self.p2p_now("Send", false, &mut [P2pItem::send(buf, dest)])
     }

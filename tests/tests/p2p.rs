@@ -464,8 +464,9 @@ fn an_unreceived_async_send_then_destroy_on_one_thread_is_reported(backend: Back
     }
 }
 
-/// After a count mismatch (5 sent, 4 expected) the sender's next op fails
-/// with the receiver's element-level words, not bytes.
+/// After a count mismatch (5 sent, 4 expected) the small send has
+/// returned Ok (eager, as MPI's), and the sender's next op fails with the
+/// receiver's element-level words, not bytes.
 fn after_a_count_mismatch_the_sender_reads_the_receivers_words(backend: BackendKind) {
     let out = on_threads(backend, 2, |c| {
         let r = if c.rank() == 0 {
@@ -484,5 +485,7 @@ fn after_a_count_mismatch_the_sender_reads_the_receivers_words(backend: BackendK
         "{e}"
     );
     assert!(!e.contains("bytes"), "{e}");
+    assert!(out[0].0, "the small send did not complete eagerly");
+    assert!(!out[1].0, "the receive took a message of another count");
     assert!(out[1].1.is_err());
 }

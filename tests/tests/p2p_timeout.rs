@@ -125,3 +125,44 @@ fn a_large_send_to_a_rank_that_destroys_is_reported_on_tcp() {
 fn a_large_send_to_a_rank_that_destroys_is_reported_on_sim() {
     a_large_send_to_a_rank_that_destroys_is_reported(BackendKind::Sim);
 }
+
+/// A send that waits for its receiver (2 MiB, past HCCL_BUFFSIZE, 1 MB)
+/// to a receive of another count fails with the receiver's words, at once
+/// (not a timeout), on both backends; the receive fails too. (A small one
+/// returns Ok and the sender learns at its next op: see `p2p.rs`.)
+fn a_waiting_mismatched_send_fails_with_the_receivers_words(backend: BackendKind) {
+    short_timeouts();
+    let mut comms = comms_made_elsewhere(backend, 2).into_iter();
+    let (c0, c1) = (comms.next().unwrap(), comms.next().unwrap());
+    let receiver = std::thread::spawn(move || {
+        let mut buf = vec![0f32; 524_287];
+        let r = c1.recv(&mut buf, 0).map_err(|e| e.to_string());
+        (r, c1)
+    });
+    let e = c0.send(&vec![1f32; 524_288], 1).unwrap_err();
+    let (r, c1) = receiver.join().unwrap();
+    assert!(
+        !matches!(e, CommError::Timeout(_)),
+        "{backend:?}: the send waited for the timeout: {e}"
+    );
+    let e = e.to_string();
+    assert!(
+        e.contains("send/recv mismatch, count: rank 0 sends 524288, rank 1 receives 524287"),
+        "{backend:?}: {e}"
+    );
+    assert!(r.is_err(), "{backend:?}: the receive took the message");
+    let hs = [c0, c1].map(|c| std::thread::spawn(move || drop(c)));
+    for h in hs {
+        h.join().unwrap();
+    }
+}
+
+#[test]
+fn a_waiting_mismatched_send_fails_with_the_receivers_words_on_tcp() {
+    a_waiting_mismatched_send_fails_with_the_receivers_words(BackendKind::Tcp);
+}
+
+#[test]
+fn a_waiting_mismatched_send_fails_with_the_receivers_words_on_sim() {
+    a_waiting_mismatched_send_fails_with_the_receivers_words(BackendKind::Sim);
+}

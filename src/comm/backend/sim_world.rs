@@ -18,7 +18,7 @@
 //! and the reason, as a TCP abort frame does. A rank that drops its
 //! communicator is a lost peer: ops and messages that need it fail.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -77,6 +77,9 @@ struct SimState {
     mail: BTreeMap<(u32, u32, u64), Mail>,
     /// Bytes in `mail` per (src, dst).
     queued: BTreeMap<(u32, u32), u64>,
+    /// Messages a receive refused (count or type) while their pair held
+    /// more than `HCCL_BUFFSIZE`: their senders wait, and fail with it.
+    refused: BTreeSet<(u32, u32, u64)>,
     /// (rank, reason) of the failure that broke the world.
     broken: Option<(u32, String)>,
     /// Ranks that dropped their communicator: an op or message that needs
@@ -522,6 +525,13 @@ impl SimWorld {
         loop {
             let held = s.queued.get(&(m.src, m.dst)).copied().unwrap_or(0);
             let Some(mail) = s.mail.get(&(m.src, m.dst, m.n)) else {
+                // Taken; a waiting send the receiver refused fails, as a
+                // TCP sender does at once, not at its next op.
+                if s.refused.remove(&(m.src, m.dst, m.n)) {
+                    if let Some(e) = s.broken_error(name) {
+                        return Err(e);
+                    }
+                }
                 return Ok(());
             };
             if held <= self.bound {
@@ -554,7 +564,7 @@ impl SimWorld {
     pub(crate) fn recv(&self, name: &str, m: Msg) -> Result<Vec<u8>, CommError> {
         let deadline = self.timeout.map(|t| Instant::now() + t);
         let mut s = lock(&self.state);
-        let mail = loop {
+        let (mail, sender_waits) = loop {
             if let Some(e) = s.broken_error(name) {
                 return Err(e);
             }
@@ -564,11 +574,12 @@ impl SimWorld {
                 }
             }
             if let Some(mail) = s.mail.remove(&(m.src, m.dst, m.n)) {
+                let held = s.queued.get(&(m.src, m.dst)).copied().unwrap_or(0);
                 if let Some(q) = s.queued.get_mut(&(m.src, m.dst)) {
                     *q = q.saturating_sub(mail.data.len() as u64);
                 }
                 self.cv.notify_all();
-                break mail;
+                break (mail, held > self.bound);
             }
             let (next, alive) = self.wait(s, deadline);
             s = next;
@@ -591,6 +602,9 @@ impl SimWorld {
                     (mail.dtype, m.dtype),
                 )
             );
+            if sender_waits {
+                s.refused.insert((m.src, m.dst, m.n));
+            }
             self.break_world(&mut s, m.dst, &why);
             return Err(CommError::Mismatch(BackendError::Sim(why)));
         }
