@@ -1,8 +1,9 @@
 //! `hccl sim`: run collectives on the simulated fabric, optionally under a
 //! fault plan, and print per-op results or the hang report.
 //!
-//! Exit codes: 0 every op finished on every rank; 1 bad input (arguments,
-//! files) or a simulator error; 2 a usage error (clap's); 3 ranks called an
+//! Exit codes: 0 every op finished on every rank; 1 bad input (files, the
+//! environment) or a simulator error; 2 bad flags or flag values (a usage
+//! error, in clap's style, as `hccl test`'s); 3 ranks called an
 //! op with different arguments (EI0005; the failures and the hang report
 //! are printed); 4 a hang (the hang report is printed).
 
@@ -54,8 +55,8 @@ pub(crate) struct SimArgs {
     /// Servers of the preset (default 1, or the scenario file's). Machine
     /// presets (atlas800t-a2, ...) have their own NPUs per server; the
     /// generic ones (ring, full-mesh, leaf-spine, torus2d) have one NPU per
-    /// server here, so `--servers 4` is 4 ranks (`hccl test` gives them 8,
-    /// its `-p`).
+    /// server here, so `--servers 4` is 4 ranks (`hccl test` gives each
+    /// server 8, its `-p`: 32 ranks).
     #[arg(long)]
     pub servers: Option<u32>,
     /// An HCCL rank table file (the fabric of its machines).
@@ -132,9 +133,41 @@ pub(crate) struct Outcome {
 
 /// Runs `hccl sim`.
 pub(crate) fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
-    let out = execute(&a)?;
+    let out = match execute(&a) {
+        Ok(out) => out,
+        Err(e) if e.downcast_ref::<FlagError>().is_some() => return Ok(usage_error(&e)),
+        Err(e) => return Err(e),
+    };
     writeln!(std::io::stdout().lock(), "{}", out.output)?;
     Ok(ExitCode::from(out.code))
+}
+
+/// A flag's value that cannot run (not a file's or the environment's):
+/// `hccl sim` prints it as a usage error and exits 2, as `hccl test` does.
+#[derive(Debug)]
+pub(crate) struct FlagError(String);
+
+impl std::fmt::Display for FlagError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for FlagError {}
+
+/// `msg` as a [`FlagError`].
+fn bad_flag(msg: impl std::fmt::Display) -> anyhow::Error {
+    FlagError(msg.to_string()).into()
+}
+
+/// A usage error in clap's style (the message, usage, hint), exit status 2.
+fn usage_error(e: &anyhow::Error) -> ExitCode {
+    use clap::Args as _;
+    let mut cmd = SimArgs::augment_args(clap::Command::new("hccl sim"));
+    let _ = cmd
+        .error(clap::error::ErrorKind::ValueValidation, format!("{e:#}"))
+        .print();
+    ExitCode::from(2)
 }
 
 /// The kinds a scenario cannot hold yet (V and point-to-point).
@@ -156,10 +189,10 @@ fn flag_error(e: ScenarioFileError) -> anyhow::Error {
             value,
             reason,
         } => match path.strip_prefix("ops[0].") {
-            Some(field) => anyhow::anyhow!("--{} {value}: {reason}", field.replace('_', "-")),
-            None => anyhow::anyhow!("{reason}"),
+            Some(field) => bad_flag(format!("--{} {value}: {reason}", field.replace('_', "-"))),
+            None => bad_flag(reason),
         },
-        ScenarioFileError::Sim(s) => anyhow::anyhow!("{s}"),
+        ScenarioFileError::Sim(s) => bad_flag(s),
         other => other.into(),
     }
 }
@@ -175,10 +208,10 @@ fn check_supported(collective: &str, a: &SimArgs) -> anyhow::Result<()> {
             .filter(|k| !sim_refuses(*k))
             .map(K::name)
             .collect();
-        anyhow::bail!(
+        return Err(bad_flag(format!(
             "--collective {collective:?}: unknown collective; hccl sim runs {}",
             runs.join(", ")
-        );
+        )));
     };
     // hccl test's spelling, where it runs the kind.
     let in_test = match kind {
@@ -190,10 +223,12 @@ fn check_supported(collective: &str, a: &SimArgs) -> anyhow::Result<()> {
         _ => return Ok(()),
     };
     let Some(name) = in_test else {
-        anyhow::bail!("--collective {collective} is not supported by hccl sim or hccl test yet");
+        return Err(bad_flag(format!(
+            "--collective {collective} is not supported by hccl sim or hccl test yet"
+        )));
     };
     let esz = match &a.dtype {
-        Some(d) => d.parse::<hccl_algos::DataType>()?.size(),
+        Some(d) => d.parse::<hccl_algos::DataType>().map_err(bad_flag)?.size(),
         None => 4,
     };
     let bytes = a.count.unwrap_or(0).saturating_mul(esz);
@@ -202,9 +237,9 @@ fn check_supported(collective: &str, a: &SimArgs) -> anyhow::Result<()> {
         .as_ref()
         .map(|d| format!(" -d {d}"))
         .unwrap_or_default();
-    anyhow::bail!(
+    Err(bad_flag(format!(
         "--collective {collective} is not supported by hccl sim yet; use hccl test {name} -b {bytes} -e {bytes}{dtype} (sizes in bytes), which simulates it"
-    )
+    )))
 }
 
 fn scenario_file(a: &SimArgs) -> anyhow::Result<ScenarioFile> {
@@ -245,11 +280,13 @@ fn fabric(a: &SimArgs, file: &ScenarioFile) -> anyhow::Result<Fabric> {
         .or(file.preset.as_deref())
         .unwrap_or("atlas800t-a2");
     let servers = a.servers.or(file.servers).unwrap_or(1);
-    Ok(build_preset_with(
-        Preset::parse(name)?,
-        servers,
-        &PresetOptions::default(),
-    )?)
+    let built =
+        Preset::parse(name).and_then(|p| build_preset_with(p, servers, &PresetOptions::default()));
+    match built {
+        // --preset or --servers named it: a flag's value.
+        Err(e) if a.preset.is_some() || a.servers.is_some() => Err(bad_flag(e)),
+        r => Ok(r?),
+    }
 }
 
 /// The command line that reproduces this run.
