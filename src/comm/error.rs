@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use hccl_algos::algo::AlgoError;
 use hccl_algos::collective::ArgsError;
-use hccl_hw::tcp::TcpError;
+use hccl_hw::tcp::{AbortKind, TcpError};
 use hccl_sim::hang::HangReport;
 use hccl_topology::TopologyError;
 
@@ -21,7 +21,8 @@ pub enum CommError {
     /// A buffer has the wrong length for the call.
     #[error("{op}: {what} has {got} bytes, the call needs {expected}")]
     Buffer {
-        /// The op.
+        /// The op: `comm 'world' AllReduce #0` for a collective (as the
+        /// backends name it), `Send` ... for a point-to-point call.
         op: String,
         /// Which buffer.
         what: &'static str,
@@ -185,8 +186,9 @@ pub enum BackendError {
     /// The TCP transport's error, with its fields (op, seq, ranks, ...).
     #[error(transparent)]
     Tcp(TcpError),
-    /// The simulator backend's account: names the op and the ranks.
-    #[error("simulator: {0}")]
+    /// The simulator backend's account: names the op and the ranks, in
+    /// the words TCP uses.
+    #[error("{0}")]
     Sim(String),
 }
 
@@ -198,12 +200,21 @@ impl From<TopologyError> for CommError {
 
 /// A TCP failure as the facade reports it: a timeout, a mismatch, a
 /// remote failure or a lost peer as the backend-neutral variant (with the
-/// [`TcpError`] inside), anything else as [`CommError::Tcp`].
+/// [`TcpError`] inside), anything else as [`CommError::Tcp`]. A peer's
+/// abort for its timeout or mismatch is a timeout or mismatch here too.
 impl From<TcpError> for CommError {
     fn from(e: TcpError) -> CommError {
         match e {
-            TcpError::Timeout { .. } => CommError::Timeout(BackendError::Tcp(e)),
-            TcpError::Mismatch { .. } => CommError::Mismatch(BackendError::Tcp(e)),
+            TcpError::Timeout { .. }
+            | TcpError::Aborted {
+                kind: AbortKind::Timeout,
+                ..
+            } => CommError::Timeout(BackendError::Tcp(e)),
+            TcpError::Mismatch { .. }
+            | TcpError::Aborted {
+                kind: AbortKind::Mismatch,
+                ..
+            } => CommError::Mismatch(BackendError::Tcp(e)),
             TcpError::Aborted { .. } | TcpError::LenderFailed { .. } => {
                 CommError::Remote(BackendError::Tcp(e))
             }
@@ -214,6 +225,18 @@ impl From<TcpError> for CommError {
 }
 
 impl CommError {
+    /// The kind of failure `self` is, for the peers it is told to: they
+    /// report a timeout or a mismatch as such, anything else as
+    /// [`CommError::Remote`].
+    pub(crate) fn abort_kind(&self) -> AbortKind {
+        match self {
+            CommError::Timeout(_) => AbortKind::Timeout,
+            CommError::Mismatch(_) => AbortKind::Mismatch,
+            CommError::SubComm { source, .. } => source.abort_kind(),
+            _ => AbortKind::Failed,
+        }
+    }
+
     /// The error a later op of a communicator broken by `self` returns:
     /// [`CommError::Broken`] naming it (once, if it is already that).
     pub(crate) fn into_broken(self) -> CommError {
@@ -274,5 +297,33 @@ impl CommError {
             | CommError::Undelivered(_) => 4,
             CommError::SubComm { source, .. } => source.hccl_result(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn aborted(kind: AbortKind) -> CommError {
+        CommError::from(TcpError::Aborted {
+            op: "comm 'world' AllReduce".into(),
+            seq: 0,
+            by: 3,
+            reason: "rank 3 timed out".into(),
+            kind,
+        })
+    }
+
+    #[test]
+    fn a_peers_abort_keeps_the_kind_of_its_failure() {
+        let e = aborted(AbortKind::Timeout);
+        assert!(matches!(e, CommError::Timeout(_)), "{e:?}");
+        assert_eq!((e.hccl_result(), e.abort_kind()), (9, AbortKind::Timeout));
+        let e = aborted(AbortKind::Mismatch);
+        assert!(matches!(e, CommError::Mismatch(_)), "{e:?}");
+        assert_eq!((e.hccl_result(), e.abort_kind()), (21, AbortKind::Mismatch));
+        let e = aborted(AbortKind::Failed);
+        assert!(matches!(e, CommError::Remote(_)), "{e:?}");
+        assert_eq!((e.hccl_result(), e.abort_kind()), (21, AbortKind::Failed));
     }
 }

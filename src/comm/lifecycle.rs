@@ -96,7 +96,7 @@ impl Comm {
         (self.shared.interrupt)(&reason);
         let mut st = lock(&self.shared.state);
         if let Some(b) = st.backend.as_mut() {
-            b.fail(&reason);
+            b.fail(&reason, hccl_hw::tcp::AbortKind::Failed);
         }
         st.backend = None;
         lock(&self.shared.error).get_or_insert(CommError::Broken(reason));

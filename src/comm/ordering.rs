@@ -56,14 +56,10 @@ impl Comm {
             // The other ranks may be waiting in this op: tell them now
             // (a failure the transport found, it has told them already).
             // Without this op's prefix, which the peers' text has already.
-            let text = e.to_string();
-            let reason = format!(
-                "rank {} failed: {}",
-                shared.rank,
-                hccl_hw::tcp::own_reason(&text)
-            );
+            // They report it as the same kind (a timeout, a mismatch).
+            let reason = hccl_hw::tcp::told_reason(shared.rank, &e.to_string());
             if let Some(b) = st.backend.as_mut() {
-                b.fail(&reason);
+                b.fail(&reason, e.abort_kind());
             }
         }
         st.turn = st.turn.max(turn + 1);

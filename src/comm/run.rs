@@ -137,7 +137,9 @@ impl Comm {
         if let Some(e) = lock(&shared.error).clone() {
             return Err(e.into_broken());
         }
-        let op = format!("{:?}", args.kind);
+        // Named as the backends name the op, so that this rank's error
+        // carries the prefix its peers' have.
+        let op = format!("comm '{}' {:?} #{seq}", shared.name, args.kind);
         args.validate()?;
         let rank = shared.rank;
         let (inb, outb) = args.io_bytes(rank);

@@ -121,23 +121,23 @@ pub(crate) fn describe(
     if consistent.is_ok() && (remote[3] == 1) != wide {
         // Before the algorithm: the choice depends on the bytes moved.
         return format!(
-            "reduce precision mismatch, local {} (rank {me}), remote {} (rank {peer}); set HCCL_REDUCE_PRECISION (or Comm::set_reduce_precision) alike on every rank",
+            "reduce precision mismatch, {} on rank {me}, {} on rank {peer}; set HCCL_REDUCE_PRECISION (or Comm::set_reduce_precision) alike on every rank",
             precision_name(wide),
             precision_name(remote[3] == 1)
         );
     }
     match (consistent, decode_algo(remote)) {
         (Err(e), _) if local.counts != r.counts && e.field == "per-rank counts" => format!(
-            "{} mismatch, local {} (rank {me}), remote different ones (rank {peer}); every rank must call the collective with the same arguments",
+            "{} mismatch, {} on rank {me}, different ones on rank {peer}; every rank must call the collective with the same arguments",
             e.field,
             local_counts(args)
         ),
         (Err(e), _) => format!(
-            "{} mismatch, local {} (rank {me}), remote {} (rank {peer}); every rank must call the collective with the same arguments",
+            "{} mismatch, {} on rank {me}, {} on rank {peer}; every rank must call the collective with the same arguments",
             e.field, e.local, e.remote
         ),
         (Ok(()), Some(theirs)) if theirs != *spec => format!(
-            "algorithm mismatch, local {spec} (rank {me}), remote {theirs} (rank {peer}); set HCCL_ALGO alike on every rank"
+            "algorithm mismatch, {spec} on rank {me}, {theirs} on rank {peer}; set HCCL_ALGO alike on every rank"
         ),
         (Ok(()), _) => format!("rank {peer} runs a different op (signature bytes differ)"),
     }
@@ -238,7 +238,7 @@ mod tests {
         let ring = AlgoSpec::Flat(Algorithm::Ring);
         assert_eq!(
             describe(&mine, &mine.signature(), (&ring, false), 0, &remote, 2),
-            "per-rank counts mismatch, local counts [3, 0, 5] (rank 0), remote different ones (rank 2); every rank must call the collective with the same arguments"
+            "per-rank counts mismatch, counts [3, 0, 5] on rank 0, different ones on rank 2; every rank must call the collective with the same arguments"
         );
     }
 
@@ -250,7 +250,7 @@ mod tests {
         let ring = AlgoSpec::Flat(Algorithm::Ring);
         assert_eq!(
             describe(&a, &s, (&ring, false), 0, &remote, 3),
-            "reduce precision mismatch, local native (rank 0), remote fp32 (rank 3); set HCCL_REDUCE_PRECISION (or Comm::set_reduce_precision) alike on every rank"
+            "reduce precision mismatch, native on rank 0, fp32 on rank 3; set HCCL_REDUCE_PRECISION (or Comm::set_reduce_precision) alike on every rank"
         );
         assert_ne!(encode_full(&s, &ring, true), encode_full(&s, &ring, false));
     }
@@ -285,7 +285,7 @@ mod tests {
         let ring = AlgoSpec::Flat(Algorithm::Ring);
         assert_eq!(
             describe(&args(6), &local, (&ring, false), 2, &remote, 1),
-            "count mismatch, local 6 (rank 2), remote 4 (rank 1); every rank must call the collective with the same arguments"
+            "count mismatch, 6 on rank 2, 4 on rank 1; every rank must call the collective with the same arguments"
         );
     }
 
@@ -311,7 +311,7 @@ mod tests {
         let remote = encode_with_algo(&s, &specs[0]);
         assert_eq!(
             describe(&args(6), &s, (&specs[1], false), 0, &remote, 3),
-            "algorithm mismatch, local doubling (rank 0), remote ring (rank 3); set HCCL_ALGO alike on every rank"
+            "algorithm mismatch, doubling on rank 0, ring on rank 3; set HCCL_ALGO alike on every rank"
         );
     }
 }

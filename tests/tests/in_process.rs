@@ -95,7 +95,7 @@ fn wrong_buffer_length_is_an_error_before_anything_moves() {
     let e = comms[0].all_gather(&[1u8, 2], &mut [0u8; 3]).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "AllGather: receive buffer has 3 bytes, the call needs 4"
+        "comm 'world' AllGather #0: receive buffer has 3 bytes, the call needs 4"
     );
 }
 

@@ -279,6 +279,7 @@ fn on_frame(
             peer,
             seq: h.seq,
             reason: String::from_utf8_lossy(&body).into_owned(),
+            kind: crate::tcp::AbortKind::from_tag(h.tag),
         })),
         FrameKind::Bye => {
             queue.push_back(Item::Event(Event::Closed {

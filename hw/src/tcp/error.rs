@@ -285,6 +285,9 @@ pub enum TcpError {
         by: u32,
         /// Its error.
         reason: String,
+        /// What kind of failure it was (a timeout, a mismatch, another),
+        /// so that this rank reports the same kind.
+        kind: AbortKind,
     },
     /// The unexpected-message buffer of a peer is full and nothing posted matches.
     #[error("{op} {}: rank {rank} holds {held} bytes of early messages from rank {peer} (bound {bound}, HCCL_BUFFSIZE) and none matches a posted step; raise HCCL_BUFFSIZE or check that all ranks run the same ops", OpSeq(*seq))]
@@ -331,6 +334,67 @@ impl TcpError {
     }
 }
 
+/// The kind of failure an abort frame reports, so that the ranks it
+/// tells report the same kind as the rank that failed
+/// ([`TcpError::Aborted`]'s `kind`). Carried in the abort frame's `tag`
+/// (meaningful within one build only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AbortKind {
+    /// Any failure but a timeout or a mismatch.
+    #[default]
+    Failed,
+    /// The op outlived `HCCL_EXEC_TIMEOUT` ([`TcpError::Timeout`]).
+    Timeout,
+    /// The ranks disagree on the op's arguments or a message's length
+    /// ([`TcpError::Mismatch`], [`TcpError::LengthMismatch`]).
+    Mismatch,
+}
+
+impl AbortKind {
+    /// The kind of failure `e` is; a peer's abort keeps its kind.
+    pub fn of(e: &TcpError) -> AbortKind {
+        match e {
+            TcpError::Timeout { .. } => AbortKind::Timeout,
+            TcpError::Mismatch { .. } | TcpError::LengthMismatch { .. } => AbortKind::Mismatch,
+            TcpError::Aborted { kind, .. } => *kind,
+            _ => AbortKind::Failed,
+        }
+    }
+
+    /// The abort frame's `tag` for this kind.
+    pub fn tag(self) -> u32 {
+        match self {
+            AbortKind::Failed => 0,
+            AbortKind::Timeout => 1,
+            AbortKind::Mismatch => 2,
+        }
+    }
+
+    /// The kind an abort frame's `tag` names ([`AbortKind::Failed`] for
+    /// an unknown one).
+    pub fn from_tag(tag: u32) -> AbortKind {
+        match tag {
+            1 => AbortKind::Timeout,
+            2 => AbortKind::Mismatch,
+            _ => AbortKind::Failed,
+        }
+    }
+}
+
+/// The reason rank `rank` sends its peers when its op fails with the
+/// error text `text`: [`own_reason`] of it after "rank R failed: ", or
+/// alone if it starts by naming rank R ("rank 3 timed out ..."), so that
+/// the peers' "aborted by rank R: ..." names it once.
+pub fn told_reason(rank: u32, text: &str) -> String {
+    let own = own_reason(text);
+    if own.starts_with(&format!("rank {rank} ")) {
+        own.to_string()
+    } else {
+        format!("rank {rank} failed: {own}")
+    }
+}
+
 /// An op's sequence number as errors print it: `#n` for a collective,
 /// `p2p #n` for the `n`-th point-to-point message of a pair
 /// ([`super::rank::P2P_SEQ_BIT`]).
@@ -368,7 +432,7 @@ pub fn own_reason(text: &str) -> &str {
 
 #[cfg(test)]
 mod op_seq_tests {
-    use super::{own_reason, OpSeq};
+    use super::{own_reason, told_reason, AbortKind, OpSeq};
     use crate::tcp::rank::P2P_SEQ_BIT;
 
     #[test]
@@ -389,5 +453,30 @@ mod op_seq_tests {
         );
         assert_eq!(own_reason("bad root: 9"), "bad root: 9");
         assert_eq!(own_reason("comm 'x' has no op: y"), "comm 'x' has no op: y");
+    }
+
+    #[test]
+    fn a_told_reason_names_the_failed_rank_once() {
+        assert_eq!(
+            told_reason(3, "comm 'w' AllReduce #0: rank 3 timed out after 1 s"),
+            "rank 3 timed out after 1 s"
+        );
+        assert_eq!(
+            told_reason(1, "comm 'w' AllReduce #0: receive buffer has 16 bytes"),
+            "rank 1 failed: receive buffer has 16 bytes"
+        );
+        // Another rank named first is not this one.
+        assert_eq!(
+            told_reason(1, "rank 10 lost rank 2"),
+            "rank 1 failed: rank 10 lost rank 2"
+        );
+    }
+
+    #[test]
+    fn abort_kinds_survive_their_tag() {
+        for k in [AbortKind::Failed, AbortKind::Timeout, AbortKind::Mismatch] {
+            assert_eq!(AbortKind::from_tag(k.tag()), k);
+        }
+        assert_eq!(AbortKind::from_tag(77), AbortKind::Failed);
     }
 }

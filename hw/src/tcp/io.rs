@@ -29,6 +29,7 @@ use super::wire::{
     FrameHeader, FrameKind, PieceDesc, SessionId, WireError, FRAME_HEADER_LEN, PIECE_DESC_LEN,
 };
 use crate::sync::{ByteBudget, Permit};
+use crate::tcp::error::AbortKind;
 
 /// Payload bytes the reader takes off the socket at a time.
 pub(crate) const CHUNK: u64 = 256 << 10;
@@ -122,6 +123,8 @@ pub(crate) enum Event {
         seq: u64,
         /// Its error.
         reason: String,
+        /// The failure's kind (the frame's tag).
+        kind: AbortKind,
     },
     /// A piece of a data frame was handed to the kernel.
     SendDone {
@@ -305,6 +308,7 @@ pub(crate) async fn reader(
                     peer,
                     seq: h.seq,
                     reason,
+                    kind: AbortKind::from_tag(h.tag),
                 });
             }
             FrameKind::Data => {

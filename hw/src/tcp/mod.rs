@@ -36,6 +36,6 @@ pub mod wire;
 
 pub use buffers::OpBuffers;
 pub use config::TcpConfig;
-pub use error::{own_reason, TcpError};
+pub use error::{own_reason, told_reason, AbortKind, TcpError};
 pub use rank::{is_p2p_seq, AbortHandle, CmaStats, OpInfo, TcpOp, TcpRank, P2P_SEQ_BIT};
 pub use root::RootInfo;

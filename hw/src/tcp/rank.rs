@@ -77,6 +77,7 @@ use super::core::agreement::Starts;
 use super::core::failure::Health;
 use super::core::matcher::Matcher;
 use super::core::sends::SendQueue;
+use super::error::AbortKind;
 use super::error::TcpError;
 use super::io::{reader, writer, Event, Outgoing};
 use super::root::RootInfo;
@@ -521,8 +522,15 @@ impl TcpRank {
     /// at once. A rank broken by a failed op has told its peers already
     /// and only closes.
     pub fn abort_with(&mut self, reason: &str) {
-        if let Some(t) = self.health.abort_with(reason, self.last_done) {
-            self.broadcast_abort(t.seq, &t.reason);
+        self.fail_with(reason, AbortKind::Failed);
+    }
+
+    /// [`TcpRank::abort_with`] for a failure of `kind`, which the peers
+    /// report as such (a timeout or a mismatch found above the
+    /// transport, or a peer's that this rank reported).
+    pub fn fail_with(&mut self, reason: &str, kind: AbortKind) {
+        if let Some(t) = self.health.abort_with(reason, kind, self.last_done) {
+            self.broadcast_abort(t.seq, &t.reason, t.kind);
         }
         self.shutdown(false);
     }
@@ -532,7 +540,7 @@ impl TcpRank {
     /// the transport's own words.
     fn send_deferred_abort(&mut self) {
         if let Some(t) = self.health.take_deferred(self.last_done) {
-            self.broadcast_abort(t.seq, &t.reason);
+            self.broadcast_abort(t.seq, &t.reason, t.kind);
         }
     }
 

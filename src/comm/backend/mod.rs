@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hccl_algos::collective::{CollectiveArgs, OpSignature};
+use hccl_hw::tcp::AbortKind;
 
 use super::p2p::P2pItem;
 use super::plan::{HostFit, PlannedOp};
@@ -136,9 +137,11 @@ pub(crate) trait Backend: Send {
         numbers: &[u64],
     ) -> Result<(), CommError>;
 
-    /// This rank failed an op or aborted: tell the peers `reason` (they
-    /// fail naming this rank); later ops of this backend fail.
-    fn fail(&mut self, reason: &str);
+    /// This rank failed an op or aborted: tell the peers `reason`, a
+    /// failure of `kind` (they fail naming this rank, with
+    /// [`CommError::Timeout`] or [`CommError::Mismatch`] for those kinds,
+    /// else [`CommError::Remote`]); later ops of this backend fail.
+    fn fail(&mut self, reason: &str, kind: AbortKind);
 
     /// A failure found while no op ran (a peer's abort, a lost peer).
     fn async_error(&mut self) -> Option<CommError>;

@@ -6,6 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use hccl_hw::tcp::AbortKind;
+
 use super::sim_world::SimWorld;
 use super::{Backend, Gather, Interrupt, Prepared, SplitInfo, Splitter};
 use crate::comm::p2p::{P2pBuf, P2pItem, P2pKind};
@@ -63,7 +65,7 @@ impl Backend for SimBackend {
 
     fn interrupter(&self) -> Interrupt {
         let (w, rank) = (Arc::clone(&self.world), self.rank);
-        Arc::new(move |reason: &str| w.fail(rank, reason))
+        Arc::new(move |reason: &str| w.fail(rank, reason, AbortKind::Failed))
     }
 
     fn run(
@@ -138,8 +140,8 @@ impl Backend for SimBackend {
         Ok(())
     }
 
-    fn fail(&mut self, reason: &str) {
-        self.world.fail(self.rank, reason);
+    fn fail(&mut self, reason: &str, kind: AbortKind) {
+        self.world.fail(self.rank, reason, kind);
     }
 
     fn async_error(&mut self) -> Option<CommError> {

@@ -26,6 +26,7 @@ use hccl_algos::algo::AlgoSpec;
 use hccl_algos::collective::{CollectiveArgs, OpSignature, P2p};
 use hccl_algos::layout::GroupLayout;
 use hccl_algos::DataType;
+use hccl_hw::tcp::AbortKind;
 use hccl_sim::faults::FaultLog;
 use hccl_sim::hang::HangReport;
 use hccl_sim::{Collective, Mode, PlanSource, PlannedCollective, Scenario};
@@ -80,8 +81,8 @@ struct SimState {
     /// Messages a receive refused (count or type) while their pair held
     /// more than `HCCL_BUFFSIZE`: their senders wait, and fail with it.
     refused: BTreeSet<(u32, u32, u64)>,
-    /// (rank, reason) of the failure that broke the world.
-    broken: Option<(u32, String)>,
+    /// (rank, reason, kind) of the failure that broke the world.
+    broken: Option<(u32, String, AbortKind)>,
     /// Ranks that dropped their communicator: an op or message that needs
     /// one fails at once, as a lost peer does on TCP.
     gone: Vec<u32>,
@@ -89,11 +90,15 @@ struct SimState {
 
 impl SimState {
     fn broken_error(&self, name: &str) -> Option<CommError> {
-        self.broken.as_ref().map(|(by, why)| {
+        self.broken.as_ref().map(|(by, why, kind)| {
             let why = hccl_hw::tcp::own_reason(why);
-            CommError::Remote(BackendError::Sim(format!(
-                "{name}: aborted by rank {by}: {why}"
-            )))
+            let e = BackendError::Sim(format!("{name}: aborted by rank {by}: {why}"));
+            // The same kind as the failed rank's, as a TCP abort frame says.
+            match kind {
+                AbortKind::Timeout => CommError::Timeout(e),
+                AbortKind::Mismatch => CommError::Mismatch(e),
+                _ => CommError::Remote(e),
+            }
         })
     }
 
@@ -382,8 +387,16 @@ impl SimWorld {
                 Some(d) if Instant::now() >= d => {
                     let arrived: Vec<usize> =
                         (0..n as usize).filter(|r| !missing.contains(r)).collect();
+                    // TCP's words (`core::failure::timeout_error`).
+                    let list = |r: &[usize]| match r {
+                        [one] => format!("rank {one}"),
+                        _ => format!("ranks {r:?}"),
+                    };
                     let msg = format!(
-                        "{name}: timed out waiting for ranks {missing:?}, which never called the op (arrived: ranks {arrived:?}; HCCL_EXEC_TIMEOUT){}",
+                        "{name}: rank {rank} timed out after {} s waiting for {}, which never called the op (arrived: {}){}; the peer is slow, hung or skipped the op (raise HCCL_EXEC_TIMEOUT if it is only slow)",
+                        self.secs(),
+                        list(&missing),
+                        list(&arrived),
                         self.blocked_elsewhere(&missing, me)
                     );
                     let e = CommError::Timeout(BackendError::Sim(msg));
@@ -441,18 +454,20 @@ impl SimWorld {
         format!("; {}{why}", notes.join(", "))
     }
 
-    /// Breaks the world: every waiting and later op fails with `why`.
-    fn break_world(&self, s: &mut SimState, by: u32, why: &str) {
-        s.broken.get_or_insert((by, why.to_string()));
+    /// Breaks the world: every waiting and later op fails with `why`, a
+    /// failure of `kind`.
+    fn break_world(&self, s: &mut SimState, by: u32, why: &str, kind: AbortKind) {
+        s.broken.get_or_insert((by, why.to_string(), kind));
         self.cv.notify_all();
     }
 
-    /// Rank `by` failed (an error in an op, or an abort): every rank's
-    /// waiting and later ops fail naming it, as a TCP abort frame does.
-    /// Never waits for a running op.
-    pub(crate) fn fail(&self, by: u32, why: &str) {
+    /// Rank `by` failed (an error in an op, or an abort) with a failure
+    /// of `kind`: every rank's waiting and later ops fail naming it, of
+    /// the same kind, as a TCP abort frame does. Never waits for a
+    /// running op.
+    pub(crate) fn fail(&self, by: u32, why: &str, kind: AbortKind) {
         let mut s = lock(&self.state);
-        self.break_world(&mut s, by, why);
+        self.break_world(&mut s, by, why, kind);
     }
 
     /// Rank `rank` dropped its communicator: ops and messages that need
@@ -551,7 +566,7 @@ impl SimWorld {
                     "{name}: rank {} timed out after {} s waiting for rank {} to receive message {} ({len} bytes) of the pair, which holds {held} bytes (more than HCCL_BUFFSIZE, {} bytes); the peer is slow, hung or did not call recv (raise HCCL_EXEC_TIMEOUT if it is only slow)",
                     m.src, self.secs(), m.dst, m.n, self.bound
                 );
-                self.break_world(&mut s, m.src, &why);
+                self.break_world(&mut s, m.src, &why, AbortKind::Timeout);
                 return Err(CommError::Timeout(BackendError::Sim(why)));
             }
         }
@@ -588,7 +603,7 @@ impl SimWorld {
                     "{name}: rank {} timed out after {} s waiting for message {} of the pair from rank {} ({} elements of {:?}); the peer is slow, hung or did not call send (raise HCCL_EXEC_TIMEOUT if it is only slow)",
                     m.dst, self.secs(), m.n, m.src, m.count, m.dtype
                 );
-                self.break_world(&mut s, m.dst, &why);
+                self.break_world(&mut s, m.dst, &why, AbortKind::Timeout);
                 return Err(CommError::Timeout(BackendError::Sim(why)));
             }
         };
@@ -605,7 +620,7 @@ impl SimWorld {
             if sender_waits {
                 s.refused.insert((m.src, m.dst, m.n));
             }
-            self.break_world(&mut s, m.dst, &why);
+            self.break_world(&mut s, m.dst, &why, AbortKind::Mismatch);
             return Err(CommError::Mismatch(BackendError::Sim(why)));
         }
         drop(s);

@@ -12,7 +12,7 @@ use hccl_algos::schedule::{Op, RankPlan};
 use hccl_algos::transport::OpContext;
 use hccl_hw::tcp::root::ROOT_INFO_LEN;
 use hccl_hw::tcp::wire::Signature;
-use hccl_hw::tcp::{OpBuffers, OpInfo, TcpConfig, TcpError, TcpRank, P2P_SEQ_BIT};
+use hccl_hw::tcp::{AbortKind, OpBuffers, OpInfo, TcpConfig, TcpError, TcpRank, P2P_SEQ_BIT};
 
 use super::{Backend, Gather, Interrupt, Prepared, SplitInfo, Splitter};
 use crate::comm::p2p::{P2pBuf, P2pItem, P2pKind};
@@ -277,8 +277,8 @@ impl Backend for TcpBackend {
         Ok(())
     }
 
-    fn fail(&mut self, reason: &str) {
-        self.rank.abort_with(reason);
+    fn fail(&mut self, reason: &str, kind: AbortKind) {
+        self.rank.fail_with(reason, kind);
     }
 
     fn async_error(&mut self) -> Option<CommError> {

@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use crate::tcp::error::{own_reason, TcpError};
+use crate::tcp::error::{told_reason, AbortKind, TcpError};
 use crate::tcp::rank::is_p2p_seq;
 
 /// An abort frame to send every live peer: for op `seq`, with `reason`.
@@ -21,6 +21,8 @@ pub(crate) struct Tell {
     pub(crate) seq: u64,
     /// The words the peers' errors quote.
     pub(crate) reason: String,
+    /// The failure's kind, which the peers report too.
+    pub(crate) kind: AbortKind,
 }
 
 /// What a lost connection means for the running op.
@@ -113,12 +115,17 @@ impl Health {
         }
         match &self.broken {
             Some(TcpError::Aborted {
-                seq: s, by, reason, ..
+                seq: s,
+                by,
+                reason,
+                kind,
+                ..
             }) if *s == seq => Err(TcpError::Aborted {
                 op: name.to_string(),
                 seq,
                 by: *by,
                 reason: reason.clone(),
+                kind: *kind,
             }),
             Some(e) => Err(TcpError::Broken(e.to_string())),
             None => Ok(()),
@@ -137,7 +144,8 @@ impl Health {
         }
     }
 
-    /// `peer` aborted op `seq` with `reason` while op `running` (named
+    /// `peer` aborted op `seq` with `reason` (a failure of `kind`) while
+    /// op `running` (named
     /// `name`) runs here, if any.
     ///
     /// # Errors
@@ -150,6 +158,7 @@ impl Health {
         peer: u32,
         seq: u64,
         reason: String,
+        kind: AbortKind,
         running: Option<u64>,
         name: &str,
     ) -> Result<(), TcpError> {
@@ -160,6 +169,7 @@ impl Health {
                 seq,
                 by: peer,
                 reason,
+                kind,
             });
             return Ok(());
         }
@@ -168,6 +178,7 @@ impl Health {
             seq: running.unwrap_or(seq),
             by: peer,
             reason,
+            kind,
         })
     }
 
@@ -178,7 +189,11 @@ impl Health {
     /// `abort_with`; if it does not, [`Health::take_deferred`] does).
     pub(crate) fn on_op_failed(&mut self, e: &TcpError, seq: u64) -> Option<Tell> {
         let tell = if let Some(reason) = self.abort_reason.take() {
-            Some(Tell { seq, reason })
+            Some(Tell {
+                seq,
+                reason,
+                kind: AbortKind::Failed,
+            })
         } else if matches!(e, TcpError::LengthMismatch { .. }) && is_p2p_seq(seq) {
             self.deferred = true;
             None
@@ -186,6 +201,7 @@ impl Health {
             Some(Tell {
                 seq,
                 reason: self.own_words(e),
+                kind: AbortKind::of(e),
             })
         } else {
             None
@@ -205,20 +221,27 @@ impl Health {
         Some(Tell {
             seq: next_seq(last_done),
             reason: self.own_words(e),
+            kind: AbortKind::of(e),
         })
     }
 
-    /// The caller aborts the communicator with `reason` (after the op
-    /// after `last_done`, if any, failed): what to tell the peers. Nothing
-    /// if closed, or if a failed op has told them already (the deferred
-    /// abort is this one). Closes the communicator.
-    pub(crate) fn abort_with(&mut self, reason: &str, last_done: Option<u64>) -> Option<Tell> {
+    /// The caller aborts the communicator with `reason`, a failure of
+    /// `kind` (after the op after `last_done`, if any, failed): what to
+    /// tell the peers. Nothing if closed, or if a failed op has told them
+    /// already (the deferred abort is this one). Closes the communicator.
+    pub(crate) fn abort_with(
+        &mut self,
+        reason: &str,
+        kind: AbortKind,
+        last_done: Option<u64>,
+    ) -> Option<Tell> {
         if self.closed {
             return None;
         }
         let tell = (self.broken.is_none() || self.deferred).then(|| Tell {
             seq: next_seq(last_done),
             reason: reason.to_string(),
+            kind,
         });
         self.deferred = false;
         self.break_with(TcpError::Broken(reason.to_string()));
@@ -252,11 +275,10 @@ impl Health {
         self.grace().filter(|w| now >= w.1).map(|w| w.0.clone())
     }
 
-    /// `e`'s words for the peers: "rank R: ..." without the op prefix
-    /// (theirs has it).
+    /// `e`'s words for the peers ([`told_reason`]: "rank R failed: ..."
+    /// without the op prefix, which theirs has).
     fn own_words(&self, e: &TcpError) -> String {
-        let text = e.to_string();
-        format!("rank {}: {}", self.rank, own_reason(&text))
+        told_reason(self.rank, &e.to_string())
     }
 }
 
@@ -304,6 +326,9 @@ pub(crate) fn timeout_error(
     }
     // Posted receives by peer, in tag order; a sliced op can have dozens
     // in flight per peer, so more than three are summed up.
+    // A rank that never called the op is named once, as the cause: its
+    // posted receives say nothing more.
+    stall.posted.retain(|p| !stall.missing.contains(&p.0));
     stall.posted.sort_unstable();
     let mut waits: Vec<String> = Vec::new();
     for msgs in stall.posted.chunk_by(|a, b| a.0 == b.0) {
@@ -387,7 +412,12 @@ mod tests {
         let e = TcpError::InvalidArgument("bad".into());
         let tell = h.on_op_failed(&e, 0).unwrap();
         assert_eq!(tell.seq, 0);
-        assert!(tell.reason.starts_with("rank 1: "), "{}", tell.reason);
+        assert!(
+            tell.reason.starts_with("rank 1 failed: "),
+            "{}",
+            tell.reason
+        );
+        assert_eq!(tell.kind, AbortKind::Failed);
         assert!(matches!(
             h.may_begin(1, "AllReduce"),
             Err(TcpError::Broken(_))
@@ -399,6 +429,7 @@ mod tests {
             seq: 0,
             by: 0,
             reason: "x".into(),
+            kind: AbortKind::Timeout,
         };
         assert_eq!(h.on_op_failed(&aborted, 0), None);
         assert!(!h.usable());
@@ -428,7 +459,9 @@ mod tests {
             "left to the caller"
         );
         // The caller words it and aborts: sent once, in its words.
-        let tell = h.abort_with("count: rank 0 sends 5", Some(6)).unwrap();
+        let tell = h
+            .abort_with("count: rank 0 sends 5", AbortKind::Mismatch, Some(6))
+            .unwrap();
         assert_eq!(
             (tell.seq, tell.reason.as_str()),
             (7, "count: rank 0 sends 5")
@@ -439,40 +472,49 @@ mod tests {
         h.on_op_failed(&mismatch(seq), seq);
         let tell = h.take_deferred(None).unwrap();
         assert_eq!(tell.seq, 0);
-        assert!(tell.reason.starts_with("rank 1: "));
+        assert!(
+            tell.reason.starts_with("rank 1 failed: "),
+            "{}",
+            tell.reason
+        );
+        assert_eq!(tell.kind, AbortKind::Mismatch);
         assert_eq!(h.take_deferred(None), None, "once");
         // A communicator broken by an op that told its peers only closes.
         let mut h = Health::new(1, 2);
         h.on_op_failed(&TcpError::InvalidArgument("x".into()), 0);
-        assert_eq!(h.abort_with("later", Some(0)), None);
+        assert_eq!(h.abort_with("later", AbortKind::Failed, Some(0)), None);
     }
 
     #[test]
     fn a_peer_abort_of_a_later_op_fails_the_next_op_not_this_one() {
         let mut h = Health::new(1, 3);
         assert!(h
-            .on_peer_abort(2, 6, "r".into(), Some(5), "AllReduce")
+            .on_peer_abort(2, 6, "r".into(), AbortKind::Timeout, Some(5), "AllReduce")
             .is_ok());
         // The next op, the aborted one, fails with the peer's abort.
         let e = h.may_begin(6, "Broadcast").unwrap_err();
         assert!(matches!(e, TcpError::Aborted { seq: 6, by: 2, ref op, .. } if op == "Broadcast"));
+        // It keeps its kind: this rank reports the peer's timeout as one.
+        assert_eq!(AbortKind::of(&e), AbortKind::Timeout);
         // An abort of this op (or of a p2p op) fails it at once.
         let mut h = Health::new(1, 3);
-        let e = h.on_peer_abort(2, 5, "r".into(), Some(5), "AllReduce");
+        let e = h.on_peer_abort(2, 5, "r".into(), AbortKind::Failed, Some(5), "AllReduce");
         assert!(matches!(e, Err(TcpError::Aborted { seq: 5, by: 2, .. })));
         let p2p = P2P_SEQ_BIT | 9;
-        assert!(h.on_peer_abort(2, p2p, "r".into(), Some(5), "x").is_err());
+        assert!(h
+            .on_peer_abort(2, p2p, "r".into(), AbortKind::Failed, Some(5), "x")
+            .is_err());
     }
 
     #[test]
     fn abort_and_destroy_close_once() {
         let mut h = Health::new(0, 2);
         assert!(h
-            .abort_with("rank 0 aborted the communicator", None)
+            .abort_with("rank 0 aborted the communicator", AbortKind::Failed, None)
             .is_some());
         assert!(h.close());
         assert!(!h.close());
-        assert_eq!(h.abort_with("again", None), None);
+        assert_eq!(h.abort_with("again", AbortKind::Failed, None), None);
         let e = h.may_begin(0, "AllReduce").unwrap_err();
         assert!(e.to_string().contains("destroyed or aborted"));
     }
@@ -512,6 +554,7 @@ mod tests {
                 (2, 0, 0, 8),
                 (2, 3, 0, 8),
                 (2, 2, 1, 8),
+                (3, 5, 0, 8),
             ],
             missing: vec![3],
             sends: vec![(1, 2)],

@@ -165,11 +165,17 @@ impl TcpRank {
                     }
                 }
             }
-            Event::Abort { peer, seq, reason } => {
+            Event::Abort {
+                peer,
+                seq,
+                reason,
+                kind,
+            } => {
                 self.peers[peer as usize]
                     .dead
                     .get_or_insert_with(|| "it aborted".into());
-                self.health.on_peer_abort(peer, seq, reason, cur_seq, &name)
+                self.health
+                    .on_peer_abort(peer, seq, reason, kind, cur_seq, &name)
             }
             Event::CmaAck { peer, desc } => {
                 let p = &mut self.peers[peer as usize];

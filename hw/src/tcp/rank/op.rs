@@ -387,7 +387,7 @@ impl TcpOp<'_, '_> {
             self.rank.peers[p as usize].sends.drop_pending();
         }
         if let Some(t) = self.rank.health.on_op_failed(&e, self.ctx.seq) {
-            self.rank.broadcast_abort(t.seq, &t.reason);
+            self.rank.broadcast_abort(t.seq, &t.reason, t.kind);
         }
         // The caller may rewrite its buffers as soon as this returns, and
         // a peer may still hold descriptors of them: withdraw them now.

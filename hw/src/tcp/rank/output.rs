@@ -9,7 +9,7 @@ use tokio::sync::mpsc::unbounded_channel;
 use super::tuning::ABORT_FLUSH;
 use super::TcpRank;
 use crate::tcp::buffers::OpBuffers;
-use crate::tcp::error::TcpError;
+use crate::tcp::error::{AbortKind, TcpError};
 use crate::tcp::io::{Event, Outgoing};
 use crate::tcp::wire::{
     FrameHeader, FrameKind, PieceDesc, FRAME_HEADER_LEN, MAX_ABORT_REASON, PIECE_DESC_LEN,
@@ -133,7 +133,7 @@ impl TcpRank {
         }
     }
 
-    pub(super) fn broadcast_abort(&mut self, seq: u64, reason: &str) {
+    pub(super) fn broadcast_abort(&mut self, seq: u64, reason: &str, kind: AbortKind) {
         let mut text = reason.as_bytes().to_vec();
         text.truncate(MAX_ABORT_REASON as usize);
         let h = FrameHeader {
@@ -141,7 +141,7 @@ impl TcpRank {
             session: self.session,
             comm: self.comm,
             seq,
-            tag: 0,
+            tag: kind.tag(),
             len: text.len() as u64,
             sig: [0; 32],
         };
