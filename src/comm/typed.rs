@@ -13,7 +13,7 @@ impl Comm {
         CollectiveArgs::new(kind, count, dtype, self.shared.size)
     }
 
-    pub(crate) fn per_rank(&self, kind: CollectiveKind, total: usize) -> Result<u64, CommError> {
+    pub(crate) fn per_rank(&self, kind: CollectiveKind, total: usize) -> Result<usize, CommError> {
         let n = self.shared.size as usize;
         if !total.is_multiple_of(n) {
             let e = CommError::Shape {
@@ -22,7 +22,31 @@ impl Comm {
             };
             return Err(self.fail_local(e));
         }
-        Ok((total / n) as u64)
+        Ok(total / n)
+    }
+
+    /// The arguments of `kind` on `count` elements of `T` (the typed wrappers' common start).
+    fn of<T: Element>(&self, kind: CollectiveKind, count: usize) -> CollectiveArgs {
+        self.args(kind, count as u64, T::DTYPE)
+    }
+
+    /// Runs `a` on typed buffers: their bytes underneath.
+    fn run_typed<T: Element>(
+        &self,
+        a: CollectiveArgs,
+        send: &[T],
+        recv: &mut [T],
+    ) -> Result<(), CommError> {
+        self.collective(&a, bytes(send), bytes_mut(recv))
+    }
+
+    /// Runs `a` in place on a typed buffer: its bytes underneath.
+    fn run_typed_in_place<T: Element>(
+        &self,
+        a: CollectiveArgs,
+        buf: &mut [T],
+    ) -> Result<(), CommError> {
+        self.collective_in_place(&a, bytes_mut(buf))
     }
 
     /// AllReduce: `recv[i] = op over ranks of send[i]`; equal lengths.
@@ -36,9 +60,9 @@ impl Comm {
         op: ReduceOp,
     ) -> Result<(), CommError> {
         let a = self
-            .args(CollectiveKind::AllReduce, send.len() as u64, T::DTYPE)
+            .of::<T>(CollectiveKind::AllReduce, send.len())
             .with_op(op);
-        self.collective(&a, bytes(send), bytes_mut(recv))
+        self.run_typed(a, send, recv)
     }
 
     /// AllReduce in place on `buf`.
@@ -51,15 +75,15 @@ impl Comm {
         op: ReduceOp,
     ) -> Result<(), CommError> {
         let a = self
-            .args(CollectiveKind::AllReduce, buf.len() as u64, T::DTYPE)
+            .of::<T>(CollectiveKind::AllReduce, buf.len())
             .with_op(op);
-        self.collective_in_place(&a, bytes_mut(buf))
+        self.run_typed_in_place(a, buf)
     }
 
     /// AllReduce on its own thread; returns the reduced buffer.
     pub fn all_reduce_async<T: Element>(&self, send: Vec<T>, op: ReduceOp) -> OpHandle<Vec<T>> {
         let a = self
-            .args(CollectiveKind::AllReduce, send.len() as u64, T::DTYPE)
+            .of::<T>(CollectiveKind::AllReduce, send.len())
             .with_op(op);
         let h = self.collective_async(a, bytes(&send).to_vec());
         // Waiting `h` marks its failure seen: this handle reports it instead.
@@ -94,9 +118,9 @@ impl Comm {
         op: ReduceOp,
     ) -> Result<(), CommError> {
         let a = self
-            .args(CollectiveKind::ReduceScatter, recv.len() as u64, T::DTYPE)
+            .of::<T>(CollectiveKind::ReduceScatter, recv.len())
             .with_op(op);
-        self.collective(&a, bytes(send), bytes_mut(recv))
+        self.run_typed(a, send, recv)
     }
 
     /// ReduceScatter in place: `buf` is the send buffer; rank r's result
@@ -111,9 +135,9 @@ impl Comm {
     ) -> Result<(), CommError> {
         let count = self.per_rank(CollectiveKind::ReduceScatter, buf.len())?;
         let a = self
-            .args(CollectiveKind::ReduceScatter, count, T::DTYPE)
+            .of::<T>(CollectiveKind::ReduceScatter, count)
             .with_op(op);
-        self.collective_in_place(&a, bytes_mut(buf))
+        self.run_typed_in_place(a, buf)
     }
 
     /// AllGather: `recv` = every rank's `send`, in rank order.
@@ -121,8 +145,8 @@ impl Comm {
     /// # Errors
     /// `recv.len() != size * send.len()`; transport and consistency errors.
     pub fn all_gather<T: Element>(&self, send: &[T], recv: &mut [T]) -> Result<(), CommError> {
-        let a = self.args(CollectiveKind::AllGather, send.len() as u64, T::DTYPE);
-        self.collective(&a, bytes(send), bytes_mut(recv))
+        let a = self.of::<T>(CollectiveKind::AllGather, send.len());
+        self.run_typed(a, send, recv)
     }
 
     /// AllGather in place: rank r's input is its own block of `buf`.
@@ -131,8 +155,8 @@ impl Comm {
     /// `buf.len()` not a multiple of `size`; transport and consistency errors.
     pub fn all_gather_in_place<T: Element>(&self, buf: &mut [T]) -> Result<(), CommError> {
         let count = self.per_rank(CollectiveKind::AllGather, buf.len())?;
-        let a = self.args(CollectiveKind::AllGather, count, T::DTYPE);
-        self.collective_in_place(&a, bytes_mut(buf))
+        let a = self.of::<T>(CollectiveKind::AllGather, count);
+        self.run_typed_in_place(a, buf)
     }
 
     /// Broadcast `buf` from `root` to every rank (HCCL's `HcclBroadcast`, in place).
@@ -144,9 +168,9 @@ impl Comm {
     /// Root out of range; transport and consistency errors.
     pub fn broadcast<T: Element>(&self, buf: &mut [T], root: u32) -> Result<(), CommError> {
         let a = self
-            .args(CollectiveKind::Broadcast, buf.len() as u64, T::DTYPE)
+            .of::<T>(CollectiveKind::Broadcast, buf.len())
             .with_root(root);
-        self.collective_in_place(&a, bytes_mut(buf))
+        self.run_typed_in_place(a, buf)
     }
 
     /// Reduce to `root`: `recv` (root only; ignored elsewhere, any size) = op over ranks of `send`.
@@ -164,10 +188,10 @@ impl Comm {
         root: u32,
     ) -> Result<(), CommError> {
         let a = self
-            .args(CollectiveKind::Reduce, send.len() as u64, T::DTYPE)
+            .of::<T>(CollectiveKind::Reduce, send.len())
             .with_op(op)
             .with_root(root);
-        self.collective(&a, bytes(send), bytes_mut(recv))
+        self.run_typed(a, send, recv)
     }
 
     /// Scatter from `root`: rank r gets block r of the root's `send`
@@ -185,9 +209,9 @@ impl Comm {
         root: u32,
     ) -> Result<(), CommError> {
         let a = self
-            .args(CollectiveKind::Scatter, recv.len() as u64, T::DTYPE)
+            .of::<T>(CollectiveKind::Scatter, recv.len())
             .with_root(root);
-        self.collective(&a, bytes(send), bytes_mut(recv))
+        self.run_typed(a, send, recv)
     }
 
     /// Gather to `root`: the root's `recv` = every rank's `send` in rank
@@ -205,9 +229,9 @@ impl Comm {
         root: u32,
     ) -> Result<(), CommError> {
         let a = self
-            .args(CollectiveKind::Gather, send.len() as u64, T::DTYPE)
+            .of::<T>(CollectiveKind::Gather, send.len())
             .with_root(root);
-        self.collective(&a, bytes(send), bytes_mut(recv))
+        self.run_typed(a, send, recv)
     }
 
     /// AllToAll: block j of rank i's `send` goes to block i of rank j's
@@ -217,8 +241,8 @@ impl Comm {
     /// Lengths; transport and consistency errors.
     pub fn all_to_all<T: Element>(&self, send: &[T], recv: &mut [T]) -> Result<(), CommError> {
         let count = self.per_rank(CollectiveKind::AllToAll, send.len())?;
-        let a = self.args(CollectiveKind::AllToAll, count, T::DTYPE);
-        self.collective(&a, bytes(send), bytes_mut(recv))
+        let a = self.of::<T>(CollectiveKind::AllToAll, count);
+        self.run_typed(a, send, recv)
     }
 
     /// Returns once every rank has entered the barrier.
