@@ -42,6 +42,18 @@ fn hccl_env(args: &[&str], env: &[(&str, Option<&str>)]) -> Output {
     c.output().expect("run hccl")
 }
 
+/// The words of `cmd`, split at white space: a command line as `args`.
+fn words(cmd: &str) -> Vec<&str> {
+    cmd.split_whitespace().collect()
+}
+
+/// `o`'s stdout, once it is known to have exited 0 (else fails, showing its stderr).
+#[track_caller]
+fn ok_stdout(o: &Output) -> String {
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(o));
+    stdout(o)
+}
+
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
@@ -81,21 +93,7 @@ fn rows(out: &str) -> Vec<String> {
 /// with `env` set (a value of `None` removes the variable).
 fn tcp_8k_on_2(env: &[(&str, Option<&str>)]) -> Output {
     hccl_env(
-        &[
-            "all_reduce",
-            "--transport",
-            "tcp",
-            "--spawn",
-            "2",
-            "-b",
-            "8K",
-            "-e",
-            "8K",
-            "-n",
-            "1",
-            "-w",
-            "0",
-        ],
+        &words("all_reduce --transport tcp --spawn 2 -b 8K -e 8K -n 1 -w 0"),
         env,
     )
 }
@@ -164,15 +162,7 @@ fn bad_flags_exit_2_with_one_line_and_usage() {
         // Cluster sources are exclusive: a rank table or fabric file with
         // --preset/--servers used to run the file silently.
         (
-            &[
-                "all_reduce",
-                "--rank-table",
-                "rt.json",
-                "--servers",
-                "4",
-                "--preset",
-                "ring",
-            ],
+            &words("all_reduce --rank-table rt.json --servers 4 --preset ring"),
             "cannot be used with",
         ),
         (
@@ -328,19 +318,8 @@ fn json_rows_match_the_table_and_busbw_factors() {
 
 #[test]
 fn timing_mode_skips_the_check_and_says_so() {
-    let o = hccl(&[
-        "all_gather",
-        "-b",
-        "1M",
-        "-e",
-        "1M",
-        "--mode",
-        "timing",
-        "--servers",
-        "2",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let out = stdout(&o);
+    let o = hccl(&words("all_gather -b 1M -e 1M --mode timing --servers 2"));
+    let out = ok_stdout(&o);
     assert!(out.contains("check: skipped in timing mode"), "{out}");
     assert!(out.contains("times are SIMULATED"), "{out}");
     assert!(rows(&out)[0].ends_with("NULL"), "{out}");
@@ -436,21 +415,7 @@ fn plot_is_an_svg_with_one_line_per_algorithm() {
 fn profiling_env_writes_one_record_per_timed_op() {
     let dir = scratch("prof");
     let o = hccl_env(
-        &[
-            "reduce_scatter",
-            "-b",
-            "64K",
-            "-e",
-            "128K",
-            "-f",
-            "2",
-            "-n",
-            "3",
-            "-w",
-            "2",
-            "--algo",
-            "ring",
-        ],
+        &words("reduce_scatter -b 64K -e 128K -f 2 -n 3 -w 2 --algo ring"),
         &[
             ("HCCL_PROFILING_ENABLE", Some("1")),
             ("HCCL_PROFILING_OUTPUT_PATH", Some(dir.to_str().unwrap())),
@@ -545,8 +510,7 @@ fn hccl_algo_env_forces_the_algorithm() {
         &["all_reduce", "-b", "1M", "-e", "1M", "-n", "1", "-w", "0"],
         &[("HCCL_ALGO", Some("allreduce=level0:ring;level1:NA"))],
     );
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let out = stdout(&o);
+    let out = ok_stdout(&o);
     assert!(out.contains("(HCCL_ALGO)"), "{out}");
     // One server: level 1 has nothing to do; the column says what ran.
     assert!(rows(&out)[0].contains(" ring "), "{out}");
@@ -570,8 +534,7 @@ fn hccl_algo_env_forces_the_algorithm() {
             ],
             &[("HCCL_ALGO", Some("level0:NA;level1:ring"))],
         );
-        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        let out = stdout(&o);
+        let out = ok_stdout(&o);
         assert!(rows(&out)[0].contains(ran), "{servers} servers: {out}");
         assert!(!rows(&out)[0].contains("NA"), "{servers} servers: {out}");
     }
@@ -587,23 +550,10 @@ fn hccl_algo_env_forces_the_algorithm() {
 
     // HCCL's per-op AllToAll example: its level1 pairwise runs flat.
     let o = hccl_env(
-        &[
-            "alltoall",
-            "-b",
-            "64K",
-            "-e",
-            "64K",
-            "--servers",
-            "2",
-            "-n",
-            "1",
-            "-w",
-            "0",
-        ],
+        &words("alltoall -b 64K -e 64K --servers 2 -n 1 -w 0"),
         &[("HCCL_ALGO", Some("alltoall=level0:NA;level1:pairwise"))],
     );
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let out = stdout(&o);
+    let out = ok_stdout(&o);
     assert!(rows(&out)[0].contains("pairwise"), "{out}");
     assert!(
         out.contains("runs as pairwise, flat over all ranks, for alltoall"),
@@ -617,8 +567,7 @@ fn hccl_algo_env_forces_the_algorithm() {
         &["alltoall", "-b", "8K", "-e", "8K", "-n", "1", "-w", "0"],
         &[("HCCL_ALGO", Some("ring"))],
     );
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let out = stdout(&o);
+    let out = ok_stdout(&o);
     assert!(
         out.contains("# note: HCCL_ALGO ring ignored for alltoall"),
         "{out}"
@@ -628,8 +577,7 @@ fn hccl_algo_env_forces_the_algorithm() {
 
     // The same on TCP: the header says the setting was ignored.
     let o = tcp_8k_on_2(&[("HCCL_ALGO", Some("pairwise"))]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let out = stdout(&o);
+    let out = ok_stdout(&o);
     assert!(
         out.contains("# note: HCCL_ALGO=pairwise ignored for all_reduce"),
         "{out}"
@@ -797,63 +745,19 @@ fn sizes_round_down_and_never_repeat() {
             .collect()
     };
     // fp32 AllReduce: 0, 1, 2 B are 0 elements, 4 B one: 0, 4, 8, ... 1024.
-    let o = hccl(&[
-        "all_reduce",
-        "-b",
-        "0",
-        "-e",
-        "1K",
-        "-f",
-        "2",
-        "-n",
-        "1",
-        "-w",
-        "0",
-    ]);
+    let o = hccl(&words("all_reduce -b 0 -e 1K -f 2 -n 1 -w 0"));
     assert!(o.status.success(), "{}", stderr(&o));
     let want: Vec<u64> = std::iter::once(0).chain((2..=10).map(|k| 1 << k)).collect();
     assert_eq!(first_col(&stdout(&o)), want);
     // Asked for 1 and 2 B (not 0): those round to nothing and are skipped.
-    let o = hccl(&[
-        "all_reduce",
-        "-b",
-        "1",
-        "-e",
-        "16",
-        "-f",
-        "2",
-        "-n",
-        "1",
-        "-w",
-        "0",
-    ]);
+    let o = hccl(&words("all_reduce -b 1 -e 16 -f 2 -n 1 -w 0"));
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(first_col(&stdout(&o)), vec![4, 8, 16]);
     // 1001 B = 250 floats = 1000 B (nccl-tests: count = size / wordSize).
-    let o = hccl(&[
-        "all_reduce",
-        "-b",
-        "1001",
-        "-e",
-        "1001",
-        "-n",
-        "1",
-        "-w",
-        "0",
-    ]);
+    let o = hccl(&words("all_reduce -b 1001 -e 1001 -n 1 -w 0"));
     assert_eq!(first_col(&stdout(&o)), vec![1000], "{}", stderr(&o));
     // AllGather on 8 ranks: 1001 B = 250 floats = 31 per rank = 992 B.
-    let o = hccl(&[
-        "all_gather",
-        "-b",
-        "1001",
-        "-e",
-        "1001",
-        "-n",
-        "1",
-        "-w",
-        "0",
-    ]);
+    let o = hccl(&words("all_gather -b 1001 -e 1001 -n 1 -w 0"));
     assert_eq!(first_col(&stdout(&o)), vec![992], "{}", stderr(&o));
 }
 
@@ -974,17 +878,7 @@ fn wrong_args_fault_is_a_failure_not_a_hang() {
 #[test]
 fn a_simulation_under_mpirun_says_it_is_not_measuring_the_processes() {
     let o = hccl_env(
-        &[
-            "all_reduce",
-            "-b",
-            "8K",
-            "-e",
-            "8K",
-            "-n",
-            "1",
-            "--transport",
-            "sim",
-        ],
+        &words("all_reduce -b 8K -e 8K -n 1 --transport sim"),
         &[("OMPI_COMM_WORLD_SIZE", Some("2"))],
     );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -1035,8 +929,7 @@ fn servers_of_unequal_size_run_flat_and_say_so() {
         .args(["ranktable", "check", path])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let out = stdout(&o);
+    let out = ok_stdout(&o);
     assert!(out.contains("12 ranks on 2 servers"), "{out}");
     assert!(out.contains("different numbers of devices (8, 4)"), "{out}");
 
@@ -1044,8 +937,7 @@ fn servers_of_unequal_size_run_flat_and_say_so() {
         &["all_reduce", "-b", "8K", "-e", "8K", "--rank-table", path],
         &[("HCCL_ALGO", Some("level0:ring;level1:H-D_R"))],
     );
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let out = stdout(&o);
+    let out = ok_stdout(&o);
     assert!(out.contains("2 servers of uneven size"), "{out}");
     assert!(out.contains("runs as ring, flat over all ranks"), "{out}");
     assert!(out.contains("equal servers"), "{out}");
@@ -1083,31 +975,15 @@ fn as_ompi_rank(rank: u32, n: u32, port: u16, args: &[&str]) -> std::process::Ch
         .unwrap()
 }
 
+/// hccl_test's guide's command (smaller sizes: 8 KiB to 16 KiB, one op).
+const GUIDES_COMMAND: &str = "all_reduce -b 8K -e 16K -f 2 -d fp32 -o sum -p 2 -n 1 -w 0";
+
 #[test]
 fn under_mpirun_the_guides_command_runs_one_job_over_tcp() {
     // The guide's command (smaller sizes), as two processes Open MPI
     // started: one job over TCP, one table (rank 0's), -p checked.
-    let args = [
-        "all_reduce",
-        "-b",
-        "8K",
-        "-e",
-        "16K",
-        "-f",
-        "2",
-        "-d",
-        "fp32",
-        "-o",
-        "sum",
-        "-p",
-        "2",
-        "-n",
-        "1",
-        "-w",
-        "0",
-        "--format",
-        "hccl_test",
-    ];
+    let cmd = format!("{GUIDES_COMMAND} --format hccl_test");
+    let args = words(&cmd);
     let port = free_port();
     let kids: Vec<_> = (0..2).map(|r| as_ompi_rank(r, 2, port, &args)).collect();
     let outs: Vec<Output> = kids
@@ -1153,15 +1029,7 @@ fn under_mpirun_the_guides_command_runs_one_job_over_tcp() {
         stderr(&o)
     );
     // Under --spawn, all ranks are on this node.
-    let o = hccl(&[
-        "all_reduce",
-        "--transport",
-        "tcp",
-        "--spawn",
-        "2",
-        "-p",
-        "4",
-    ]);
+    let o = hccl(&words("all_reduce --transport tcp --spawn 2 -p 4"));
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("-p/--npus 4 does not match the 2 ranks"),
@@ -1187,33 +1055,14 @@ fn real_mpirun_runs_the_guides_command_as_one_job() {
     let o = Command::new("mpirun")
         .args(["--allow-run-as-root", "--oversubscribe", "-n", "2"])
         .arg(env!("CARGO_BIN_EXE_hccl-test"))
-        .args([
-            "all_reduce",
-            "-b",
-            "8K",
-            "-e",
-            "16K",
-            "-f",
-            "2",
-            "-d",
-            "fp32",
-            "-o",
-            "sum",
-            "-p",
-            "2",
-            "-n",
-            "1",
-            "-w",
-            "0",
-        ])
+        .args(words(GUIDES_COMMAND))
         .env_remove("HCCL_ALGO")
         .env_remove("HCCL_PROFILING_ENABLE")
         .env("MASTER_PORT", free_port().to_string())
         .env("HCCL_IF_IP", "127.0.0.1")
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let out = stdout(&o);
+    let out = ok_stdout(&o);
     assert_eq!(out.matches("size(B)").count(), 1, "one table: {out}");
     assert!(out.contains("launched by mpirun (Open MPI)"), "{out}");
     let r = rows(&out);
@@ -1223,23 +1072,10 @@ fn real_mpirun_runs_the_guides_command_as_one_job() {
 
 #[test]
 fn hccl_test_format_prints_its_columns_and_algorithm_bandwidth() {
-    let o = hccl(&[
-        "all_reduce",
-        "-b",
-        "8K",
-        "-e",
-        "16K",
-        "-f",
-        "2",
-        "-n",
-        "1",
-        "-w",
-        "0",
-        "--format",
-        "hccl_test",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-    let out = stdout(&o);
+    let o = hccl(&words(
+        "all_reduce -b 8K -e 16K -f 2 -n 1 -w 0 --format hccl_test",
+    ));
+    let out = ok_stdout(&o);
     let header = "data_size(Bytes): | aveg_time(us): | alg_bandwidth(GB/s): | check_result:";
     let table: Vec<&str> = out.lines().skip_while(|l| *l != header).skip(1).collect();
     assert_eq!(table.len(), 2, "{out}");
@@ -1395,8 +1231,7 @@ fn plan_and_test_estimate_an_op_with_the_same_link_parameters() {
             .args(["--count", count, "--algo", algo])
             .output()
             .unwrap();
-        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
-        let out = stdout(&o);
+        let out = ok_stdout(&o);
         assert!(out.contains("links of preset atlas800t-a2"), "{out}");
         let plan_us: f64 = out
             .lines()
@@ -1497,19 +1332,9 @@ const LONG_TCP_SWEEP: [&str; 14] = [
 fn a_closed_stdout_stops_the_sweep_at_once_and_blames_no_rank() {
     let limit = std::time::Duration::from_secs(30);
     // Simulator: 128 ranks in timing mode up to 1 GiB takes minutes.
-    let (mut child, out) = start_until_table(&[
-        "all_reduce",
-        "-b",
-        "1K",
-        "-e",
-        "1G",
-        "-f",
-        "2",
-        "--servers",
-        "16",
-        "--mode",
-        "timing",
-    ]);
+    let (mut child, out) = start_until_table(&words(
+        "all_reduce -b 1K -e 1G -f 2 --servers 16 --mode timing",
+    ));
     drop(out);
     assert_eq!(wait_at_most(&mut child, limit), Some(0));
     // --spawn: rank 0's stdout closes; the others lose rank 0, which is
@@ -1570,23 +1395,9 @@ fn interrupting_spawn_ends_its_ranks_at_once() {
 
 #[test]
 fn spawn_timeout_0_means_never() {
-    let o = hccl(&[
-        "all_reduce",
-        "--transport",
-        "tcp",
-        "--spawn",
-        "2",
-        "--spawn-timeout",
-        "0",
-        "-b",
-        "8K",
-        "-e",
-        "8K",
-        "-n",
-        "1",
-        "-w",
-        "0",
-    ]);
+    let o = hccl(&words(
+        "all_reduce --transport tcp --spawn 2 --spawn-timeout 0 -b 8K -e 8K -n 1 -w 0",
+    ));
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(rows(&stdout(&o))[0].contains("success"), "{}", stdout(&o));
 }
@@ -1594,15 +1405,7 @@ fn spawn_timeout_0_means_never() {
 #[test]
 fn the_check_memory_limit_is_the_memory_available_or_the_flag() {
     // 8 x 64 MiB AllReduce needs ~2 GiB to check: over a 100 MiB limit.
-    let o = hccl(&[
-        "all_reduce",
-        "-b",
-        "64M",
-        "-e",
-        "64M",
-        "--check-memory",
-        "100M",
-    ]);
+    let o = hccl(&words("all_reduce -b 64M -e 64M --check-memory 100M"));
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("(limit 100.0 MiB: --check-memory)"),
@@ -1626,18 +1429,7 @@ fn the_default_profile_directory_is_not_the_current_one() {
     let cwd = scratch("prof-cwd");
     let work = scratch("prof-work");
     let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
-        .args([
-            "test",
-            "all_reduce",
-            "-b",
-            "1K",
-            "-e",
-            "1K",
-            "-n",
-            "1",
-            "-w",
-            "0",
-        ])
+        .args(words("test all_reduce -b 1K -e 1K -n 1 -w 0"))
         .current_dir(&cwd)
         .env_remove("HCCL_ALGO")
         .env_remove("HCCL_PROFILING_OUTPUT_PATH")
@@ -1687,15 +1479,9 @@ fn a_bad_hccl_exec_timeout_is_not_a_usage_error_in_hccl_sim() {
     assert!(err.contains("in 0..=2147483647 (HCCL's range)"), "{err}");
     // The flag is an argument: a usage error, and it wins over the variable.
     let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
-        .args([
-            "sim",
-            "--collective",
-            "all_reduce",
-            "--count",
-            "4",
-            "--exec-timeout",
-            "5",
-        ])
+        .args(words(
+            "sim --collective all_reduce --count 4 --exec-timeout 5",
+        ))
         .env("HCCL_EXEC_TIMEOUT", "abc")
         .output()
         .unwrap();
@@ -1785,17 +1571,7 @@ fn a_bootstrap_timeout_is_said_once() {
 #[test]
 fn counts_of_one_are_singular() {
     let o = hccl_env(
-        &[
-            "all_reduce",
-            "-b",
-            "8K",
-            "-e",
-            "8K",
-            "--transport",
-            "tcp",
-            "--spawn",
-            "1",
-        ],
+        &words("all_reduce -b 8K -e 8K --transport tcp --spawn 1"),
         &[],
     );
     let out = stdout(&o);
