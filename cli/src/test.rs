@@ -575,21 +575,11 @@ pub(crate) fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
         AlgoChoice::All => "all".to_string(),
     };
     let mut settings = format!(
-        "{coll} -b {} -e {} {} -d {} -o {} -r {} -n {} -w {} -c {} -p {} --servers {} --mode {} --seed {} --algo {}",
-        a.minbytes,
-        a.maxbytes,
-        match (a.stepfactor, a.stepbytes) {
-            (Some(f), _) => format!("-f {f}"),
-            (None, Some(i)) => format!("-i {i}"),
-            (None, None) => "-i default".into(),
-        },
-        a.datatype,
-        a.op,
-        a.root,
-        a.iters,
-        a.warmup_iters,
-        a.check,
-        cluster::shape(fabric).1.map_or_else(|| "-".to_string(), |p| p.to_string()),
+        "{} -p {} --servers {} --mode {} --seed {} --algo {}",
+        sweep_settings(&a),
+        cluster::shape(fabric)
+            .1
+            .map_or_else(|| "-".to_string(), |p| p.to_string()),
         cluster::shape(fabric).0,
         match a.mode {
             ModeArg::Data => "data",
@@ -839,6 +829,28 @@ pub(crate) fn broken_pipe_exit() -> ExitCode {
 }
 
 /// The first flag of `a` that has no meaning with `--transport tcp`.
+/// The settings line's start, the same on both transports: the collective
+/// and its sweep flags as given (`-i default` when neither -f nor -i is).
+fn sweep_settings(a: &TestArgs) -> String {
+    format!(
+        "{} -b {} -e {} {} -d {} -o {} -r {} -n {} -w {} -c {}",
+        a.collective,
+        a.minbytes,
+        a.maxbytes,
+        match (a.stepfactor, a.stepbytes) {
+            (Some(f), _) => format!("-f {f}"),
+            (None, Some(i)) => format!("-i {i}"),
+            (None, None) => "-i default".into(),
+        },
+        a.datatype,
+        a.op,
+        a.root,
+        a.iters,
+        a.warmup_iters,
+        a.check,
+    )
+}
+
 fn tcp_conflict(a: &TestArgs) -> Option<&'static str> {
     [
         (a.preset.is_some(), "--preset"),
@@ -969,23 +981,7 @@ fn run_tcp(
             Err(m) => return Ok(usage_error(bin, m)),
         }
     }
-    let mut settings = format!(
-        "{coll} -b {} -e {} {} -d {} -o {} -r {} -n {} -w {} -c {} --seed {} --transport tcp",
-        a.minbytes,
-        a.maxbytes,
-        match (a.stepfactor, a.stepbytes) {
-            (Some(f), _) => format!("-f {f}"),
-            (None, Some(i)) => format!("-i {i}"),
-            (None, None) => "-i default".into(),
-        },
-        a.datatype,
-        a.op,
-        a.root,
-        a.iters,
-        a.warmup_iters,
-        a.check,
-        a.seed,
-    );
+    let mut settings = format!("{} --seed {} --transport tcp", sweep_settings(a), a.seed);
     if let Some(p) = a.npus {
         settings.push_str(&format!(" -p {p}"));
     }
