@@ -8,6 +8,8 @@
 //! (`BackendKind::Sim`) and on TCP over loopback (see
 //! `tests/tests/in_process.rs`).
 
+pub mod procs;
+
 use hccl::comm::{BackendKind, DataType, ReduceOp};
 use hccl::{Comm, CommError, P2pItem};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};

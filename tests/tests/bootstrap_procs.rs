@@ -9,25 +9,14 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use hccl_conformance::procs::{self, finish};
+
 const BIN: &str = env!("CARGO_BIN_EXE_conformance_rank");
 
-/// A free port below Linux's ephemeral range, not repeated in this process
-/// (a different range from tests/tcp.rs, which runs at the same time).
+/// A free port, in a different range from tests/tcp.rs (which runs at the
+/// same time).
 fn free_port() -> u16 {
-    use std::sync::atomic::{AtomicU16, Ordering};
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    let base = 12_000 + (std::process::id() % 400) as u16 * 16;
-    let _ = NEXT.compare_exchange(0, base, Ordering::SeqCst, Ordering::SeqCst);
-    loop {
-        let p = NEXT.fetch_add(16, Ordering::SeqCst);
-        if p > 19_000 {
-            NEXT.store(12_000, Ordering::SeqCst);
-            continue;
-        }
-        if TcpListener::bind(("127.0.0.1", p)).is_ok() {
-            return p;
-        }
-    }
+    procs::free_port(12_000..19_000)
 }
 
 fn spawn(port: u16, world: u32, rank: u32, timeout_s: &str) -> Child {
@@ -48,27 +37,6 @@ fn spawn(port: u16, world: u32, rank: u32, timeout_s: &str) -> Child {
         .stderr(Stdio::null())
         .spawn()
         .expect("spawn conformance_rank")
-}
-
-/// Waits for `child` at most `bound`, killing it past that; returns (exit
-/// code, stdout, seconds it ran from `start`).
-fn finish(mut child: Child, bound: Duration) -> (Option<i32>, String) {
-    let end = Instant::now() + bound;
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            _ if Instant::now() >= end => {
-                let _ = child.kill();
-                break;
-            }
-            _ => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
-    let out = child.wait_with_output().expect("child output");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
 }
 
 /// The root's process exits as soon as its own rank has the timeout

@@ -3,30 +3,18 @@
 //! killed if it outlives its bound, so no test can hang.
 
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use hccl_conformance::procs::{self, finish};
+
 const BIN: &str = env!("CARGO_BIN_EXE_conformance_rank");
 
-/// A free port below Linux's ephemeral range (32768..), so that no
-/// OS-chosen port (every data listener uses one) can take it between this
-/// check and the root's bind; successive calls never repeat.
+/// A free port, in a different range from tests/bootstrap_procs.rs (which
+/// runs at the same time).
 fn free_port() -> u16 {
-    use std::sync::atomic::{AtomicU16, Ordering};
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    let base = 20_000 + (std::process::id() % 500) as u16 * 16;
-    let _ = NEXT.compare_exchange(0, base, Ordering::SeqCst, Ordering::SeqCst);
-    loop {
-        let p = NEXT.fetch_add(16, Ordering::SeqCst);
-        if p > 32_000 {
-            NEXT.store(20_000, Ordering::SeqCst);
-            continue;
-        }
-        if TcpListener::bind(("127.0.0.1", p)).is_ok() {
-            return p;
-        }
-    }
+    procs::free_port(20_000..32_000)
 }
 
 struct Job {
@@ -70,26 +58,6 @@ impl Job {
             .spawn()
             .expect("spawn conformance_rank")
     }
-}
-
-/// Waits for `child` at most `bound`, killing it past that; returns (exit code, stdout).
-fn finish(mut child: Child, bound: Duration) -> (Option<i32>, String) {
-    let end = Instant::now() + bound;
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            _ if Instant::now() >= end => {
-                let _ = child.kill();
-                break;
-            }
-            _ => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
-    let out = child.wait_with_output().expect("child output");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
 }
 
 fn run_all(job: &Job, bound: Duration) -> Vec<(Option<i32>, String)> {

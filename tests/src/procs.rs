@@ -1,0 +1,53 @@
+//! Ranks as child processes: free loopback ports and bounded waits, shared
+//! by the suites that spawn `conformance_rank` (`tests/tcp.rs`,
+//! `tests/bootstrap_procs.rs`).
+
+use std::net::TcpListener;
+use std::ops::Range;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+/// A free loopback port in `ports` (steps of 16 from a start picked by the
+/// process id), never repeated by this process until it wraps around.
+///
+/// Suites running at the same time pass disjoint ranges; ranges below
+/// Linux's ephemeral ports (32768..) keep an OS-chosen port (every data
+/// listener uses one) from taking it between this check and the root's bind.
+pub fn free_port(ports: Range<u16>) -> u16 {
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let slots = u32::from((ports.end - ports.start) / 16).max(1);
+    let base = ports.start + (std::process::id() % slots) as u16 * 16;
+    let _ = NEXT.compare_exchange(0, base, Ordering::SeqCst, Ordering::SeqCst);
+    loop {
+        let p = NEXT.fetch_add(16, Ordering::SeqCst);
+        if !ports.contains(&p) {
+            NEXT.store(ports.start, Ordering::SeqCst);
+            continue;
+        }
+        if TcpListener::bind(("127.0.0.1", p)).is_ok() {
+            return p;
+        }
+    }
+}
+
+/// Waits for `child` at most `bound`, killing it past that; returns (exit
+/// code, stdout).
+pub fn finish(mut child: Child, bound: Duration) -> (Option<i32>, String) {
+    let end = Instant::now() + bound;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            _ if Instant::now() >= end => {
+                let _ = child.kill();
+                break;
+            }
+            _ => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    let out = child.wait_with_output().expect("child output");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
