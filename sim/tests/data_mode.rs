@@ -9,23 +9,6 @@ use hccl_sim::{Mode, Scenario};
 use hccl_topology::{build_preset_with, Fabric, Preset, PresetOptions};
 use proptest::prelude::*;
 
-const KINDS: [CollectiveKind; 14] = [
-    CollectiveKind::AllReduce,
-    CollectiveKind::ReduceScatter,
-    CollectiveKind::AllGather,
-    CollectiveKind::Broadcast,
-    CollectiveKind::Reduce,
-    CollectiveKind::Scatter,
-    CollectiveKind::Gather,
-    CollectiveKind::AllToAll,
-    CollectiveKind::AllToAllV,
-    CollectiveKind::AllGatherV,
-    CollectiveKind::ReduceScatterV,
-    CollectiveKind::SendRecv,
-    CollectiveKind::BatchSendRecv,
-    CollectiveKind::Barrier,
-];
-
 /// `servers` servers of `per_server` NPUs on a leaf-spine (so hierarchical
 /// algorithms have two levels).
 fn fabric(servers: u32, per_server: u32) -> Fabric {
@@ -127,7 +110,7 @@ proptest! {
 
     #[test]
     fn every_flat_algorithm_matches_the_reference(
-        kind_i in 0..KINDS.len(),
+        kind_i in 0..CollectiveKind::ALL.len(),
         p in 1u32..=9,
         count in 0u64..40,
         dtype in prop::sample::select(vec![DataType::Fp32, DataType::Int32, DataType::Bf16, DataType::Fp16, DataType::Int8, DataType::Fp64]),
@@ -135,7 +118,7 @@ proptest! {
         in_place in any::<bool>(),
         seed in any::<u64>(),
     ) {
-        let kind = KINDS[kind_i];
+        let kind = CollectiveKind::ALL[kind_i];
         let f = fabric(p, 1);
         let args = args_for(kind, p, count, dtype, op, seed).with_in_place(in_place);
         for algo in Algorithm::supported_for(kind) {
