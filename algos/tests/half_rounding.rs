@@ -137,14 +137,37 @@ fn avg_divides_the_f32_sum_and_rounds_once() {
     }
 }
 
+/// Xorshift64 from `seed` (made odd, so never stuck at 0).
+fn xorshift(seed: u64) -> impl Iterator<Item = u64> {
+    let mut x = seed | 1;
+    std::iter::repeat_with(move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    })
+}
+
+/// Each rank's input of `args` (a 16-bit dtype): `values` of its element
+/// count, seeded by `seed` and the rank.
+fn rank_inputs(
+    args: &CollectiveArgs,
+    values: fn(usize, u64) -> Vec<f32>,
+    seed: u64,
+) -> Vec<Vec<u8>> {
+    (0..args.world_size)
+        .map(|r| {
+            let n = args.io_bytes(r).0 as usize / 2;
+            encode(args.dtype, &values(n, seed ^ u64::from(r) << 32))
+        })
+        .collect()
+}
+
 /// Values with mixed magnitudes and signs, so that rounding shows.
 fn rough_values(n: usize, seed: u64) -> Vec<f32> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+    xorshift(seed)
+        .take(n)
+        .map(|x| {
             let mant = (x % 2000) as f32 - 1000.0;
             let exp = ((x >> 20) % 9) as i32 - 6; // fp16 sums stay finite
             mant * 2f32.powi(exp)
@@ -169,12 +192,7 @@ proptest! {
         let dtype = if bf { DataType::Bf16 } else { DataType::Fp16 };
         for kind in [CollectiveKind::AllReduce, CollectiveKind::ReduceScatter, CollectiveKind::Reduce] {
             let args = CollectiveArgs::new(kind, count, dtype, p).with_root(p - 1);
-            let inputs: Vec<Vec<u8>> = (0..p)
-                .map(|r| {
-                    let n = args.io_bytes(r).0 as usize / 2;
-                    encode(dtype, &rough_values(n, seed ^ u64::from(r) << 32))
-                })
-                .collect();
+            let inputs = rank_inputs(&args, rough_values, seed);
             let want = reference(&args, &inputs).unwrap();
             for a in Algorithm::supported_for(kind) {
                 let spec = AlgoSpec::Flat(a);
@@ -202,12 +220,9 @@ proptest! {
 /// integers times powers of two (|k| < 128, 2^-4 to 2^7: 8 + 11 + 4 bits),
 /// whose partial sums fp16/bf16 mostly cannot hold.
 fn exact_values(n: usize, seed: u64) -> Vec<f32> {
-    let mut x = seed | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+    xorshift(seed)
+        .take(n)
+        .map(|x| {
             let k = (x % 255) as f32 - 127.0;
             let e = ((x >> 16) % 12) as i32 - 4;
             k * 2f32.powi(e)
@@ -237,12 +252,7 @@ proptest! {
             let args = CollectiveArgs::new(kind, count, dtype, p)
                 .with_root(p / 2)
                 .with_in_place(in_place);
-            let inputs: Vec<Vec<u8>> = (0..p)
-                .map(|r| {
-                    let n = args.io_bytes(r).0 as usize / 2;
-                    encode(dtype, &exact_values(n, seed ^ u64::from(r) << 32))
-                })
-                .collect();
+            let inputs = rank_inputs(&args, exact_values, seed);
             let want = reference(&args, &inputs).unwrap();
             let wide = ReducePrecision::Fp32.widened(&args).unwrap();
             let wide_inputs: Vec<Vec<u8>> =
