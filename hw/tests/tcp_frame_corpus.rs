@@ -193,20 +193,7 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
     s
 }
 
-fn corpus() -> Vec<(String, Vec<u8>)> {
-    let mut entries: Vec<_> = std::fs::read_dir(DIR)
-        .unwrap_or_else(|e| panic!("{DIR}: {e}"))
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    entries
-        .iter()
-        .map(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read(p).unwrap())
-        })
-        .collect()
-}
+include!("../../fuzz/bodies/replay.rs");
 
 fn accepted_frame(b: &[u8]) -> Option<FrameHeader> {
     let h: &[u8; wire::FRAME_HEADER_LEN] = b.get(..wire::FRAME_HEADER_LEN)?.try_into().ok()?;
@@ -221,7 +208,7 @@ fn accepted_ctrl(b: &[u8]) -> bool {
 
 #[test]
 fn seed_corpus() {
-    let seeds = corpus();
+    let seeds = corpus("tcp_frame");
     assert!(
         seeds.len() >= 30,
         "seed corpus is missing: {} files",
@@ -284,7 +271,7 @@ fn seed_corpus() {
 /// fuzzer's own mutations).
 #[test]
 fn mutated_seeds() {
-    for (_, data) in corpus() {
+    for (_, data) in corpus("tcp_frame") {
         for i in 0..data.len() {
             let mut m = data.clone();
             m[i] ^= 0xff;

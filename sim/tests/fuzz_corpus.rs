@@ -14,22 +14,7 @@ include!("../../fuzz/bodies/fault_plan.rs");
 include!("../../fuzz/bodies/scenario_file.rs");
 include!("../../fuzz/bodies/fabric_file.rs");
 
-/// (file name, bytes) of a corpus, sorted by name.
-fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
-    let dir = format!("{}/../fuzz/corpus/{target}", env!("CARGO_MANIFEST_DIR"));
-    let mut entries: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{dir}: {e}"))
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    entries
-        .iter()
-        .map(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read(p).unwrap())
-        })
-        .collect()
-}
+include!("../../fuzz/bodies/replay.rs");
 
 fn text(data: &[u8]) -> &str {
     std::str::from_utf8(data).unwrap_or("")
