@@ -408,13 +408,7 @@ pub(crate) fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             _ => cmd,
         }
     };
-    let sweep = if kind == CollectiveKind::Barrier {
-        Ok(vec![0])
-    } else {
-        let step = sizes::Step::from_flags(a.stepfactor, a.stepbytes, a.minbytes, a.maxbytes);
-        sizes::sweep(a.minbytes, a.maxbytes, step)
-    };
-    let sizes = match sweep {
+    let sizes = match sweep_sizes(&a) {
         Ok(s) => s,
         Err(e) => return Ok(usage_error(bin, e)),
     };
@@ -829,6 +823,16 @@ pub(crate) fn broken_pipe_exit() -> ExitCode {
 }
 
 /// The first flag of `a` that has no meaning with `--transport tcp`.
+/// The message sizes of the sweep the flags ask for (one row of 0 bytes
+/// for a barrier); both transports run the same sweep.
+fn sweep_sizes(a: &TestArgs) -> Result<Vec<u64>, sizes::SizeError> {
+    if a.collective.kind() == CollectiveKind::Barrier {
+        return Ok(vec![0]);
+    }
+    let step = sizes::Step::from_flags(a.stepfactor, a.stepbytes, a.minbytes, a.maxbytes);
+    sizes::sweep(a.minbytes, a.maxbytes, step)
+}
+
 /// The settings line's start, the same on both transports: the collective
 /// and its sweep flags as given (`-i default` when neither -f nor -i is).
 fn sweep_settings(a: &TestArgs) -> String {
@@ -922,13 +926,7 @@ fn run_tcp(
             return Ok(input_error(m));
         }
     }
-    let sweep = if coll.kind() == CollectiveKind::Barrier {
-        Ok(vec![0])
-    } else {
-        let step = sizes::Step::from_flags(a.stepfactor, a.stepbytes, a.minbytes, a.maxbytes);
-        sizes::sweep(a.minbytes, a.maxbytes, step)
-    };
-    let sizes = match sweep {
+    let sizes = match sweep_sizes(a) {
         Ok(s) => s,
         Err(e) => return Ok(usage_error(bin, e)),
     };
