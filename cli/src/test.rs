@@ -453,15 +453,8 @@ pub(crate) fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             ));
         }
     }
-    if coll.uses_root() && a.root >= n {
-        return Ok(usage_error(
-            bin,
-            format!(
-                "-r/--root {} is outside the world of {n} ranks; use a root in 0..={}",
-                a.root,
-                n - 1
-            ),
-        ));
+    if let Some(m) = root_outside(a.collective, a.root, n) {
+        return Ok(usage_error(bin, m));
     }
     let layout = cluster::layout(fabric);
     let costs = cluster::cost_model(fabric);
@@ -822,7 +815,16 @@ pub(crate) fn broken_pipe_exit() -> ExitCode {
     }
 }
 
-/// The first flag of `a` that has no meaning with `--transport tcp`.
+/// `-r/--root` outside a world of `n` ranks, for a collective with a root.
+fn root_outside(coll: TestCollective, root: u32, n: u32) -> Option<String> {
+    (coll.uses_root() && root >= n).then(|| {
+        format!(
+            "-r/--root {root} is outside the world of {n} ranks; use a root in 0..={}",
+            n - 1
+        )
+    })
+}
+
 /// The message sizes of the sweep the flags ask for (one row of 0 bytes
 /// for a barrier); both transports run the same sweep.
 fn sweep_sizes(a: &TestArgs) -> Result<Vec<u64>, sizes::SizeError> {
@@ -855,6 +857,7 @@ fn sweep_settings(a: &TestArgs) -> String {
     )
 }
 
+/// The first flag of `a` that has no meaning with `--transport tcp`.
 fn tcp_conflict(a: &TestArgs) -> Option<&'static str> {
     [
         (a.preset.is_some(), "--preset"),
@@ -945,15 +948,8 @@ fn run_tcp(
                     return Ok(usage_error(bin, m));
                 }
             }
-            if coll.uses_root() && a.root >= n {
-                return Ok(usage_error(
-                    bin,
-                    format!(
-                        "-r/--root {} is outside the world of {n} ranks; use a root in 0..={}",
-                        a.root,
-                        n - 1
-                    ),
-                ));
+            if let Some(m) = root_outside(a.collective, a.root, n) {
+                return Ok(usage_error(bin, m));
             }
             let timeout =
                 (a.spawn_timeout > 0).then(|| std::time::Duration::from_secs(a.spawn_timeout));
