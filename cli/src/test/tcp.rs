@@ -267,12 +267,8 @@ pub(crate) fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
     if let Some(m) = settings_mismatch(&lines) {
         anyhow::bail!("{m}");
     }
-    if s.coll.uses_root() && s.root >= n {
-        anyhow::bail!(
-            "-r/--root {} is outside the world of {n} ranks; use a root in 0..={}",
-            s.root,
-            n - 1
-        );
+    if let Some(m) = super::root_outside(s.coll, s.root, n) {
+        anyhow::bail!("{m}");
     }
     let kind = s.coll.kind();
     // The rows (one per distinct size: as on the simulator, sizes round
