@@ -10,6 +10,18 @@
 
 pub mod procs;
 
+/// Drops `comms` together, each on its own thread: a rank's goodbye waits
+/// for its peers', so dropping them one after another would wait in turn.
+pub fn drop_together(comms: impl IntoIterator<Item = Comm>) {
+    let hs: Vec<_> = comms
+        .into_iter()
+        .map(|c| std::thread::spawn(move || drop(c)))
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+}
+
 use hccl::comm::{BackendKind, DataType, ReduceOp};
 use hccl::{Comm, CommError, P2pItem};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};

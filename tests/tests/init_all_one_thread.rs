@@ -8,21 +8,12 @@
 use hccl::comm::BackendKind;
 use hccl::comm::ReduceOp;
 use hccl::{Comm, CommError};
+use hccl_conformance::drop_together;
 
 /// Ops time out after 3 s, so the advice comes after 1.5 s: an error that
 /// is a timeout means the pattern was not recognised.
 fn short_timeout() {
     std::env::set_var("HCCL_EXEC_TIMEOUT", "3");
-}
-
-fn drop_together(comms: Vec<Comm>) {
-    let hs: Vec<_> = comms
-        .into_iter()
-        .map(|c| std::thread::spawn(move || drop(c)))
-        .collect();
-    for h in hs {
-        h.join().unwrap();
-    }
 }
 
 fn group_loop(backend: BackendKind) {

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use hccl::comm::BackendKind;
 use hccl::{Comm, CommError};
+use hccl_conformance::drop_together;
 
 fn short_timeouts() {
     // 1 s per op; 1 MB of unreceived bytes per pair (simulator senders wait past it).
@@ -41,13 +42,7 @@ fn receive_from_a_silent_peer(backend: BackendKind, expect: &[&str]) {
     }
     assert_eq!(buf, [0.0; 4], "the buffer was touched");
     // Drop the ranks together: each one's goodbye waits for the other's.
-    let hs: Vec<_> = comms
-        .into_iter()
-        .map(|c| std::thread::spawn(move || drop(c)))
-        .collect();
-    for h in hs {
-        h.join().unwrap();
-    }
+    drop_together(comms);
 }
 
 #[test]
@@ -151,10 +146,7 @@ fn a_waiting_mismatched_send_fails_with_the_receivers_words(backend: BackendKind
         "{backend:?}: {e}"
     );
     assert!(r.is_err(), "{backend:?}: the receive took the message");
-    let hs = [c0, c1].map(|c| std::thread::spawn(move || drop(c)));
-    for h in hs {
-        h.join().unwrap();
-    }
+    drop_together([c0, c1]);
 }
 
 #[test]
