@@ -52,7 +52,8 @@
 //! # Ok::<(), hccl::CommError>(())
 //! ```
 
-// The facade holds no unsafe code: FFI and shared memory live in hccl-hw.
+// No crate of the workspace holds unsafe code (hccl-hw's same-host path uses
+// nix's safe wrappers); the facade forbids it.
 #![forbid(unsafe_code)]
 // Items of private modules say `pub(crate)`: what is `pub` is the API.
 #![warn(unreachable_pub)]

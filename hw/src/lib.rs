@@ -2,9 +2,10 @@
 //! transport is planned: there is no `ascend` feature yet).
 //!
 //! No `unsafe` here: the TCP transport copies between user buffers and
-//! socket buffers (or, for a peer on the same host, its own staging
-//! pieces, read by the peer through `nix`'s safe `process_vm_readv`
-//! wrapper) instead of sharing pointers with its I/O threads.
+//! socket buffers (or, for a peer on the same host, lends pieces of the
+//! sender's buffer, which the peer reads through `nix`'s safe
+//! `process_vm_readv` wrapper) instead of sharing pointers with its I/O
+//! threads.
 #![forbid(unsafe_code)]
 #![warn(unreachable_pub)]
 
