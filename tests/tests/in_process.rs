@@ -527,6 +527,33 @@ fn errors_on_a_split_communicator_name_world_ranks_on_both_backends() {
     }
 }
 
+/// A split takes the same number of the parent's sequence numbers on
+/// both backends, so the parent's next op is named alike in errors (a
+/// hang replayed in the simulator names the op the job named): it was
+/// `#1` on the simulator and `#2` on TCP, which exchanges root infos.
+#[test]
+fn the_op_after_a_split_has_the_same_seq_on_both_backends() {
+    let mut named = Vec::new();
+    for backend in [BackendKind::Tcp, BackendKind::Sim] {
+        let out = per_rank(backend, 2, |r, c| {
+            let color = if r == 0 { None } else { Some(0) };
+            let _sub = c.split(color, r).unwrap();
+            let n = if r == 1 { 5 } else { 4 };
+            c.all_reduce(&vec![1.0f32; n], &mut vec![0.0; n], ReduceOp::Sum)
+                .map_err(|e| e.to_string())
+        });
+        let e = errors(backend, &out, [0]).remove(0).1;
+        let seq = e
+            .split("AllReduce #")
+            .nth(1)
+            .and_then(|t| t.split(':').next())
+            .map(str::to_owned);
+        named.push((backend, seq, e));
+    }
+    assert!(named[0].1.is_some(), "{named:?}");
+    assert_eq!(named[0].1, named[1].1, "{named:?}");
+}
+
 /// A rank whose op fails with its own prefixed error tells the others
 /// its reason without that prefix: "aborted by rank 1: rank 1 failed:
 /// <reason>", the op named once (TCP: 3 ranks, a count mismatch).

@@ -83,9 +83,10 @@ pub(crate) type Gather<'a> = dyn FnMut(&[u8]) -> Result<Vec<u8>, CommError> + 'a
 /// the split's exchanges over the parent run without holding its state.
 pub(crate) trait Splitter: Send {
     /// This rank's backend of the new communicator (`None` for no color).
-    /// Every rank of the parent calls it; `gather` exchanges over the
-    /// parent (a backend that needs no exchange does not call it, on any
-    /// rank).
+    /// Every rank of the parent calls it and calls `gather` (an exchange
+    /// over the parent) exactly once, whatever its color, even a backend
+    /// that needs no data: a split then takes the same number of the
+    /// parent's sequence numbers on every backend.
     ///
     /// # Errors
     /// The exchange's errors; the new communicator's bootstrap errors.

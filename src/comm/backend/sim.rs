@@ -159,15 +159,18 @@ impl Backend for SimBackend {
 }
 
 /// A simulated split: the sub-world of the color, made by its first
-/// member; no exchange over the parent.
+/// member. It needs no data from the parent, but exchanges once over it
+/// as TCP does (its root infos), so the parent's later ops have the same
+/// sequence numbers on both backends.
 struct SimSplitter(Arc<SimWorld>);
 
 impl Splitter for SimSplitter {
     fn split(
         self: Box<Self>,
         info: &SplitInfo<'_>,
-        _gather: &mut Gather<'_>,
+        gather: &mut Gather<'_>,
     ) -> Result<Option<Box<dyn Backend>>, CommError> {
+        gather(&info.split_no.to_le_bytes())?;
         let Some(color) = info.color else {
             return Ok(None);
         };
