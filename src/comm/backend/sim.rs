@@ -56,7 +56,7 @@ impl Backend for SimBackend {
     }
 
     fn host_fit(&self) -> HostFit {
-        fit(self.world.size())
+        self.world.host_fit()
     }
 
     fn exec_timeout(&self) -> Option<Duration> {

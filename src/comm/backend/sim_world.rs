@@ -33,7 +33,7 @@ use hccl_sim::{Collective, Mode, PlanSource, PlannedCollective, Scenario};
 use hccl_topology::{build_preset, Fabric, Preset};
 
 use super::{sim, Prepared};
-use crate::comm::plan::{self, PlannedOp};
+use crate::comm::plan::{self, HostFit, PlannedOp};
 use crate::comm::{signature, BackendError, CommError};
 
 /// Every rank's output bytes and the op's simulated time (ns), or the
@@ -136,6 +136,9 @@ pub(crate) struct SimWorld {
     global: Vec<u32>,
     /// Shared by a world and every world split from it.
     blocked: Arc<Blocked>,
+    /// Where its ranks run, for planning ([`sim::fit`]): read once, as a
+    /// TCP rank reads its CPUs once at connect.
+    fit: HostFit,
 }
 
 /// What each rank of a family of worlds (a world and those split from it)
@@ -191,12 +194,13 @@ impl SimWorld {
             cv: Condvar::new(),
             global,
             blocked,
+            fit: sim::fit(n),
         }))
     }
 
-    /// Number of ranks.
-    pub(crate) fn size(&self) -> u32 {
-        self.n
+    /// Where the ranks run ([`sim::fit`], computed when the world was made).
+    pub(crate) fn host_fit(&self) -> HostFit {
+        self.fit
     }
 
     /// How long a rank waits for the others (`HCCL_EXEC_TIMEOUT`; `None`: forever).
@@ -644,7 +648,7 @@ impl SimWorld {
         // One schedule whatever the algorithm's name (a SendRecv has one
         // algorithm), so no HCCL_ALGO here.
         let call = Collective {
-            algo: plan::choose(&args, sim::fit(self.n), None),
+            algo: plan::choose(&args, self.fit, None),
             args,
             layout: GroupLayout::flat(self.n),
         };
