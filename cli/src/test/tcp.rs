@@ -467,8 +467,30 @@ pub(crate) fn watch_parent() {
     });
 }
 
-/// A port on 127.0.0.1 that was free a moment ago (the OS's choice).
+/// Ports `--spawn` tries for its root, below Linux's default ephemeral
+/// range (32768-60999, `net.ipv4.ip_local_port_range`): a port the OS
+/// picks for `:0` can be handed again, between this check and rank 0's
+/// bind, to any process's listener or outgoing connection (two `--spawn`
+/// runs at once collided so); a port outside the range only to another
+/// program that names it.
+const SPAWN_PORTS: std::ops::Range<u16> = 20000..32000;
+
+/// A port on 127.0.0.1 that was free a moment ago: the first bindable one
+/// of [`SPAWN_PORTS`] from a start that differs per process and call,
+/// else the OS's choice.
 fn free_port() -> anyhow::Result<u16> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static CALLS: AtomicU32 = AtomicU32::new(0);
+    let span = u32::from(SPAWN_PORTS.end - SPAWN_PORTS.start);
+    let start = std::process::id()
+        .wrapping_mul(7919)
+        .wrapping_add(CALLS.fetch_add(1, Ordering::Relaxed).wrapping_mul(131));
+    for i in 0..64 {
+        let p = SPAWN_PORTS.start + (start.wrapping_add(i * 97) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", p)).is_ok() {
+            return Ok(p);
+        }
+    }
     let l = std::net::TcpListener::bind("127.0.0.1:0")
         .context("--spawn: cannot find a free port on 127.0.0.1")?;
     Ok(l.local_addr()?.port())
