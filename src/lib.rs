@@ -12,6 +12,7 @@
 //! | [`comm`] | the communicator: constructors (rank table, root info, launcher variables, [`Comm::init_all`]), op ordering, argument checks, planning, the typed and byte-level collectives, point-to-point, [`group`], split, abort and destroy |
 //! | `comm`'s backends | what moves the bytes, behind one seam: TCP (`HCCL_BACKEND=tcp`, the default) and the simulator (`HCCL_BACKEND=sim`); see [`BackendKind`] |
 //! | [`profiling`] | per-op records and their JSON files (`HCCL_PROFILING_ENABLE`) |
+//! | [`flight`] | the flight recorder's dump format (JSON Lines; `docs/flight_recorder.md`) and its reader |
 //! | [`logging`] | [`init_logging`]: the library's `tracing` events on stderr (`RUST_LOG`, `ASCEND_GLOBAL_LOG_LEVEL`) |
 //! | `hccl_topology` | rank tables (HCCL 1.0 / 1.2), the cluster model, the fabric graph, machine presets |
 //! | `hccl_algos` | dtypes, reduce kernels, the schedule IR, the algorithms, the verifier, the selector, the executor and the `Transport` trait (no I/O) |
@@ -59,6 +60,7 @@
 #![warn(unreachable_pub)]
 
 pub mod comm;
+pub mod flight;
 pub mod logging;
 pub mod profiling;
 

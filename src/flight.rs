@@ -1,0 +1,525 @@
+//! The flight recorder's dump format (schema in `docs/flight_recorder.md`).
+//!
+//! Every communicator rank keeps a bounded ring of its last ops
+//! (`HCCL_FLIGHT_RECORDER_ENTRIES`, default [`DEFAULT_ENTRIES`]; `0` turns
+//! it off) and writes it to `HCCL_FLIGHT_RECORDER_DIR` when an op fails
+//! (timeout, mismatch, a peer's failure, a lost peer), on abort, on
+//! `SIGUSR1` and on `Comm::dump_flight_record`. `hccl doctor DIR`
+//! reads the dumps of all ranks and names the root cause.
+//!
+//! A dump file is JSON Lines: one [`Header`] line, then one [`OpRecord`]
+//! line per op, oldest first. Each line is an object whose `"type"` is
+//! `"header"` or `"op"` ([`Line`]). A file may hold several dumps one after
+//! the other (each starting with its header); readers use the last dump of
+//! each (communicator, rank) ([`read_dumps`]). Times are microseconds
+//! since the Unix epoch (this host's wall clock), so that ranks on one host
+//! compare directly. A reader rejects a `version` above [`VERSION`];
+//! fields added later are optional, and unknown fields are ignored.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// `HCCL_FLIGHT_RECORDER_ENTRIES`: ops kept per communicator rank (0: off).
+pub const ENV_ENTRIES: &str = "HCCL_FLIGHT_RECORDER_ENTRIES";
+/// `HCCL_FLIGHT_RECORDER_DIR`: where dumps go (created if missing).
+pub const ENV_DIR: &str = "HCCL_FLIGHT_RECORDER_DIR";
+/// Ops kept per communicator rank when `HCCL_FLIGHT_RECORDER_ENTRIES` is
+/// unset (PyTorch's flight recorder keeps 2000 by default; a record here
+/// is about 150 bytes, so 2048 is ~300 KiB per communicator rank).
+pub const DEFAULT_ENTRIES: usize = 2048;
+/// The `format` field of every header.
+pub const FORMAT: &str = "hccl-flight-recorder";
+/// The schema version this build writes and the highest it reads.
+pub const VERSION: u32 = 1;
+
+/// One line of a dump file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Line {
+    /// The first line of a dump.
+    Header(Header),
+    /// One op of the ring, oldest first.
+    Op(OpRecord),
+}
+
+/// Why a dump was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum DumpReason {
+    /// An op outlived `HCCL_EXEC_TIMEOUT` on this rank.
+    Timeout,
+    /// The ranks called an op with different arguments (EI0005).
+    Mismatch,
+    /// Another rank failed the op or aborted and told this one.
+    Remote,
+    /// A peer's connection closed or it died while an op needed it.
+    PeerLost,
+    /// Another failure of an op (a transport error, a local check).
+    Failed,
+    /// [`crate::Comm::abort`] (or destroy ending ops still running).
+    Abort,
+    /// The process got `SIGUSR1`.
+    Signal,
+    /// `Comm::dump_flight_record`.
+    OnDemand,
+}
+
+/// The header line of a dump: who wrote it, when and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// The schema version ([`VERSION`] when written by this build).
+    pub version: u32,
+    /// The communicator's name (`world`, `world/split0/color1`, ...): the
+    /// same on every rank, so dumps of one communicator match by it.
+    pub comm: String,
+    /// The communicator id every member computes alike (FNV-1a of the
+    /// name, the id TCP frames carry), 16 hex digits.
+    pub comm_id: String,
+    /// This rank in the communicator, `0..size`.
+    pub rank: u32,
+    /// Ranks in the communicator.
+    pub size: u32,
+    /// For a communicator made by a split: the world rank of each of its
+    /// ranks (index: communicator rank). `None` for a world communicator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_ranks: Option<Vec<u32>>,
+    /// `tcp` or `sim` (`HCCL_BACKEND`).
+    pub backend: String,
+    /// The host name of the machine that wrote the dump.
+    pub host: String,
+    /// The writing process.
+    pub pid: u32,
+    /// Why the dump was written.
+    pub reason: DumpReason,
+    /// The error or event behind the dump, as the program saw it
+    /// (`None` for a signal or an on-demand dump).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// When the dump was taken, µs since the Unix epoch.
+    pub dumped_us: u64,
+    /// When the communicator rank was created, µs since the Unix epoch.
+    pub created_us: u64,
+    /// The ring's capacity (`HCCL_FLIGHT_RECORDER_ENTRIES`).
+    pub entries: u64,
+    /// Ops recorded since the communicator was created: more than the
+    /// op lines that follow when the ring dropped its oldest.
+    pub recorded: u64,
+    /// `HCCL_EXEC_TIMEOUT`, seconds (`None`: ops wait forever).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec_timeout_s: Option<f64>,
+}
+
+/// Where an op is, as this rank saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum OpState {
+    /// Called, waiting for its turn behind this rank's earlier ops.
+    Queued,
+    /// Running: checked, planned and handed to the backend (a dump taken
+    /// now shows the op this rank is in).
+    Started,
+    /// Finished on this rank.
+    Done,
+    /// Failed on this rank; [`OpRecord::error`] says how.
+    Failed,
+}
+
+/// The kind of an op's failure: the [`crate::CommError`] variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// [`crate::CommError::Timeout`] (`HCCL_EXEC_TIMEOUT`).
+    Timeout,
+    /// [`crate::CommError::Mismatch`]: ranks called it with other arguments.
+    Mismatch,
+    /// [`crate::CommError::Remote`]: another rank failed it or aborted.
+    Remote,
+    /// [`crate::CommError::PeerLost`]: a rank it needs is gone.
+    PeerLost,
+    /// The communicator was aborted or broken before
+    /// ([`crate::CommError::Broken`]).
+    Broken,
+    /// Bad arguments or buffers, found on this rank before anything moved.
+    Args,
+    /// Anything else (a transport error, the simulator's hang report, ...).
+    Other,
+}
+
+/// Why an op waits on a peer, when it failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum WaitKind {
+    /// The peer never started the op (its signature never came).
+    NeverCalled,
+    /// The peer started the op; a message from or to it did not complete.
+    Data,
+    /// The peer's connection closed or it died.
+    Lost,
+    /// The peer failed the op (or aborted) and told this rank.
+    FailedBy,
+}
+
+/// A peer that a failed op waited on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitOn {
+    /// The peer's rank in the communicator.
+    pub peer: u32,
+    /// Why.
+    pub why: WaitKind,
+}
+
+/// How an op failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpError {
+    /// The error's kind.
+    pub kind: ErrorKind,
+    /// The error's text, as `Display` prints it.
+    pub text: String,
+}
+
+/// One op of the ring.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpRecord {
+    /// The communicator-wide sequence number of a collective (the same on
+    /// every rank: `#3` in error texts); `None` for a point-to-point op.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// The op's place among all ops of this rank on this communicator
+    /// (collectives and point-to-point, in call order), from 0.
+    pub turn: u64,
+    /// The op as errors name it: `AllReduce`, `Broadcast`, ... (HCCL's
+    /// collective names), `Send`, `Recv` or `BatchSendRecv`.
+    pub kind: String,
+    /// Elements (a collective's `count`; a point-to-point op's total).
+    pub count: u64,
+    /// Element type (`fp32`, `int8`, ...).
+    pub dtype: String,
+    /// Reduce op (`sum`, ...) of a reduction; else `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<String>,
+    /// Root rank of a rooted collective; else `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<u32>,
+    /// Peers of a point-to-point op, in item order; empty for a collective.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<u32>,
+    /// Bytes of the message (hccl_test's size: `count` × element size for
+    /// most collectives).
+    pub bytes: u64,
+    /// The algorithm it ran with (`ring`, `level0:ring;level1:H-D_R`);
+    /// `None` until planned, and for point-to-point ops.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub algorithm: Option<String>,
+    /// Where the op is.
+    pub state: OpState,
+    /// When it was called, µs since the Unix epoch.
+    pub queued_us: u64,
+    /// When it started running (`None` while queued).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_us: Option<u64>,
+    /// When it ended here, done or failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_us: Option<u64>,
+    /// For a failed op: the peers it waited on and why, ascending by peer.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waits: Vec<WaitOn>,
+    /// For a failed op: its error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<OpError>,
+}
+
+/// One rank's dump of one communicator: its header and its ops, oldest
+/// first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Dump {
+    /// The header line.
+    pub header: Header,
+    /// The op lines.
+    pub ops: Vec<OpRecord>,
+    /// The file it was read from (`None` when built in memory).
+    #[serde(skip)]
+    pub path: Option<PathBuf>,
+}
+
+/// Error of reading a dump.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FlightError {
+    /// A file or directory cannot be read or written.
+    #[error("{}: {error}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The OS error.
+        error: std::io::Error,
+    },
+    /// A line is not a dump line of a version this build reads.
+    #[error("{}:{line}: {reason}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Line number, from 1.
+        line: usize,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+impl Dump {
+    /// The dump as JSON Lines (each line ends with `\n`).
+    pub fn to_jsonl(&self) -> String {
+        let mut s = line_json(&Line::Header(self.header.clone()));
+        for op in &self.ops {
+            s.push_str(&line_json(&Line::Op(op.clone())));
+        }
+        s
+    }
+
+    /// The dumps in `text` (JSON Lines; one or more dumps, each a header
+    /// then its ops); `path` names the file in errors. Blank lines are
+    /// skipped.
+    ///
+    /// # Errors
+    /// [`FlightError::Parse`] naming the line: not JSON of a [`Line`], an
+    /// op before any header, another `format`, or a `version` above
+    /// [`VERSION`].
+    pub fn parse_all(text: &str, path: &Path) -> Result<Vec<Dump>, FlightError> {
+        let mut dumps: Vec<Dump> = Vec::new();
+        for (i, l) in text.lines().enumerate() {
+            if l.trim().is_empty() {
+                continue;
+            }
+            let err = |reason: String| FlightError::Parse {
+                path: path.to_path_buf(),
+                line: i + 1,
+                reason,
+            };
+            let line: Line = serde_json::from_str(l).map_err(|e| err(e.to_string()))?;
+            match line {
+                Line::Header(h) => {
+                    if h.format != FORMAT {
+                        return Err(err(format!(
+                            "format {:?} is not {FORMAT:?}: not a flight-recorder dump",
+                            h.format
+                        )));
+                    }
+                    if h.version > VERSION {
+                        return Err(err(format!(
+                            "version {} is newer than this build reads ({VERSION}); use a newer hccl",
+                            h.version
+                        )));
+                    }
+                    dumps.push(Dump {
+                        header: h,
+                        ops: Vec::new(),
+                        path: Some(path.to_path_buf()),
+                    });
+                }
+                Line::Op(op) => match dumps.last_mut() {
+                    Some(d) => d.ops.push(op),
+                    None => return Err(err("an op line before any header line".into())),
+                },
+            }
+        }
+        Ok(dumps)
+    }
+}
+
+fn line_json(l: &Line) -> String {
+    let mut s = serde_json::to_string(l).expect("a dump line serializes");
+    s.push('\n');
+    s
+}
+
+/// The file name of rank `rank`'s dump of communicator `comm` written by
+/// process `pid`: `hccl_flight_<comm>_rank<rank>_<pid>.jsonl`, with `/`
+/// and other characters outside `[A-Za-z0-9._-]` of the name as `-`.
+pub fn file_name(comm: &str, rank: u32, pid: u32) -> String {
+    let safe: String = comm
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("hccl_flight_{safe}_rank{rank}_{pid}.jsonl")
+}
+
+/// Every dump in the `*.jsonl` files of `dir`, keeping for each
+/// (communicator, rank) the dump taken last (by `dumped_us`, then file
+/// order); sorted by communicator name, then rank.
+///
+/// # Errors
+/// [`FlightError::Io`] if `dir` or a file cannot be read;
+/// [`FlightError::Parse`] for a line that is not a dump line.
+pub fn read_dumps(dir: &Path) -> Result<Vec<Dump>, FlightError> {
+    let io = |path: &Path, error| FlightError::Io {
+        path: path.to_path_buf(),
+        error,
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    let mut best: std::collections::BTreeMap<(String, u32), Dump> = Default::default();
+    for f in files {
+        let text = std::fs::read_to_string(&f).map_err(|e| io(&f, e))?;
+        for d in Dump::parse_all(&text, &f)? {
+            let key = (d.header.comm.clone(), d.header.rank);
+            match best.get(&key) {
+                Some(old) if old.header.dumped_us > d.header.dumped_us => {}
+                _ => {
+                    best.insert(key, d);
+                }
+            }
+        }
+    }
+    Ok(best.into_values().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Dump {
+        Dump {
+            header: Header {
+                format: FORMAT.into(),
+                version: VERSION,
+                comm: "world/split0/color1".into(),
+                comm_id: "00000000deadbeef".into(),
+                rank: 1,
+                size: 2,
+                global_ranks: Some(vec![1, 3]),
+                backend: "tcp".into(),
+                host: "node-a".into(),
+                pid: 4242,
+                reason: DumpReason::Timeout,
+                detail: Some("comm 'world' AllReduce #1: rank 1 timed out".into()),
+                dumped_us: 1_700_000_000_000_000,
+                created_us: 1_699_999_999_000_000,
+                entries: 2048,
+                recorded: 3,
+                exec_timeout_s: Some(1.5),
+            },
+            ops: vec![
+                OpRecord {
+                    seq: Some(0),
+                    turn: 0,
+                    kind: "AllReduce".into(),
+                    count: 2048,
+                    dtype: "fp32".into(),
+                    op: Some("sum".into()),
+                    root: None,
+                    peers: vec![],
+                    bytes: 8192,
+                    algorithm: Some("ring".into()),
+                    state: OpState::Done,
+                    queued_us: 1,
+                    started_us: Some(2),
+                    ended_us: Some(3),
+                    waits: vec![],
+                    error: None,
+                },
+                OpRecord {
+                    seq: None,
+                    turn: 1,
+                    kind: "Send".into(),
+                    count: 4,
+                    dtype: "int8".into(),
+                    op: None,
+                    root: None,
+                    peers: vec![0],
+                    bytes: 4,
+                    algorithm: None,
+                    state: OpState::Queued,
+                    queued_us: 4,
+                    started_us: None,
+                    ended_us: None,
+                    waits: vec![],
+                    error: None,
+                },
+                OpRecord {
+                    seq: Some(1),
+                    turn: 2,
+                    kind: "Broadcast".into(),
+                    count: 1,
+                    dtype: "bf16".into(),
+                    op: None,
+                    root: Some(0),
+                    peers: vec![],
+                    bytes: 2,
+                    algorithm: Some("tree".into()),
+                    state: OpState::Failed,
+                    queued_us: 5,
+                    started_us: Some(6),
+                    ended_us: Some(7),
+                    waits: vec![WaitOn {
+                        peer: 0,
+                        why: WaitKind::NeverCalled,
+                    }],
+                    error: Some(OpError {
+                        kind: ErrorKind::Timeout,
+                        text: "timed out".into(),
+                    }),
+                },
+            ],
+            path: None,
+        }
+    }
+
+    #[test]
+    fn a_dump_round_trips_through_json_lines() {
+        let d = sample();
+        let text = d.to_jsonl();
+        assert_eq!(text.lines().count(), 4, "{text}");
+        assert!(
+            text.starts_with(r#"{"type":"header","format":"hccl-flight-recorder","version":1,"#)
+        );
+        let p = Path::new("x.jsonl");
+        let back = Dump::parse_all(&text, p).unwrap();
+        assert_eq!(back.len(), 1);
+        assert_eq!(back[0].header, d.header);
+        assert_eq!(back[0].ops, d.ops);
+        // Two dumps in one file read as two.
+        let two = format!("{text}\n{text}");
+        assert_eq!(Dump::parse_all(&two, p).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn bad_lines_are_named() {
+        let p = Path::new("d.jsonl");
+        let op_first = r#"{"type":"op","turn":0,"kind":"Send","count":1,"dtype":"int8","bytes":1,"state":"done","queued_us":0}"#;
+        let e = Dump::parse_all(op_first, p).unwrap_err().to_string();
+        assert!(e.contains("d.jsonl:1: an op line before any header"), "{e}");
+        let newer = sample()
+            .to_jsonl()
+            .replacen("\"version\":1", "\"version\":9", 1);
+        let e = Dump::parse_all(&newer, p).unwrap_err().to_string();
+        assert!(e.contains("version 9 is newer"), "{e}");
+        let e = Dump::parse_all("{\"type\":\"x\"}", p)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("d.jsonl:1: unknown variant"), "{e}");
+    }
+
+    #[test]
+    fn file_names_keep_a_split_comm_in_one_file_name() {
+        assert_eq!(
+            file_name("world/split0/color1", 3, 77),
+            "hccl_flight_world-split0-color1_rank3_77.jsonl"
+        );
+    }
+}
