@@ -26,6 +26,12 @@ pub(super) fn register(shared: &Arc<Shared>) {
     all.push(Arc::downgrade(shared));
 }
 
+/// Every live communicator of this process (the flight recorder's
+/// `SIGUSR1` dump).
+pub(super) fn live() -> Vec<Arc<Shared>> {
+    lock(&COMMS).iter().filter_map(Weak::upgrade).collect()
+}
+
 /// `m` locked, if it comes free within 200 ms.
 fn lock_briefly<T>(m: &Mutex<T>) -> Option<std::sync::MutexGuard<'_, T>> {
     let end = std::time::Instant::now() + std::time::Duration::from_millis(200);
@@ -52,6 +58,7 @@ pub(super) fn explain(shared: &Shared, t: &TcpRank, seq: u64, e: TcpError) -> Tc
         rank,
         secs,
         mut waiting,
+        peers,
     } = e
     else {
         return e;
@@ -99,5 +106,6 @@ pub(super) fn explain(shared: &Shared, t: &TcpRank, seq: u64, e: TcpError) -> Tc
         rank,
         secs,
         waiting,
+        peers,
     }
 }

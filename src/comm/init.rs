@@ -15,6 +15,7 @@ use super::local::{self, LocalWorld};
 use super::ordering::Tickets;
 use super::plan;
 use super::profile::{self, CommProfile};
+use super::recorder::{self, Recorder};
 use super::{
     comm_id, crossed, hccl_env, launch, lock, BackendKind, Comm, CommError, ReducePrecision,
     RootInfo, Shared, State,
@@ -28,6 +29,7 @@ fn settings() -> Result<TcpConfig, CommError> {
     let cfg = TcpConfig::from_env()?;
     plan::algo_env()?;
     profile::check_env()?;
+    recorder::check_env()?;
     hccl_env::check_env()?;
     precision_from_env()?;
     Ok(cfg)
@@ -107,6 +109,12 @@ impl Comm {
             Ok(a) => (a, error),
             Err(e) => (None, error.or(Some(e))),
         };
+        // `settings()` refused a bad value already; should it have changed
+        // since, every op fails naming it.
+        let (flight, error) = match Recorder::from_env() {
+            Ok(f) => (f, error),
+            Err(e) => (None, error.or(Some(e))),
+        };
         let comm = Comm {
             shared: Arc::new(Shared {
                 rank,
@@ -128,6 +136,7 @@ impl Comm {
                 fit,
                 algo,
                 profile,
+                flight,
                 local: OnceLock::new(),
                 asyncs: Arc::default(),
                 exec_timeout,

@@ -7,6 +7,7 @@ use hccl_algos::collective::CollectiveArgs;
 
 use super::plan;
 use super::{drain, lock, BackendKind, Comm, CommError, ReducePrecision};
+use crate::flight::{Dump, DumpReason, FlightError};
 
 impl Comm {
     /// This rank, `0..size`.
@@ -93,6 +94,11 @@ impl Comm {
             }
             *a = true;
         }
+        // Before the interrupt: the record shows the op it ends as running
+        // (that op's failure, if the first, writes its own dump after).
+        if let Some(f) = &self.shared.flight {
+            f.dump_logged(&self.shared, DumpReason::Abort, Some(reason.clone()));
+        }
         (self.shared.interrupt)(&reason);
         let mut st = lock(&self.shared.state);
         if let Some(b) = st.backend.as_mut() {
@@ -156,6 +162,30 @@ impl Comm {
             };
         }
         r
+    }
+
+    /// This rank's flight record of the communicator now (the ring of its
+    /// last ops, `HCCL_FLIGHT_RECORDER_ENTRIES`; see [`crate::flight`]),
+    /// with reason `on_demand`; `None` when the recorder is off. Never
+    /// waits for a running op (which shows as `started`).
+    pub fn flight_record(&self) -> Option<Dump> {
+        let f = self.shared.flight.as_ref()?;
+        Some(f.snapshot(&self.shared, DumpReason::OnDemand, None))
+    }
+
+    /// Writes this rank's flight record to `HCCL_FLIGHT_RECORDER_DIR`
+    /// (`hccl_flight_<comm>_rank<r>_<pid>.jsonl`, replacing an earlier
+    /// dump of this communicator rank): the file's path, or `None` when
+    /// the recorder is off or no directory is set. Never waits for a
+    /// running op. `hccl doctor DIR` reads the dumps of all ranks.
+    ///
+    /// # Errors
+    /// [`FlightError::Io`]: the directory or file could not be written.
+    pub fn dump_flight_record(&self) -> Result<Option<std::path::PathBuf>, FlightError> {
+        match &self.shared.flight {
+            Some(f) => f.dump(&self.shared, DumpReason::OnDemand, None),
+            None => Ok(None),
+        }
     }
 
     /// Writes this rank's profile file now (with `HCCL_PROFILING_ENABLE=1`)

@@ -35,6 +35,8 @@
 //! buffers, widens and plans it (`plan.rs`, one plan for every backend),
 //! `typed.rs` has the typed collectives, `p2p.rs` and `vvar.rs` the
 //! point-to-point and V calls, `lifecycle.rs` queries, abort and destroy;
+//! `recorder.rs` the flight recorder (every op's record, dumps;
+//! [`crate::flight`]) and `signal.rs` its `SIGUSR1` dump;
 //! `backend/` holds the `Backend` trait and one file per backend.
 
 mod backend;
@@ -54,7 +56,9 @@ mod p2p;
 mod plan;
 mod profile;
 mod ranks;
+mod recorder;
 mod run;
+mod signal;
 mod signature;
 mod typed;
 mod vvar;
@@ -151,6 +155,8 @@ pub(crate) struct Shared {
     algo: Option<HcclAlgo>,
     /// Per-op records when `HCCL_PROFILING_ENABLE=1` (see [`profile`]).
     profile: Option<CommProfile>,
+    /// The flight recorder's ring (`None`: `HCCL_FLIGHT_RECORDER_ENTRIES=0`).
+    flight: Option<recorder::Recorder>,
     /// The other communicators of this process's `init_all`, if it made
     /// this one: a blocking call only this thread could complete fails
     /// with advice ([`local`]).

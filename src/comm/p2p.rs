@@ -35,6 +35,7 @@ use super::backend::sim_world::Msg;
 use super::drain::AsyncKind;
 use super::element::{bytes, bytes_mut};
 use super::local::Waits;
+use super::recorder::{self, OpDesc};
 use super::{lock, Comm, CommError, DataType, Element, OpHandle, Shared, State};
 
 /// Direction of a [`P2pItem`] (HCCL's `HcclSendRecvType`: `HCCL_SEND`,
@@ -343,7 +344,11 @@ fn p2p_at(
     items: &mut [P2pItem<'_>],
 ) -> Result<(), CommError> {
     let rank = sh.rank;
-    Comm::at_turn(sh, turn, |st| {
+    let id = sh
+        .flight
+        .as_ref()
+        .map(|f| f.queue(p2p_desc(turn, op, items)));
+    let r = Comm::at_turn(sh, turn, |st| {
         if let Some(e) = lock(&sh.error).clone() {
             return Err(e.into_broken());
         }
@@ -379,6 +384,33 @@ fn p2p_at(
             }
             _ => format!("{op} ({} items)", items.len()),
         };
+        if let (Some(f), Some(id)) = (&sh.flight, id) {
+            f.running(id, None);
+        }
         backend.p2p(sh, &name, items, &numbers)
-    })
+    });
+    if let (Some(f), Some(id), Err(e)) = (&sh.flight, id, &r) {
+        f.waits(id, recorder::waits_of(e, Vec::new()));
+    }
+    recorder::ended(sh, id, &r);
+    r
+}
+
+/// The flight recorder's description of point-to-point op `op`.
+fn p2p_desc(turn: u64, op: &str, items: &[P2pItem<'_>]) -> OpDesc {
+    OpDesc {
+        seq: None,
+        turn,
+        kind: match op {
+            "Send" => "Send",
+            "Recv" => "Recv",
+            _ => "BatchSendRecv",
+        },
+        count: items.iter().map(|it| it.count).sum(),
+        dtype: items.first().map_or(DataType::Int8, |it| it.dtype),
+        op: None,
+        root: None,
+        peers: items.iter().map(|it| it.peer).collect(),
+        bytes: items.iter().map(|it| it.len() as u64).sum(),
+    }
 }

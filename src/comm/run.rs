@@ -8,6 +8,7 @@ use hccl_algos::collective::CollectiveArgs;
 use super::backend::Prepared;
 use super::local::Waits;
 use super::plan::{self, PlannedOp};
+use super::recorder::{self, OpDesc};
 use super::{drain, lock, Comm, CommError, OpHandle, Shared, State};
 
 /// The user's memory for one call.
@@ -122,9 +123,12 @@ impl Comm {
         args: &CollectiveArgs,
         user: UserBufs<'_>,
     ) -> Result<(), CommError> {
-        Comm::at_turn(shared, turn, |st| {
+        let id = (shared.flight.as_ref()).map(|f| f.queue(OpDesc::collective(turn, seq, args)));
+        let r = Comm::at_turn(shared, turn, |st| {
             Comm::run_locked(shared, st, seq, args, user)
-        })
+        });
+        recorder::ended(shared, id, &r);
+        r
     }
 
     pub(crate) fn run_locked(
@@ -247,7 +251,14 @@ impl Comm {
             return Err(CommError::Broken("the communicator was aborted".into()));
         };
         let (seq, called, spec) = (op.seq, op.called, op.planned.algo);
-        let time = backend.run(shared, op, user)?;
+        if let Some(f) = &shared.flight {
+            f.running_seq(seq, spec);
+        }
+        let time = backend.run(shared, op, user).inspect_err(|e| {
+            if let Some(f) = &shared.flight {
+                f.waits_seq(seq, recorder::waits_of(e, backend.never_started(seq)));
+            }
+        })?;
         if let Some(p) = &shared.profile {
             p.record(&shared.name, seq, called, &spec, time);
         }

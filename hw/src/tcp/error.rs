@@ -273,6 +273,10 @@ pub enum TcpError {
         secs: f64,
         /// What it waited for: peer, tag, bytes expected and received.
         waiting: String,
+        /// The peers `waiting` names (ranks that never called the op,
+        /// unfinished messages from or to them, missing confirmations),
+        /// ascending: for records such as the flight recorder's.
+        peers: Vec<u32>,
     },
     /// Another rank failed the op and told this one.
     #[error("{op} {}: aborted by rank {by}: {reason}", OpSeq(*seq))]

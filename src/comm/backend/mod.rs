@@ -158,6 +158,13 @@ pub(crate) trait Backend: Send {
         Vec::new()
     }
 
+    /// Ranks that never started collective `seq`, as far as this rank
+    /// knows (for the flight recorder's record of a failed op). Empty if
+    /// the backend cannot tell.
+    fn never_started(&mut self, _seq: u64) -> Vec<u32> {
+        Vec::new()
+    }
+
     /// The splitter for [`super::Comm::split`].
     fn splitter(&self) -> Box<dyn Splitter>;
 }

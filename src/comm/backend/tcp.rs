@@ -132,6 +132,14 @@ impl Backend for TcpBackend {
         Ok(OpTime::Measured(start, std::time::Instant::now()))
     }
 
+    fn never_started(&mut self, seq: u64) -> Vec<u32> {
+        let arrived = self.rank.arrived(seq);
+        let me = self.rank.rank();
+        (0..self.rank.nranks())
+            .filter(|r| *r != me && !arrived.contains(r))
+            .collect()
+    }
+
     /// One op per data type (ascending HCCL code), sends then receives,
     /// each step tagged with its message number.
     fn p2p(

@@ -363,10 +363,17 @@ pub(crate) fn timeout_error(
             rank_list(&stall.unconfirmed)
         ));
     }
+    let mut peers: Vec<u32> = stall.missing.clone();
+    peers.extend(stall.posted.iter().map(|p| p.0));
+    peers.extend(&stall.unconfirmed);
+    peers.extend(stall.sends.iter().map(|s| s.0));
+    peers.sort_unstable();
+    peers.dedup();
     for (p, n) in stall.sends {
         waits.push(format!("rank {p} to take {n} sent message(s)"));
     }
     TcpError::Timeout {
+        peers,
         op: name.to_string(),
         seq,
         rank,
@@ -561,9 +568,10 @@ mod tests {
             ..Stall::default()
         };
         let e = timeout_error("AllReduce", 4, 0, 4, 1.5, stall);
-        let TcpError::Timeout { waiting, .. } = e else {
+        let TcpError::Timeout { waiting, peers, .. } = e else {
             panic!("{e:?}")
         };
+        assert_eq!(peers, [1, 2, 3]);
         assert_eq!(
             waiting,
             "rank 3, which never called the op (arrived: ranks [0, 1, 2]), \

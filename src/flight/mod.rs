@@ -4,7 +4,7 @@
 //! (`HCCL_FLIGHT_RECORDER_ENTRIES`, default [`DEFAULT_ENTRIES`]; `0` turns
 //! it off) and writes it to `HCCL_FLIGHT_RECORDER_DIR` when an op fails
 //! (timeout, mismatch, a peer's failure, a lost peer), on abort, on
-//! `SIGUSR1` and on `Comm::dump_flight_record`. `hccl doctor DIR`
+//! `SIGUSR1` and on [`crate::Comm::dump_flight_record`]. `hccl doctor DIR`
 //! reads the dumps of all ranks and names the root cause.
 //!
 //! A dump file is JSON Lines: one [`Header`] line, then one [`OpRecord`]
@@ -62,7 +62,7 @@ pub enum DumpReason {
     Abort,
     /// The process got `SIGUSR1`.
     Signal,
-    /// `Comm::dump_flight_record`.
+    /// [`crate::Comm::dump_flight_record`].
     OnDemand,
 }
 

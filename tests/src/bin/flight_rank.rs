@@ -1,0 +1,89 @@
+//! One rank of the flight-recorder tests (`tests/flight_doctor.rs`): a
+//! small training-like program over TCP with one injected fault, so that
+//! its flight-recorder dumps are those of a real failure.
+//!
+//! Joins the world from the environment (`Comm::from_env`), splits it into
+//! one sub-communicator of every rank (`world/split0/color0`), then runs
+//! two 8 KiB fp32 AllReduces on the world, one on the sub-communicator,
+//! then op #3 on the world (the op the fault hits), by `HCCL_TEST_FAULT`
+//! on rank `HCCL_TEST_VICTIM` (default 1):
+//!
+//! - `none`: no fault;
+//! - `kill`: the victim aborts its process (no destroy, no dump) just
+//!   before op #3;
+//! - `skip`: the victim skips op #3 and sleeps (up to 20 s) with its
+//!   communicators alive: a hung rank, to be dumped by `SIGUSR1`;
+//! - `swap`: the victim calls the sub-communicator's second op before the
+//!   world's op #3, the others after it;
+//! - `count`: the victim calls op #3 with 2049 elements, the others 2048.
+//!
+//! Prints `OPOK` and exits 0, or `OPERR <error>` and exits 3. Bootstrap
+//! failures print `INITERR <error>` and exit 2.
+
+use std::time::Duration;
+
+use hccl::comm::ReduceOp;
+use hccl::Comm;
+
+fn var(k: &str) -> Option<String> {
+    std::env::var(k).ok().filter(|v| !v.is_empty())
+}
+
+fn all_reduce(c: &Comm, count: usize) -> Result<(), hccl::CommError> {
+    let send = vec![1f32; count];
+    let mut recv = vec![0f32; count];
+    c.all_reduce(&send, &mut recv, ReduceOp::Sum)
+}
+
+fn run(world: &Comm, sub: &Comm, fault: &str, victim: bool) -> Result<(), hccl::CommError> {
+    all_reduce(world, 2048)?;
+    all_reduce(world, 2048)?;
+    all_reduce(sub, 2048)?;
+    match (fault, victim) {
+        ("kill", true) => std::process::abort(),
+        ("skip", true) => {
+            std::thread::sleep(Duration::from_secs(20));
+            Ok(())
+        }
+        ("swap", true) => {
+            all_reduce(sub, 2048)?;
+            all_reduce(world, 2048)
+        }
+        ("swap", false) => {
+            all_reduce(world, 2048)?;
+            all_reduce(sub, 2048)
+        }
+        ("count", true) => all_reduce(world, 2049),
+        _ => all_reduce(world, 2048),
+    }
+}
+
+fn main() {
+    let world = match Comm::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            println!("INITERR {e}");
+            std::process::exit(2);
+        }
+    };
+    let sub = match world.split(Some(0), world.rank()) {
+        Ok(Some(c)) => c,
+        Ok(None) => unreachable!("every rank has color 0"),
+        Err(e) => {
+            println!("INITERR split: {e}");
+            std::process::exit(2);
+        }
+    };
+    let fault = var("HCCL_TEST_FAULT").unwrap_or_else(|| "none".into());
+    let victim = var("HCCL_TEST_VICTIM").unwrap_or_else(|| "1".into()) == world.rank().to_string();
+    match run(&world, &sub, &fault, victim) {
+        Ok(()) => {
+            println!("OPOK");
+            std::process::exit(0);
+        }
+        Err(e) => {
+            println!("OPERR {e}");
+            std::process::exit(3);
+        }
+    }
+}
