@@ -66,7 +66,7 @@ pub mod profiling;
 
 pub use comm::{
     group, BackendError, BackendKind, Comm, CommError, Element, Group, OpHandle, P2pItem, P2pKind,
-    RootInfo,
+    RootInfo, SimSettings,
 };
 pub use logging::init_logging;
 

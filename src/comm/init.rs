@@ -9,6 +9,8 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use hccl_hw::tcp::{TcpConfig, TcpError};
 use hccl_topology::TopologyError;
 
+use super::backend::sim_cluster::Cluster;
+use super::backend::sim_settings::SimSettings;
 use super::backend::sim_world::SimWorld;
 use super::backend::{Backend, SimBackend, SplitInfo, TcpBackend};
 use super::local::{self, LocalWorld};
@@ -238,6 +240,25 @@ impl Comm {
     /// # Errors
     /// Any rank's bootstrap error.
     pub fn init_all_on(backend: BackendKind, ndev: u32) -> Result<Vec<Comm>, CommError> {
+        Comm::init_all_with(backend, ndev, &SimSettings::from_env())
+    }
+
+    /// [`Comm::init_all`] on the simulator, on the cluster `sim` describes
+    /// (instead of the `HCCL_SIM_*` variables [`SimSettings::from_env`]
+    /// reads): its fabric, fault plan and seed.
+    ///
+    /// # Errors
+    /// [`CommError::Env`] for a setting that does not fit (naming the
+    /// variable it stands for and the value); any rank's bootstrap error.
+    pub fn init_all_sim(ndev: u32, sim: &SimSettings) -> Result<Vec<Comm>, CommError> {
+        Comm::init_all_with(BackendKind::Sim, ndev, sim)
+    }
+
+    fn init_all_with(
+        backend: BackendKind,
+        ndev: u32,
+        sim: &SimSettings,
+    ) -> Result<Vec<Comm>, CommError> {
         if ndev == 0 {
             return Err(CommError::Unsupported(
                 "init_all(0): a communicator has at least one rank".into(),
@@ -247,7 +268,8 @@ impl Comm {
         let local = LocalWorld::new(ndev, local::grace(cfg.exec_timeout));
         let comms: Vec<Comm> = match backend {
             BackendKind::Sim => {
-                let w = SimWorld::new(ndev, cfg.exec_timeout, cfg.unexpected_bound)?;
+                let cluster = Arc::new(Cluster::new(sim.resolve(ndev)?, ndev));
+                let w = SimWorld::new(ndev, cfg.exec_timeout, cfg.unexpected_bound, cluster);
                 (0..ndev)
                     .map(|r| {
                         let b = SimBackend::new(Arc::clone(&w), r);

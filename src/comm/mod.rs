@@ -72,6 +72,7 @@ use ordering::Tickets;
 use plan::HostFit;
 use profile::CommProfile;
 
+pub use backend::sim_settings::SimSettings;
 pub use element::Element;
 pub use error::{BackendError, CommError};
 pub use group::{group, Group};

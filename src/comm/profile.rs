@@ -6,8 +6,9 @@
 //! communicator is destroyed or dropped. When profiling is off the
 //! communicator holds `None` and an op pays one branch. On TCP, times are
 //! wall-clock nanoseconds since the communicator was created, as this rank
-//! saw them; on the simulator backend each op is simulated on its own, so
-//! its record runs from 0 to the op's simulated time (`simulated: true`).
+//! saw them; on the simulator backend they are the virtual times of the
+//! simulated cluster, which run across ops (`simulated: true`), so the
+//! records of a program form its timeline.
 //! Per-message (`steps`) and per-link (`links`) records come from the
 //! simulator-driven `hccl test`; a communicator's records leave them empty.
 
@@ -25,8 +26,9 @@ use crate::profiling::{OpRecord, ProfileWriter, ProfilingConfig, ProfilingError}
 pub(crate) enum OpTime {
     /// Measured on this host between the op's start and its end here.
     Measured(Instant, Instant),
-    /// The simulator's time for the whole op, ns.
-    Simulated(u64),
+    /// The simulator's virtual (start, end) of the op on this rank, ns
+    /// since the communicator tree was made.
+    Simulated(u64, u64),
 }
 
 /// The records of one communicator rank.
@@ -116,7 +118,7 @@ impl CommProfile {
                 b.saturating_duration_since(self.created).as_nanos() as u64,
                 false,
             ),
-            OpTime::Simulated(ns) => (0, ns, true),
+            OpTime::Simulated(a, b) => (a, b, true),
         };
         let bytes = args.message_bytes();
         let span = end_ns.saturating_sub(start_ns);

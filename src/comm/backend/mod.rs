@@ -15,6 +15,8 @@
 //! constructors in `init.rs`). Nothing else matches on the backend.
 
 pub(crate) mod sim;
+pub(crate) mod sim_cluster;
+pub(crate) mod sim_settings;
 pub(crate) mod sim_world;
 mod tcp;
 

@@ -1,13 +1,16 @@
 //! The simulator backend (`HCCL_BACKEND=sim`): every rank is a
 //! communicator of this process on one shared [`SimWorld`], which runs
 //! each op as an `hccl_sim` data-mode scenario once every rank has called
-//! it, and compares the ranks' op signatures first, as TCP does.
+//! it, on the tree's simulated cluster (`sim_cluster`: fabric, faults,
+//! seed, virtual clocks), and compares the ranks' op signatures first, as
+//! TCP does.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use hccl_hw::tcp::AbortKind;
 
+use super::sim_cluster::Fate;
 use super::sim_world::SimWorld;
 use super::{Backend, Gather, Interrupt, Prepared, SplitInfo, Splitter};
 use crate::comm::p2p::{P2pBuf, P2pItem, P2pKind};
@@ -86,7 +89,13 @@ impl Backend for SimBackend {
             ),
             (UserBufs::InPlace(b), None) => (b[..inb as usize].to_vec(), 0),
         };
-        let (out, sim_ns) = self.world.run(&sh.name, rank, op, input)?;
+        let global = self.world.global_rank(rank);
+        let me = self.world.cluster.call(global);
+        let Some((out, (start, end))) = self.world.run(&sh.name, rank, me, op, input)? else {
+            // Skipped by the fault plan: nothing written, no time taken.
+            let now = self.world.cluster.clock(global);
+            return Ok(OpTime::Simulated(now, now));
+        };
         let dst: &mut [u8] = match user {
             UserBufs::Separate(_, o) => o,
             UserBufs::InPlace(b) => &mut b[out_at as usize..(out_at + outb) as usize],
@@ -100,28 +109,35 @@ impl Backend for SimBackend {
             )));
         }
         dst.copy_from_slice(&out);
-        Ok(OpTime::Simulated(sim_ns))
+        Ok(OpTime::Simulated(start, end))
     }
 
     /// Leave every send, take every receive, then wait for sends the
     /// pair's `HCCL_BUFFSIZE` does not cover.
     fn p2p(
         &mut self,
-        _sh: &Shared,
+        sh: &Shared,
         name: &str,
         items: &mut [P2pItem<'_>],
         numbers: &[u64],
     ) -> Result<(), CommError> {
         let (w, me) = (&self.world, self.rank);
+        let call = w.cluster.call(w.global_rank(me));
+        match call.fate {
+            // A rank that never calls send or recv: its peers wait.
+            Fate::Skip => return Ok(()),
+            Fate::Crash => return Err(w.wait_broken(name)),
+            Fate::Run => {}
+        }
         for (it, &n) in items.iter().zip(numbers) {
             if let P2pBuf::Send(b) = &it.buf {
-                w.post_send(name, it.msg(me, n), b.to_vec())?;
+                w.post_send(name, it.msg(me, n), b.to_vec(), call)?;
             }
         }
         for (it, &n) in items.iter_mut().zip(numbers) {
             let m = it.msg(me, n);
             if let P2pBuf::Recv(b) = &mut it.buf {
-                let out = w.recv(name, m)?;
+                let out = w.recv((&sh.name, name), m, call)?;
                 if out.len() != b.len() {
                     return Err(CommError::Sim(format!(
                         "{name}: simulator returned {} bytes for a {}-byte receive",

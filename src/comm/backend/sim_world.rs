@@ -2,8 +2,9 @@
 //! this process ([`crate::comm::Comm::init_all`] with `HCCL_BACKEND=sim`). Each
 //! rank hands its call and its plan (the facade's, as TCP would run it) to
 //! a shared [`SimWorld`]; when the last rank of an op arrives, one
-//! `hccl_sim` data-mode scenario runs those plans on a simulated full-mesh
-//! fabric and every rank takes its output back. Arguments are checked for
+//! `hccl_sim` data-mode scenario runs those plans on the tree's simulated
+//! cluster ([`Cluster`]: its fabric, fault plan, seed and virtual clocks)
+//! and every rank takes its output back. Arguments are checked for
 //! consistency across ranks first, as on TCP.
 //!
 //! Point-to-point messages go through a mailbox keyed by (sender,
@@ -27,18 +28,19 @@ use hccl_algos::collective::{CollectiveArgs, OpSignature, P2p};
 use hccl_algos::layout::GroupLayout;
 use hccl_algos::DataType;
 use hccl_hw::tcp::AbortKind;
-use hccl_sim::faults::FaultLog;
-use hccl_sim::hang::HangReport;
-use hccl_sim::{Collective, Mode, PlanSource, PlannedCollective, Scenario};
-use hccl_topology::{build_preset, Fabric, Preset};
+use hccl_sim::{Collective, PlanSource, PlannedCollective};
 
+use super::sim_cluster::{Cluster, Fate, Finished, Member};
 use super::{sim, Prepared};
 use crate::comm::plan::{self, HostFit, PlannedOp};
 use crate::comm::{signature, BackendError, CommError};
 
-/// Every rank's output bytes and the op's simulated time (ns), or the
-/// failure every rank reports.
-type Outputs = Result<Arc<(Vec<Vec<u8>>, u64)>, CommError>;
+/// Every rank's output bytes and virtual (start, end), or the failure
+/// every rank reports.
+type Outputs = Result<Arc<Finished>, CommError>;
+
+/// One rank's output bytes and its virtual (start, end), ns.
+type RankOutput = (Vec<u8>, (u64, u64));
 
 struct Pending {
     /// What runs (f32 when widened).
@@ -57,6 +59,8 @@ struct Pending {
     plans: Vec<Option<PlannedOp>>,
     aliases: Vec<Option<(u64, u64)>>,
     inputs: Vec<Option<Vec<u8>>>,
+    /// Each rank's call of the op (index and fate), as it arrives.
+    members: Vec<Option<Member>>,
     arrived: u32,
     result: Option<Outputs>,
     taken: u32,
@@ -67,6 +71,8 @@ struct Mail {
     count: u64,
     dtype: DataType,
     data: Vec<u8>,
+    /// The sender's call and virtual clock when it sent.
+    sender: Member,
 }
 
 #[derive(Default)]
@@ -126,7 +132,8 @@ pub(crate) struct Msg {
 /// The shared state of one simulated communicator.
 pub(crate) struct SimWorld {
     n: u32,
-    fabric: Fabric,
+    /// The cluster of the tree: fabric, faults, seed, clocks.
+    pub(crate) cluster: Arc<Cluster>,
     timeout: Option<Duration>,
     /// Bytes a pair may hold before its sender waits (`HCCL_BUFFSIZE`).
     bound: u64,
@@ -165,16 +172,17 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl SimWorld {
-    /// A world of `n` ranks on a simulated full mesh (`hccl_topology`'s
-    /// `full-mesh` preset); `timeout` bounds how long a rank waits for the
-    /// others to call an op (`HCCL_EXEC_TIMEOUT`); `bound` is the bytes of
-    /// unreceived point-to-point messages a pair may hold (`HCCL_BUFFSIZE`).
+    /// A world of `n` ranks on `cluster` (its world ranks); `timeout`
+    /// bounds how long a rank waits for the others to call an op
+    /// (`HCCL_EXEC_TIMEOUT`); `bound` is the bytes of unreceived
+    /// point-to-point messages a pair may hold (`HCCL_BUFFSIZE`).
     pub(crate) fn new(
         n: u32,
         timeout: Option<Duration>,
         bound: u64,
-    ) -> Result<Arc<SimWorld>, CommError> {
-        SimWorld::member(n, timeout, bound, (0..n).collect(), Arc::default())
+        cluster: Arc<Cluster>,
+    ) -> Arc<SimWorld> {
+        SimWorld::member(n, timeout, bound, (0..n).collect(), Arc::default(), cluster)
     }
 
     fn member(
@@ -183,11 +191,11 @@ impl SimWorld {
         bound: u64,
         global: Vec<u32>,
         blocked: Arc<Blocked>,
-    ) -> Result<Arc<SimWorld>, CommError> {
-        let fabric = build_preset(Preset::FullMesh, n)?;
-        Ok(Arc::new(SimWorld {
+        cluster: Arc<Cluster>,
+    ) -> Arc<SimWorld> {
+        let w = Arc::new(SimWorld {
             n,
-            fabric,
+            cluster: Arc::clone(&cluster),
             timeout,
             bound,
             state: Mutex::new(SimState::default()),
@@ -195,7 +203,22 @@ impl SimWorld {
             global,
             blocked,
             fit: sim::fit(n),
-        }))
+        });
+        cluster.register(Arc::downgrade(&w));
+        w
+    }
+
+    /// Wakes this world's waiting ranks (the tree broke). The caller holds
+    /// no world's state.
+    pub(crate) fn wake(&self) {
+        // Taking the lock orders this wake after a waiter's last check.
+        drop(lock(&self.state));
+        self.cv.notify_all();
+    }
+
+    /// This rank's world rank.
+    pub(crate) fn global_rank(&self, r: u32) -> u32 {
+        self.global_of(r)
     }
 
     /// Where the ranks run ([`sim::fit`], computed when the world was made).
@@ -227,43 +250,48 @@ impl SimWorld {
             self.bound,
             global,
             Arc::clone(&self.blocked),
-        )?;
+            Arc::clone(&self.cluster),
+        );
         s.splits.insert((split, color), Arc::clone(&w));
         Ok(w)
     }
 
-    /// Runs one op from `source` on every rank with `inputs`.
-    fn simulate(&self, source: impl PlanSource + 'static, inputs: Vec<Vec<u8>>) -> Outputs {
-        let mut sc = Scenario::new(&self.fabric).mode(Mode::Data);
-        let comm = sc.world();
-        sc.op_with_inputs(comm, source, inputs)
-            .map_err(|e| CommError::Sim(e.to_string()))?;
-        let report = sc.run().map_err(|e| CommError::Sim(e.to_string()))?;
-        let replay = "rerun the program with HCCL_BACKEND=sim (the simulation is deterministic)";
-        if let Some(hang) = HangReport::build(&sc, &report, &FaultLog::default(), replay) {
-            return Err(CommError::Hang(Box::new(hang)));
-        }
-        let op = report.ops.into_iter().next();
-        let time_ns = op.as_ref().and_then(|o| o.time_ns).unwrap_or(0);
-        op.and_then(|o| o.outputs)
-            .map(|outs| Arc::new((outs, time_ns)))
-            .ok_or_else(|| CommError::Sim("the simulator returned no outputs".into()))
+    /// Runs one op from `source` (op `seq` of communicator `comm`, `salt`
+    /// telling apart ops that share it) on `members` with `inputs`, on the
+    /// cluster. A hang breaks the tree: the caller wakes it
+    /// ([`Cluster::wake_all`]) once it has unlocked this world's state.
+    fn simulate(
+        &self,
+        id: (&str, u64, u64),
+        members: &[Member],
+        source: impl PlanSource + 'static,
+        inputs: Vec<Vec<u8>>,
+    ) -> Outputs {
+        self.cluster
+            .simulate(id, members, source, inputs)
+            .map(Arc::new)
     }
 
     /// Runs op `seq` for `rank` of communicator `comm` (its name, for
-    /// errors) with `input` and the rank's plan; blocks until every rank
-    /// has called it; returns this rank's output bytes and the op's
-    /// simulated time in ns.
+    /// errors) with `input` and the rank's plan, as the rank's call `me`
+    /// ([`Cluster::call`]); blocks until every rank has called it; returns
+    /// this rank's output bytes and its virtual (start, end) in ns, or
+    /// `None` for a call the fault plan skips (it returns at once and
+    /// writes nothing).
     pub(crate) fn run(
         &self,
         comm: &str,
         rank: u32,
+        me: Member,
         op: Prepared<'_>,
         input: Vec<u8>,
-    ) -> Result<(Vec<u8>, u64), CommError> {
+    ) -> Result<Option<RankOutput>, CommError> {
         let (seq, args, wide, spec) = (op.seq, op.args, op.wide, op.planned.algo);
         let name = format!("comm '{comm}' {:?} #{seq}", args.kind);
         let mut s = lock(&self.state);
+        if let Some(e) = self.cluster.broken() {
+            return Err(e);
+        }
         // A mismatch found in this op is this rank's error too (as on TCP,
         // where every rank compares the signatures), not the abort of the
         // first rank that reported it.
@@ -285,6 +313,7 @@ impl SimWorld {
             plans: (0..n).map(|_| None).collect(),
             aliases: vec![None; n as usize],
             inputs: vec![None; n as usize],
+            members: vec![None; n as usize],
             arrived: 0,
             result: None,
             taken: 0,
@@ -325,32 +354,27 @@ impl SimWorld {
         p.inputs[rank as usize] = Some(input);
         p.plans[rank as usize] = Some(op.planned);
         p.aliases[rank as usize] = args.alias(rank).map(|a| (a.input_at, a.output_at));
+        p.members[rank as usize] = Some(me);
         p.arrived += 1;
+        if me.fate == Fate::Skip {
+            // Goes on to its next call; the others find it never called.
+            p.taken += 1;
+        }
         if p.arrived == n && p.result.is_none() {
-            let inputs = p
-                .inputs
-                .iter_mut()
-                .map(|i| i.take().unwrap_or_default())
-                .collect();
-            // Every rank's own plan: the schedule TCP would run.
-            let plans: Option<Vec<PlannedOp>> = p.plans.iter_mut().map(Option::take).collect();
-            let call = Collective {
-                args: p.args.clone(),
-                algo: spec,
-                layout: GroupLayout::flat(n),
-            };
-            let r = match plans {
-                Some(plans) => {
-                    let source =
-                        PlannedCollective::new(call, plans).with_aliases(p.aliases.clone());
-                    self.simulate(source, inputs)
-                }
-                None => Err(CommError::Sim(format!("{name}: a rank's plan is missing"))),
-            };
+            let r = self.run_pending(comm, &name, seq, p);
+            let hung = matches!(r, Err(CommError::Hang(_)));
             if let Some(p) = s.ops.get_mut(&seq) {
                 p.result = Some(r);
             }
             self.cv.notify_all();
+            if hung {
+                drop(s);
+                self.cluster.wake_all();
+                s = lock(&self.state);
+            }
+        }
+        if me.fate == Fate::Skip {
+            return Ok(None);
         }
         let deadline = self.timeout.map(|t| Instant::now() + t);
         let me = self.global_of(rank);
@@ -366,15 +390,36 @@ impl SimWorld {
                     s.ops.remove(&seq);
                 }
                 return match r {
-                    Ok(outs) => Ok((
-                        outs.0.get(rank as usize).cloned().unwrap_or_default(),
-                        outs.1,
-                    )),
+                    Ok(outs) => Ok(Some((
+                        outs.outputs.get(rank as usize).cloned().unwrap_or_default(),
+                        outs.times.get(rank as usize).copied().unwrap_or_default(),
+                    ))),
                     Err(e) => Err(e),
                 };
             }
-            if let Some(e) = s.broken_error(&name) {
+            if let Some(e) = self.cluster.broken().or_else(|| s.broken_error(&name)) {
                 return Err(e);
+            }
+            // Every missing rank crashed on the way (in another op): the
+            // op runs without them, and hangs naming them.
+            let Some(p) = s.ops.get_mut(&seq) else {
+                return Err(CommError::Sim(format!("{name}: op state vanished")));
+            };
+            let crashed_all = p.arrived < n
+                && (0..n).all(|r| {
+                    p.inputs[r as usize].is_some() || self.cluster.crashed(self.global_of(r))
+                });
+            if crashed_all && p.result.is_none() {
+                let r = self.run_pending(comm, &name, seq, p);
+                let hung = matches!(r, Err(CommError::Hang(_)));
+                p.result = Some(r);
+                self.cv.notify_all();
+                if hung {
+                    drop(s);
+                    self.cluster.wake_all();
+                    s = lock(&self.state);
+                }
+                continue;
             }
             let lost = s.ops.get(&seq).and_then(|p| {
                 (0..n).find(|&r| p.inputs[r as usize].is_none() && s.gone.contains(&r))
@@ -430,6 +475,46 @@ impl SimWorld {
 }
 
 impl SimWorld {
+    /// Runs a pending op on the cluster once every rank has called it (or
+    /// crashed): each rank's own plan, the schedule TCP would run; a
+    /// crashed rank that never arrived gets the plan of its call and an
+    /// empty input, and crashes before it.
+    fn run_pending(&self, comm: &str, name: &str, seq: u64, p: &mut Pending) -> Outputs {
+        let n = self.n;
+        let call = Collective {
+            args: p.args.clone(),
+            algo: p.spec,
+            layout: GroupLayout::flat(n),
+        };
+        let mut plans = Vec::with_capacity(n as usize);
+        let mut inputs = Vec::with_capacity(n as usize);
+        let mut members = Vec::with_capacity(n as usize);
+        for r in 0..n {
+            let i = r as usize;
+            let global = self.global_of(r);
+            let m = p.members[i].unwrap_or(Member {
+                global,
+                call: self.cluster.calls_made(global),
+                fate: Fate::Crash,
+                start: None,
+                advance: false,
+            });
+            let plan = match p.plans[i].take() {
+                Some(plan) => plan,
+                None => hccl_algos::select::plan_spec(&p.args, &p.spec, &call.layout, r, self.fit)
+                    .map_err(|e| CommError::Sim(format!("{name}: {e}")))?,
+            };
+            let input = p.inputs[i]
+                .take()
+                .unwrap_or_else(|| vec![0; plan.sizes.input as usize]);
+            plans.push(plan);
+            inputs.push(input);
+            members.push(m);
+        }
+        let source = PlannedCollective::new(call, plans).with_aliases(p.aliases.clone());
+        self.simulate((comm, seq, 0), &members, source, inputs)
+    }
+
     fn global_of(&self, r: u32) -> u32 {
         self.global.get(r as usize).copied().unwrap_or(r)
     }
@@ -524,12 +609,24 @@ impl SimWorld {
             .collect()
     }
 
-    /// Leaves message `m` (its bytes `data`) for its receiver. Never waits.
-    pub(crate) fn post_send(&self, name: &str, m: Msg, data: Vec<u8>) -> Result<(), CommError> {
+    /// Leaves message `m` (its bytes `data`) for its receiver, sent by
+    /// the call `sender` at its clock. Never waits.
+    pub(crate) fn post_send(
+        &self,
+        name: &str,
+        m: Msg,
+        data: Vec<u8>,
+        sender: Member,
+    ) -> Result<(), CommError> {
         let mut s = lock(&self.state);
-        if let Some(e) = s.broken_error(name) {
+        if let Some(e) = self.cluster.broken().or_else(|| s.broken_error(name)) {
             return Err(e);
         }
+        let sender = Member {
+            start: Some(self.cluster.clock(sender.global)),
+            advance: false,
+            ..sender
+        };
         *s.queued.entry((m.src, m.dst)).or_default() += data.len() as u64;
         s.mail.insert(
             (m.src, m.dst, m.n),
@@ -537,10 +634,31 @@ impl SimWorld {
                 count: m.count,
                 dtype: m.dtype,
                 data,
+                sender,
             },
         );
         self.cv.notify_all();
         Ok(())
+    }
+
+    /// A crashed rank's call: waits until the tree breaks (a peer's op
+    /// found the crash) and returns that error, or its own timeout.
+    pub(crate) fn wait_broken(&self, name: &str) -> CommError {
+        let deadline = self.timeout.map(|t| Instant::now() + t);
+        let mut s = lock(&self.state);
+        loop {
+            if let Some(e) = self.cluster.broken().or_else(|| s.broken_error(name)) {
+                return e;
+            }
+            let (next, alive) = self.wait(s, deadline);
+            s = next;
+            if !alive {
+                return CommError::Timeout(BackendError::Sim(format!(
+                    "{name}: this rank crashed (fault plan) and no peer needed it within {} s",
+                    self.secs()
+                )));
+            }
+        }
     }
 
     /// Returns once message `m` has been received or its pair holds at most
@@ -564,7 +682,7 @@ impl SimWorld {
                 return Ok(());
             }
             let len = mail.data.len();
-            if let Some(e) = s.broken_error(name) {
+            if let Some(e) = self.cluster.broken().or_else(|| s.broken_error(name)) {
                 return Err(e);
             }
             if let Some(e) = s.gone_error(name, m.src, m.dst) {
@@ -586,13 +704,40 @@ impl SimWorld {
     /// Receives message `m` on its receiver: waits for the sender's
     /// message, checks its count and data type against `m` (a mismatch
     /// fails before anything is returned), and runs the transfer on the
-    /// simulator; returns the bytes that arrived.
-    pub(crate) fn recv(&self, name: &str, m: Msg) -> Result<Vec<u8>, CommError> {
+    /// simulator as the receiver's call `me`; returns the bytes that
+    /// arrived. A sender that crashed before sending is simulated so: the
+    /// receive hangs, with the report.
+    pub(crate) fn recv(
+        &self,
+        (comm, name): (&str, &str),
+        m: Msg,
+        me: Member,
+    ) -> Result<Vec<u8>, CommError> {
         let deadline = self.timeout.map(|t| Instant::now() + t);
         let mut s = lock(&self.state);
         let (mail, sender_waits) = loop {
-            if let Some(e) = s.broken_error(name) {
+            if let Some(e) = self.cluster.broken().or_else(|| s.broken_error(name)) {
                 return Err(e);
+            }
+            let src = self.global_of(m.src);
+            if !s.mail.contains_key(&(m.src, m.dst, m.n)) && self.cluster.crashed(src) {
+                let sender = Member {
+                    global: src,
+                    call: self.cluster.calls_made(src),
+                    fate: Fate::Crash,
+                    start: None,
+                    advance: false,
+                };
+                let lost = Mail {
+                    count: m.count,
+                    dtype: m.dtype,
+                    data: vec![0; (m.count * m.dtype.size()) as usize],
+                    sender,
+                };
+                drop(s);
+                let r = self.transfer((comm, name), m, lost, me);
+                self.cluster.wake_all();
+                return r;
             }
             if !s.mail.contains_key(&(m.src, m.dst, m.n)) {
                 if let Some(e) = s.gone_error(name, m.dst, m.src) {
@@ -635,6 +780,22 @@ impl SimWorld {
             return Err(CommError::Mismatch(BackendError::Sim(why)));
         }
         drop(s);
+        let r = self.transfer((comm, name), m, mail, me);
+        if matches!(r, Err(CommError::Hang(_))) {
+            self.cluster.wake_all();
+        }
+        r
+    }
+
+    /// Simulates message `m` (`mail`, from its sender's call) to the
+    /// receiver's call `me`: a one-transfer SendRecv on the cluster.
+    fn transfer(
+        &self,
+        (comm, name): (&str, &str),
+        m: Msg,
+        mail: Mail,
+        me: Member,
+    ) -> Result<Vec<u8>, CommError> {
         let args = CollectiveArgs::p2p(
             false,
             vec![P2p {
@@ -654,10 +815,25 @@ impl SimWorld {
         };
         let mut inputs = vec![Vec::new(); self.n as usize];
         inputs[m.src as usize] = mail.data;
-        let outs = self.simulate(call, inputs).map_err(|e| match e {
-            CommError::Sim(m) => CommError::Sim(format!("{name}: {m}")),
-            e => e,
-        })?;
-        Ok(outs.0.get(m.dst as usize).cloned().unwrap_or_default())
+        let members: Vec<Member> = (0..self.n)
+            .map(|r| match r {
+                r if r == m.src => mail.sender,
+                r if r == m.dst => me,
+                r => Member::bystander(self.global_of(r)),
+            })
+            .collect();
+        // Messages of one pair share the comm's seq 0; `salt` tells them apart.
+        let salt = (u64::from(m.src) << 32 | u64::from(m.dst)) ^ m.n.rotate_left(17);
+        let outs = self
+            .simulate((comm, m.n, salt), &members, call, inputs)
+            .map_err(|e| match e {
+                CommError::Sim(m) => CommError::Sim(format!("{name}: {m}")),
+                e => e,
+            })?;
+        Ok(outs
+            .outputs
+            .get(m.dst as usize)
+            .cloned()
+            .unwrap_or_default())
     }
 }
