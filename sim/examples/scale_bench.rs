@@ -13,6 +13,9 @@
 //!   cluster of N ranks (8 NPUs per server on HCCS, RoCE leaf-spine between
 //!   servers), flat ring or hierarchical (level0 ring inside servers,
 //!   level1 ring between them).
+//! - a `-sym` suffix (`hier-131072-sym`): the same case with symmetry
+//!   folding on (`Scenario::symmetry`): one leaf's servers are simulated,
+//!   the others are their images; the report is the full run's.
 //! - `astra-N`: the ASTRA-sim reference case: a 1-D ring of N ranks, 50 GiB/s
 //!   links (GB = 2^30 B, so 53.687 GB/s here), 500 ns per hop, no α and no
 //!   reduce cost, ring AllReduce of 64 MiB in one chunk.
@@ -28,7 +31,7 @@ use hccl_algos::DataType;
 use hccl_sim::{CostParams, Scenario};
 use hccl_topology::{build_preset, build_preset_with, Fabric, Preset, PresetOptions};
 
-const ALL: [&str; 10] = [
+const ALL: [&str; 12] = [
     "ring-64",
     "hier-64",
     "ring-512",
@@ -39,6 +42,8 @@ const ALL: [&str; 10] = [
     "ring-16384",
     "astra-1024",
     "astra-2048",
+    "hier-16384-sym",
+    "hier-131072-sym",
 ];
 
 /// Executor window of the benchmark (env `SIM_WINDOW` overrides). Measured:
@@ -80,7 +85,11 @@ fn cpu_seconds() -> f64 {
 }
 
 fn run_case(name: &str) -> Result<(), String> {
-    let (kind, n) = name
+    let (base, symmetry) = match name.strip_suffix("-sym") {
+        Some(b) => (b, true),
+        None => (name, false),
+    };
+    let (kind, n) = base
         .split_once('-')
         .and_then(|(k, n)| Some((k, n.parse::<u32>().ok()?)))
         .ok_or_else(|| format!("unknown case {name:?}; cases: {}", ALL.join(", ")))?;
@@ -126,7 +135,7 @@ fn run_case(name: &str) -> Result<(), String> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(WINDOW);
-    let mut sc = Scenario::new(&fabric).window(window);
+    let mut sc = Scenario::new(&fabric).window(window).symmetry(symmetry);
     if let Some(c) = costs {
         sc = sc.costs(c);
     }
@@ -141,7 +150,7 @@ fn run_case(name: &str) -> Result<(), String> {
     let hwm = vm_hwm_bytes();
     let op = &rep.ops[0];
     println!(
-        "{name:<11} ranks {n:>6}  sim {:>14} ns  busbw {:>7.2} GB/s  wall {wall:>8.3} s  cpu {cpu:>8.2} s (+{build_s:.2} s fabric)  events {:>11}  {:>6.2} M ev/cpu-s  VmHWM {:>8.1} MiB  {:>6} B/rank (sim only {:>6})  engine est {:>6} B/rank  largest component {}{}",
+        "{name:<11} ranks {n:>6}  sim {:>14} ns  busbw {:>7.2} GB/s  wall {wall:>8.3} s  cpu {cpu:>8.2} s (+{build_s:.2} s fabric)  events {:>11}  {:>6.2} M ev/cpu-s  VmHWM {:>8.1} MiB  {:>6} B/rank (sim only {:>6})  engine est {:>6} B/rank  largest component {}  folded period {}{}",
         op.time_ns.map_or("stalled".into(), |t| t.to_string()),
         op.busbw_gbps.unwrap_or(0.0),
         rep.stats.events,
@@ -151,6 +160,7 @@ fn run_case(name: &str) -> Result<(), String> {
         hwm.saturating_sub(fabric_hwm) / u64::from(n),
         rep.stats.memory_bytes / u64::from(n),
         rep.stats.largest_component,
+        rep.stats.folded_period,
         if rep.stall.is_some() { "  STALLED" } else { "" },
     );
     Ok(())

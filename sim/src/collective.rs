@@ -108,6 +108,43 @@ impl PlanSource for Collective {
     fn collective(&self) -> Option<&Collective> {
         Some(self)
     }
+
+    fn shift_period(&self, size: u32) -> Option<u32> {
+        shift_period(self, size)
+    }
+}
+
+/// The shift period of the plans of `c` (see [`PlanSource::shift_period`]),
+/// for the algorithms whose plans are known to be shift-symmetric: an
+/// AllReduce whose every block has the same length (`count` a multiple of
+/// the ranks, so no block gets the remainder's extra element), flat ring
+/// (period 1) or hierarchical ring over ring on a regular layout with one
+/// level-1 group (period: ranks per server). Proved for every rank of
+/// mid-size cases by `tests::declared_shift_periods_hold_for_every_rank`.
+fn shift_period(c: &Collective, size: u32) -> Option<u32> {
+    use hccl_algos::algo::{Algorithm, Levels};
+    let a = &c.args;
+    if a.kind != CollectiveKind::AllReduce
+        || a.world_size != size
+        || size < 2
+        || a.count == 0
+        || !a.count.is_multiple_of(u64::from(size))
+    {
+        return None;
+    }
+    match c.algo {
+        AlgoSpec::Flat(Algorithm::Ring) => Some(1),
+        AlgoSpec::Hierarchical(Levels {
+            level0: Some(Algorithm::Ring),
+            level1: Some(Algorithm::Ring),
+            level2: None,
+        }) => {
+            let shape = c.layout.regular().ok()?;
+            let k = shape.ranks_per_server;
+            (k >= 1 && size.is_multiple_of(k)).then_some(k)
+        }
+        _ => None,
+    }
 }
 
 /// A collective call whose per-rank plans were made by the caller (for
@@ -217,6 +254,76 @@ mod tests {
         assert_eq!(busbw_factor(CollectiveKind::Broadcast, 4), 1.0);
         assert_eq!(human_bytes(1 << 30), "1 GiB");
         assert_eq!(human_bytes(1536), "1.500 KiB");
+    }
+
+    /// What timing mode sees of a step of rank `r` of `n`: the op's kind
+    /// and length, its peer relative to `r`, its tag and its dependencies.
+    fn timing_view(s: &hccl_algos::Step, r: u32, n: u32) -> String {
+        use hccl_algos::schedule::Op;
+        let rel = s.op.peer().map(|p| (p + n - r) % n);
+        let tag = match s.op {
+            Op::Send { tag, .. } | Op::Recv { tag, .. } | Op::RecvReduce { tag, .. } => Some(tag),
+            _ => None,
+        };
+        let kind = format!("{:?}", s.op);
+        let kind = kind
+            .split([' ', '{'])
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        format!("{kind} {} {rel:?} {tag:?} {:?}", s.op.bytes(), s.deps)
+    }
+
+    #[test]
+    fn declared_shift_periods_hold_for_every_rank() {
+        use hccl_algos::algo::{Algorithm, Levels};
+        let hier = AlgoSpec::Hierarchical(Levels {
+            level0: Some(Algorithm::Ring),
+            level1: Some(Algorithm::Ring),
+            level2: None,
+        });
+        let ring = AlgoSpec::Flat(Algorithm::Ring);
+        // (algo, servers, ranks per server, count, expected period)
+        let cases = [
+            (ring, 1, 12, 12 * 50, Some(1)),
+            (ring, 3, 4, 12 * 50 + 5, None),
+            (hier, 6, 8, 48 * 64, Some(8)),
+            (hier, 5, 4, 20 * 7, Some(4)),
+            (hier, 6, 8, 48 * 64 + 8, None),
+            (hier, 4, 1, 4 * 9, Some(1)),
+            (AlgoSpec::Flat(Algorithm::Mesh), 1, 8, 8 * 4, None),
+        ];
+        for (algo, servers, per, count, want) in cases {
+            let n = servers * per;
+            let c = Collective {
+                args: CollectiveArgs::new(CollectiveKind::AllReduce, count, DataType::Fp32, n),
+                algo,
+                layout: GroupLayout::servers(servers, per),
+            };
+            let got = c.shift_period(n);
+            assert_eq!(got, want, "{algo} {servers}x{per} count {count}");
+            let view = |r: u32| -> Vec<String> {
+                let (_, plan) = c.plan(r, n).unwrap();
+                plan.map(|s| timing_view(&s, r, n)).collect()
+            };
+            let Some(d) = got else {
+                // An uneven count really breaks it: some server's plan is
+                // not an image of server 0's.
+                if !count.is_multiple_of(u64::from(n)) {
+                    assert!((per..n).any(|r| view(r) != view(r % per)), "{algo} {count}");
+                }
+                continue;
+            };
+            let reps: Vec<Vec<String>> = (0..d).map(view).collect();
+            for r in d..n {
+                assert_eq!(
+                    view(r),
+                    reps[(r % d) as usize],
+                    "{algo} {servers}x{per}: rank {r} is not an image of rank {}",
+                    r % d
+                );
+            }
+        }
     }
 
     mod planned {

@@ -46,6 +46,7 @@ use crate::cost::transfer_ns;
 use crate::data::{ApplyError, RankMem};
 use crate::error::SimError;
 use crate::flows::{FlowNet, LinkId, LinkSpec, Resched};
+use crate::fold::Fold;
 use crate::hooks::{Ctl, Delivered, Hooks, MessageFate, MessageInfo};
 use crate::queue::{EventKind, EventQueue};
 use crate::scenario::{CommEntry, CostParams, OpEntry};
@@ -203,6 +204,16 @@ pub(crate) struct Core<'a> {
     flow_msg: Vec<u32>,
     resched: Vec<Resched>,
     route_buf: Vec<LinkId>,
+    /// Symmetry folding: only representatives run; messages and channels
+    /// are kept in their representatives' frames (`crate::fold`).
+    pub fold: Option<Fold>,
+    /// Folded runs: per route, its slack-channel index (or `NONE`).
+    route_slack: Vec<u32>,
+    /// Folded runs, per slack channel: start of its flow on the wire, its
+    /// flows' `(start, end)` and its bytes (to rebuild slack links' usage).
+    slack_open: Vec<u64>,
+    pub slack_flows: Vec<Vec<(u64, u64)>>,
+    pub slack_bytes: Vec<u64>,
 }
 
 impl<'a> Core<'a> {
@@ -215,15 +226,20 @@ impl<'a> Core<'a> {
         ops: &'a [OpEntry],
         comms: &'a [CommEntry],
         hooks: &'a mut dyn Hooks,
+        fold: Option<Fold>,
     ) -> Core<'a> {
-        let links: Vec<LinkSpec> = fabric
-            .graph()
-            .edge_weights()
-            .map(|l| LinkSpec {
-                bandwidth_gbps: l.bandwidth_gbps,
-                latency_ns: l.latency_ns,
-            })
-            .collect();
+        let links: Vec<LinkSpec> = match &fold {
+            Some(f) => f.links.clone(),
+            None => fabric
+                .graph()
+                .edge_weights()
+                .map(|l| LinkSpec {
+                    bandwidth_gbps: l.bandwidth_gbps,
+                    latency_ns: l.latency_ns,
+                })
+                .collect(),
+        };
+        let slack = fold.as_ref().map_or(0, |f| f.slack_chans as usize);
         let world = fabric.world_size();
         let idle_ctx = OpContext {
             comm: 0,
@@ -268,6 +284,11 @@ impl<'a> Core<'a> {
             flow_msg: Vec::new(),
             resched: Vec::new(),
             route_buf: Vec::new(),
+            fold,
+            route_slack: Vec::new(),
+            slack_open: vec![0; slack],
+            slack_flows: vec![Vec::new(); slack],
+            slack_bytes: vec![0; slack],
         }
     }
 
@@ -443,6 +464,15 @@ impl<'a> Core<'a> {
         op: &Op,
     ) -> Result<(), SimError> {
         let ctx = self.ranks[poster as usize].ctx;
+        // Folded: the pair moved into the frame of the receiver's
+        // representative (a receive is posted by one already).
+        let (dst, src) = match &self.fold {
+            Some(f) => {
+                let (d, shift) = f.rep(dst);
+                (d, f.unshift(src, shift))
+            }
+            None => (dst, src),
+        };
         let list = &mut self.ranks[dst as usize].pending;
         let found = list.iter().position(|p| {
             p.is_send != is_send
@@ -512,6 +542,27 @@ impl<'a> Core<'a> {
         (p.op_slot != NONE).then(|| self.data_ops[p.op_slot as usize])
     }
 
+    /// The channel of a message from `src` to `dst` as (sending rank,
+    /// receiver): itself, or in a folded run moved into the frame of the
+    /// sender's representative (which holds the channel).
+    #[inline]
+    fn chan_key(&self, src: u32, dst: u32) -> (u32, u32) {
+        match &self.fold {
+            Some(f) => {
+                let (s, shift) = f.rep(src);
+                (s, f.unshift(dst, shift))
+            }
+            None => (src, dst),
+        }
+    }
+
+    /// The rank that sent a message from `src`: itself, or in a folded run
+    /// its representative.
+    #[inline]
+    fn sender(&self, src: u32) -> u32 {
+        self.fold.as_ref().map_or(src, |f| f.rep(src).0)
+    }
+
     /// Index of `src`'s channel to `dst` in `ranks[src].chans`, created
     /// (with its route) on first use.
     fn chan(&mut self, src: u32, dst: u32) -> Result<usize, SimError> {
@@ -519,15 +570,27 @@ impl<'a> Core<'a> {
         match cache.binary_search_by_key(&dst, |c| c.dst) {
             Ok(i) => Ok(i),
             Err(i) => {
-                let route = self.fabric.route(src, dst).map_err(|e| SimError::NoRoute {
-                    src,
-                    dst,
-                    reason: e.to_string(),
-                })?;
-                self.route_buf.clear();
-                self.route_buf
-                    .extend(route.edges().iter().map(|e| e.index() as LinkId));
-                let route = self.net.add_route(&self.route_buf);
+                let route = if let Some(f) = &self.fold {
+                    // Every channel of the representatives was analysed.
+                    let r = f.route(src, dst).ok_or_else(|| SimError::NoRoute {
+                        src,
+                        dst,
+                        reason: "not among the channels of the symmetry analysis".into(),
+                    })?;
+                    let id = self.net.add_route_with_latency(&r.links, r.latency);
+                    self.route_slack.push(r.slack);
+                    id
+                } else {
+                    let route = self.fabric.route(src, dst).map_err(|e| SimError::NoRoute {
+                        src,
+                        dst,
+                        reason: e.to_string(),
+                    })?;
+                    self.route_buf.clear();
+                    self.route_buf
+                        .extend(route.edges().iter().map(|e| e.index() as LinkId));
+                    self.net.add_route(&self.route_buf)
+                };
                 self.ranks[src as usize].chans.insert(
                     i,
                     Chan {
@@ -564,8 +627,9 @@ impl<'a> Core<'a> {
                 recv_len,
             });
         }
-        let chan = self.chan(src, dst)?;
-        let route = self.ranks[src as usize].chans[chan].route;
+        let (cs, cd) = self.chan_key(src, dst);
+        let chan = self.chan(cs, cd)?;
+        let route = self.ranks[cs as usize].chans[chan].route;
         let ctx = self.ranks[dst as usize].ctx;
         let fate = if !self.observe_messages {
             MessageFate::Deliver
@@ -633,7 +697,7 @@ impl<'a> Core<'a> {
             self.msg_data[i] = (recv_op, payload);
         }
         self.counters.messages += 1;
-        let c = &mut self.ranks[src as usize].chans[chan];
+        let c = &mut self.ranks[cs as usize].chans[chan];
         if c.head == NONE {
             c.head = id;
             c.tail = id;
@@ -667,6 +731,7 @@ impl<'a> Core<'a> {
             let m = &self.msgs[id as usize];
             (m.src, m.dst, m.next)
         };
+        let (src, dst) = self.chan_key(src, dst);
         let chans = &mut self.ranks[src as usize].chans;
         let i = chans
             .binary_search_by_key(&dst, |c| c.dst)
@@ -696,7 +761,7 @@ impl<'a> Core<'a> {
         // A crashed sender starts nothing more: its queued messages vanish
         // like dropped ones (flows already on the wire still complete).
         if m.dropped || self.ranks[m.src as usize].status == Status::Crashed {
-            let (src, step) = (m.src, m.send_step);
+            let (src, step) = (self.sender(m.src), m.send_step);
             self.complete(src, step);
             self.advance_channel(id)?;
             self.free_msg(id);
@@ -717,7 +782,13 @@ impl<'a> Core<'a> {
             }
             return Ok(());
         }
-        let flow = self.net.start(self.now, m.route, m.bytes);
+        let route = m.route;
+        let flow = self.net.start(self.now, route, m.bytes);
+        if let Some(&sc) = self.route_slack.get(route as usize) {
+            if sc != NONE {
+                self.slack_open[sc as usize] = self.now;
+            }
+        }
         self.counters.flows += 1;
         if self.flow_msg.len() <= flow as usize {
             self.flow_msg.resize(flow as usize + 1, u32::MAX);
@@ -729,7 +800,7 @@ impl<'a> Core<'a> {
 
     fn tx_done(&mut self, id: u32) -> Result<(), SimError> {
         let m = &self.msgs[id as usize];
-        let (src, step) = (m.src, m.send_step);
+        let (src, step) = (self.sender(m.src), m.send_step);
         let mut delay = self.net.route_latency(m.route);
         if m.reduce {
             delay = delay
@@ -845,6 +916,15 @@ impl Core<'_> {
                 if self.net.is_current(flow, version) {
                     self.net.finish(self.now, flow);
                     let msg = self.flow_msg[flow as usize];
+                    let route = self.msgs[msg as usize].route;
+                    if let Some(&sc) = self.route_slack.get(route as usize) {
+                        if sc != NONE {
+                            let sc = sc as usize;
+                            self.slack_flows[sc].push((self.slack_open[sc], self.now));
+                            let b = self.msgs[msg as usize].bytes;
+                            self.slack_bytes[sc] = self.slack_bytes[sc].saturating_add(b);
+                        }
+                    }
                     self.msgs[msg as usize].flow = u32::MAX;
                     self.tx_done(msg)?;
                 }

@@ -12,6 +12,7 @@ use hccl_algos::transport::{OpContext, Transport};
 use crate::core::{Core, EngineEvent, Status};
 use crate::data::{default_input, RankMem};
 use crate::error::SimError;
+use crate::fold::Fold;
 use crate::hooks::{Hooks, OpStart};
 use crate::queue::EventKind;
 use crate::report::{
@@ -34,10 +35,14 @@ pub(crate) struct Engine<'a> {
 }
 
 impl<'a> Engine<'a> {
-    pub(crate) fn new(sc: &'a Scenario<'a>, hooks: &'a mut dyn Hooks) -> Engine<'a> {
+    pub(crate) fn new(
+        sc: &'a Scenario<'a>,
+        hooks: &'a mut dyn Hooks,
+        fold: Option<Fold>,
+    ) -> Engine<'a> {
         let data = sc.mode == Mode::Data;
         let core = Core::new(
-            sc.fabric, sc.costs, sc.seed, data, &sc.ops, &sc.comms, hooks,
+            sc.fabric, sc.costs, sc.seed, data, &sc.ops, &sc.comms, hooks, fold,
         );
         let world = sc.fabric.world_size() as usize;
         let times = sc
@@ -60,8 +65,16 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// Ranks the engine runs: all, or the representatives of a folded run.
+    fn running(&self) -> usize {
+        self.core
+            .fold
+            .as_ref()
+            .map_or(self.core.ranks.len(), |f| f.period as usize)
+    }
+
     pub(crate) fn run(mut self) -> Result<SimReport, SimError> {
-        for r in 0..self.core.ranks.len() as u32 {
+        for r in 0..self.running() as u32 {
             self.start_next(r)?;
             self.drive(r)?;
         }
@@ -104,7 +117,9 @@ impl<'a> Engine<'a> {
                 self.core.touched = touched;
             }
         }
-        let unfinished = self.core.ranks.iter().any(|r| r.status != Status::Done);
+        let unfinished = self.core.ranks[..self.running()]
+            .iter()
+            .any(|r| r.status != Status::Done);
         let stall = match (stall_reason, unfinished) {
             (Some(reason), _) => Some(self.stall(reason)),
             (None, true) => Some(self.stall(StallReason::QueueDrained)),
@@ -373,7 +388,18 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn report(self, stall: Option<Stall>) -> SimReport {
+    fn report(mut self, stall: Option<Stall>) -> SimReport {
+        // A folded run: every rank's times are its representative's (world
+        // communicators only, so communicator rank = fabric rank).
+        let folded_period = self.core.fold.as_ref().map_or(0, |f| f.period as usize);
+        if folded_period > 0 {
+            for t in &mut self.times {
+                for r in folded_period..t.start.len() {
+                    t.start[r] = t.start[r % folded_period];
+                    t.end[r] = t.end[r % folded_period];
+                }
+            }
+        }
         // Executors are dropped as ranks finish: count the peak, one full
         // window per rank of the largest communicator-op (an upper bound).
         let window_slot = std::mem::size_of::<(hccl_algos::Step, u8)>();
@@ -390,6 +416,7 @@ impl<'a> Engine<'a> {
             peak_flows: self.core.net.peak_active() as u64,
             largest_component: self.core.net.largest_component() as u64,
             memory_bytes: (self.core.heap_bytes() + exec_bytes) as u64,
+            folded_period: folded_period as u64,
         };
         let ops = self
             .sc
@@ -430,7 +457,14 @@ impl<'a> Engine<'a> {
             .collect();
         SimReport {
             ops,
-            links: self.core.net.usage(self.core.now),
+            links: match &self.core.fold {
+                Some(f) => f.expand_usage(
+                    &self.core.net.usage(self.core.now),
+                    &self.core.slack_flows,
+                    &self.core.slack_bytes,
+                ),
+                None => self.core.net.usage(self.core.now),
+            },
             stats,
             trace_hash: self.core.trace.value(),
             end_time_ns: self.core.now,

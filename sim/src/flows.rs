@@ -165,6 +165,15 @@ impl FlowNet {
         (self.routes.spans.len() - 1) as u32
     }
 
+    /// Interns a route whose latency is given (a folded route leaves out
+    /// links whose latency still counts).
+    pub(crate) fn add_route_with_latency(&mut self, links: &[LinkId], latency: u64) -> u32 {
+        let start = self.routes.links.len() as u32;
+        self.routes.links.extend_from_slice(links);
+        self.routes.spans.push((start, links.len() as u32, latency));
+        (self.routes.spans.len() - 1) as u32
+    }
+
     fn route_links(routes: &Routes, route: u32) -> &[LinkId] {
         let (s, n, _) = routes.spans[route as usize];
         &routes.links[s as usize..(s + n) as usize]

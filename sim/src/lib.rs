@@ -34,6 +34,7 @@ mod engine;
 mod error;
 pub mod faults;
 pub mod flows;
+mod fold;
 pub mod hang;
 mod hooks;
 mod queue;

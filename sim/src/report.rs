@@ -56,6 +56,10 @@ pub struct EngineStats {
     /// the executors' peak); excludes the fabric, the plans' generator state
     /// and data buffers.
     pub memory_bytes: u64,
+    /// Symmetry folding ([`crate::Scenario::symmetry`]): the period `d` of
+    /// the run (ranks `0..d` simulated, the others their images), or 0 for
+    /// a full run. The other counters count the simulated ranks only.
+    pub folded_period: u64,
 }
 
 /// Why the run stopped before every rank finished.

@@ -89,6 +89,16 @@ pub trait PlanSource {
         None
     }
 
+    /// Timing-mode shift symmetry of the plans on a communicator of `size`:
+    /// `Some(d)` promises that communicator rank `r + d` (mod `size`) runs
+    /// the plan of rank `r` with every peer moved by `d` — the same step
+    /// kinds, lengths, tags and dependencies — so the simulator may run one
+    /// rank per orbit ([`Scenario::symmetry`]). Default `None`: no promise.
+    fn shift_period(&self, size: u32) -> Option<u32> {
+        let _ = size;
+        None
+    }
+
     /// The collective call this op makes, if it is one (fault injection
     /// builds altered calls from it; the consistency check compares its
     /// [`hccl_algos::collective::OpSignature`]). Default `None`.
@@ -179,6 +189,7 @@ pub struct Scenario<'f> {
     pub(crate) window: usize,
     pub(crate) exec_timeout_ns: Option<u64>,
     pub(crate) orders: BTreeMap<u32, Vec<usize>>,
+    pub(crate) symmetry: bool,
 }
 
 impl<'f> Scenario<'f> {
@@ -195,6 +206,7 @@ impl<'f> Scenario<'f> {
             window: hccl_algos::exec::DEFAULT_WINDOW,
             exec_timeout_ns: None,
             orders: BTreeMap::new(),
+            symmetry: false,
         }
     }
 
@@ -218,6 +230,20 @@ impl<'f> Scenario<'f> {
     /// Overrides the fabric's α, γ and copy bandwidth.
     pub fn costs(mut self, costs: CostParams) -> Self {
         self.costs = costs;
+        self
+    }
+
+    /// Symmetry folding (default off): when every op promises a shift
+    /// symmetry ([`PlanSource::shift_period`]) and the fabric is proved to
+    /// keep it (the `fold` module's rules: same routes shape for every
+    /// image, consistent link orbits, slack links that never limit a rate),
+    /// [`Scenario::run`] simulates one rank per orbit and copies its times to
+    /// the others. The report is the full run's, except the engine's own
+    /// counters and trace hash ([`crate::EngineStats::folded_period`] says
+    /// whether it folded). Timing mode without hooks only; anything else, or
+    /// a folded run that stalls or fails, runs in full.
+    pub fn symmetry(mut self, on: bool) -> Self {
+        self.symmetry = on;
         self
     }
 
@@ -467,6 +493,12 @@ impl<'f> Scenario<'f> {
     /// Bad input or a broken schedule ([`SimError`]); a hang is not an
     /// error but [`SimReport::stall`].
     pub fn run(&self) -> Result<SimReport, SimError> {
+        if let Some(fold) = crate::fold::analyse(self) {
+            match Engine::new(self, &mut NoHooks, Some(fold)).run() {
+                Ok(r) if r.stall.is_none() => return Ok(r),
+                _ => {} // the full run reports the stall or error exactly
+            }
+        }
         self.run_with_hooks(&mut NoHooks)
     }
 
@@ -475,6 +507,6 @@ impl<'f> Scenario<'f> {
     /// # Errors
     /// As [`Scenario::run`].
     pub fn run_with_hooks(&self, hooks: &mut dyn Hooks) -> Result<SimReport, SimError> {
-        Engine::new(self, hooks).run()
+        Engine::new(self, hooks, None).run()
     }
 }
