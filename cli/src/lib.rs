@@ -16,6 +16,7 @@ use std::process::ExitCode;
 
 use clap::{Args, FromArgMatches, Parser, Subcommand};
 
+mod doctor;
 mod plan;
 mod ranktable;
 mod sim;
@@ -45,6 +46,8 @@ enum Command {
     Test(Box<test::TestArgs>),
     /// Run collectives on the simulated fabric, optionally under a fault plan; print results or the hang report (exit 4 on a hang, 3 on mismatched arguments, 2 on bad flags).
     Sim(Box<sim::SimArgs>),
+    /// Name the root cause of a failed or hung job from its ranks' flight-recorder dumps (HCCL_FLIGHT_RECORDER_DIR); exit 4 when a cause is named.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// `hccl ARGS`: parses the process's arguments (exit 2 on bad flags, as
@@ -61,6 +64,7 @@ pub fn hccl_main() -> ExitCode {
         Command::Plan(c) => plan::run(c),
         Command::Test(c) => test::run(*c, "hccl test"),
         Command::Sim(c) => sim::run(*c),
+        Command::Doctor(c) => doctor::run(c),
     })
 }
 

@@ -427,8 +427,12 @@ pub(crate) fn waits_of(e: &CommError, never: Vec<u32>) -> Vec<WaitOn> {
         _ => Vec::new(),
     };
     for (peer, why) in named {
-        if !w.iter().any(|x| x.peer == peer) {
-            w.push(WaitOn { peer, why });
+        match w.iter_mut().find(|x| x.peer == peer) {
+            // A lost or failing peer also never started the op: say the
+            // more specific.
+            Some(x) if matches!(why, WaitKind::Lost | WaitKind::FailedBy) => x.why = why,
+            Some(_) => {}
+            None => w.push(WaitOn { peer, why }),
         }
     }
     w.sort_by_key(|x| x.peer);

@@ -20,6 +20,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub mod doctor;
+mod render;
+
+pub use doctor::{diagnose, Diagnosis};
+
 /// `HCCL_FLIGHT_RECORDER_ENTRIES`: ops kept per communicator rank (0: off).
 pub const ENV_ENTRIES: &str = "HCCL_FLIGHT_RECORDER_ENTRIES";
 /// `HCCL_FLIGHT_RECORDER_DIR`: where dumps go (created if missing).
@@ -152,7 +157,7 @@ pub enum ErrorKind {
 }
 
 /// Why an op waits on a peer, when it failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum WaitKind {
