@@ -17,7 +17,8 @@
 //!   world's op #3, the others after it;
 //! - `count`: the victim calls op #3 with 2049 elements, the others 2048.
 //!
-//! Prints `OPOK` and exits 0, or `OPERR <error>` and exits 3. Bootstrap
+//! Prints `OPOK` and exits 0, or `OPERR <error>` and exits 3 a second
+//! later. Bootstrap
 //! failures print `INITERR <error>` and exit 2.
 
 use std::time::Duration;
@@ -83,6 +84,11 @@ fn main() {
         }
         Err(e) => {
             println!("OPERR {e}");
+            // Stay a moment (the test's HCCL_EXEC_TIMEOUT): a peer that
+            // times out in another communicator does so itself, instead of
+            // losing this process first (the test's snapshot is then the
+            // same every run).
+            std::thread::sleep(Duration::from_secs(1));
             std::process::exit(3);
         }
     }
