@@ -1,0 +1,187 @@
+//! The communicators the C API handed out, and the checks every HCCL
+//! entry point shares: handles, enums, buffers. Everything here is safe
+//! code over [`crate::boundary`] and [`crate::memory`].
+
+use std::ffi::c_void;
+use std::sync::{Arc, Mutex};
+
+use hccl::comm::{DataType, ReduceOp};
+use hccl::{Comm, CommError};
+
+use crate::codes::*;
+use crate::handles::Handles;
+use crate::log;
+use crate::memory::{self, MemError, Span};
+use crate::stream::Stream;
+
+/// One `HcclComm`.
+pub(crate) struct CommEntry {
+    pub(crate) comm: Comm,
+    /// `HcclGetCommName`'s answer: the config's `hcclCommName`, else the
+    /// communicator's own name.
+    pub(crate) name: String,
+    /// The first failed op's code (`HcclGetCommAsyncError`).
+    pub(crate) failed: Mutex<Option<HcclResult>>,
+}
+
+pub(crate) static COMMS: Handles<CommEntry> = Handles::new();
+
+/// A result whose error is the code to return (already logged).
+pub(crate) type Res<T> = Result<T, HcclResult>;
+
+/// The code of `r`.
+pub(crate) fn ret(r: Res<()>) -> HcclResult {
+    r.err().unwrap_or(HCCL_SUCCESS)
+}
+
+/// Registers a new communicator; returns its handle.
+pub(crate) fn register(comm: Comm, name: Option<String>) -> *mut c_void {
+    let name = name
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| comm.name().to_string());
+    COMMS.insert(Arc::new(CommEntry {
+        comm,
+        name,
+        failed: Mutex::new(None),
+    }))
+}
+
+/// The communicator of handle `h`.
+pub(crate) fn comm_of(f: &str, h: *mut c_void) -> Res<Arc<CommEntry>> {
+    if h.is_null() {
+        return Err(log::fail(f, HCCL_E_PTR, "comm is NULL"));
+    }
+    COMMS.get(h).ok_or_else(|| {
+        log::fail(
+            f,
+            HCCL_E_PARA,
+            format_args!(
+                "comm {h:p} is not a communicator of this process (never made, or destroyed)"
+            ),
+        )
+    })
+}
+
+/// The stream of an HCCL op: NULL is `HCCL_E_PTR` (HCCL needs a stream),
+/// an unknown handle `HCCL_E_PARA`.
+pub(crate) fn stream_of(f: &str, h: *mut c_void) -> Res<Arc<Stream>> {
+    if h.is_null() {
+        return Err(log::fail(f, HCCL_E_PTR, "stream is NULL"));
+    }
+    crate::acl::STREAMS.get(h).ok_or_else(|| {
+        log::fail(
+            f,
+            HCCL_E_PARA,
+            format_args!("stream {h:p} is not a stream of aclrtCreateStream (or was destroyed)"),
+        )
+    })
+}
+
+/// `HcclDataType` (hccl_types.h): 0 INT8 .. 11 BFP16 run; 12 INT128 and
+/// the newer values up to 17 are types this library does not reduce or
+/// move (`HCCL_E_NOT_SUPPORT`); anything else is `HCCL_E_PARA`.
+pub(crate) fn dtype(f: &str, field: &str, v: i32) -> Res<DataType> {
+    if let Some(d) = DataType::ALL.into_iter().find(|d| *d as i32 == v) {
+        return Ok(d);
+    }
+    if (12..=17).contains(&v) {
+        return Err(log::fail(
+            f,
+            HCCL_E_NOT_SUPPORT,
+            format_args!(
+                "{field} {v} is an HcclDataType this library does not support (0..11 are)"
+            ),
+        ));
+    }
+    Err(log::fail(
+        f,
+        HCCL_E_PARA,
+        format_args!("{field} {v} is not an HcclDataType (0 INT8 .. 11 BFP16)"),
+    ))
+}
+
+/// `HcclReduceOp`: 0 SUM, 1 PROD, 2 MAX, 3 MIN.
+pub(crate) fn reduce_op(f: &str, v: i32) -> Res<ReduceOp> {
+    match v {
+        0 => Ok(ReduceOp::Sum),
+        1 => Ok(ReduceOp::Prod),
+        2 => Ok(ReduceOp::Max),
+        3 => Ok(ReduceOp::Min),
+        _ => Err(log::fail(
+            f,
+            HCCL_E_PARA,
+            format_args!("op {v} is not an HcclReduceOp (0 SUM, 1 PROD, 2 MAX, 3 MIN)"),
+        )),
+    }
+}
+
+/// `count` elements of `dtype` in bytes, or `HCCL_E_PARA` on overflow.
+pub(crate) fn bytes_of(f: &str, field: &str, count: u64, dtype: DataType) -> Res<usize> {
+    count
+        .checked_mul(dtype.size())
+        .and_then(|b| usize::try_from(b).ok())
+        .ok_or_else(|| log::fail(f, HCCL_E_PARA, format_args!("{field} {count} is too large")))
+}
+
+/// The buffer `name` of `len` bytes at `p`: memory of `aclrtMalloc` (or
+/// `aclrtMallocHost`), aligned to the element size `align`. A zero length
+/// takes any pointer.
+pub(crate) fn span(f: &str, name: &str, p: *const c_void, len: usize, align: usize) -> Res<Span> {
+    let s = memory::span(p as usize, len).map_err(|e| {
+        let code = if e == MemError::Null {
+            HCCL_E_PTR
+        } else {
+            HCCL_E_PARA
+        };
+        log::fail(f, code, format_args!("{name} {e}"))
+    })?;
+    if len > 0 && !(p as usize).is_multiple_of(align) {
+        return Err(log::fail(
+            f,
+            HCCL_E_PARA,
+            format_args!("{name} {p:p} is not aligned to its element size ({align} bytes)"),
+        ));
+    }
+    Ok(s)
+}
+
+/// A rank argument (`root`, `destRank`, ...) in range; `not_self`: and
+/// not this rank.
+pub(crate) fn rank_arg(f: &str, field: &str, v: u32, c: &CommEntry, not_self: bool) -> Res<()> {
+    let n = c.comm.size();
+    if v >= n {
+        return Err(log::fail(
+            f,
+            HCCL_E_PARA,
+            format_args!("{field} {v} is out of range: the communicator has {n} ranks"),
+        ));
+    }
+    if not_self && v == c.comm.rank() {
+        return Err(log::fail(
+            f,
+            HCCL_E_PARA,
+            format_args!("{field} {v} is this rank"),
+        ));
+    }
+    Ok(())
+}
+
+/// Enqueues `op` on `stream`: it runs when the stream reaches it; a
+/// failure is logged, kept for `HcclGetCommAsyncError`, and fails the
+/// stream's next synchronize.
+pub(crate) fn submit(
+    f: &'static str,
+    c: Arc<CommEntry>,
+    stream: &Stream,
+    op: impl FnOnce(&Comm) -> Result<(), CommError> + Send + 'static,
+) {
+    stream.enqueue(Box::new(move || match op(&c.comm) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let code = e.hccl_result();
+            log::fail(f, code, &e);
+            crate::stream::lock_opt(&c.failed).get_or_insert(code);
+            Err(ACL_ERROR_RT_INTERNAL_ERROR)
+        }
+    }));
+}

@@ -1,0 +1,320 @@
+//! Streams and events (`aclrtCreateStream`, `aclrtRecordEvent`, ...): a
+//! stream is a FIFO of tasks run in order by its own worker thread, so an
+//! HCCL op or an async copy enqueues and returns at once, as on an NPU,
+//! and host work overlaps communication. `aclrtSynchronizeStream` waits
+//! for the queue to drain and returns the first failed task's error (and
+//! clears it). An event is recorded by a task on a stream: it completes
+//! when the stream reaches it, and keeps the time it did.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::codes::AclError;
+
+/// A unit of work on a stream; `Err` is the stream's error code.
+pub(crate) type Task = Box<dyn FnOnce() -> Result<(), AclError> + Send>;
+
+#[derive(Default)]
+struct Queue {
+    tasks: VecDeque<Task>,
+    /// Tasks enqueued and tasks finished, ever.
+    submitted: u64,
+    finished: u64,
+    /// The first failure since the last synchronize.
+    error: Option<AclError>,
+    closed: bool,
+}
+
+struct Inner {
+    q: Mutex<Queue>,
+    cv: Condvar,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Locks `m`, through poisoning (a panicked task holds no invariant).
+pub(crate) fn lock_opt<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    lock(m)
+}
+
+/// One stream and its worker.
+pub(crate) struct Stream {
+    inner: Arc<Inner>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Stream {
+    /// A stream with a running worker; `Err` if no thread can start.
+    pub(crate) fn new() -> std::io::Result<Stream> {
+        let inner = Arc::new(Inner {
+            q: Mutex::new(Queue::default()),
+            cv: Condvar::new(),
+        });
+        let w = Arc::clone(&inner);
+        let worker = std::thread::Builder::new()
+            .name("acl-stream".into())
+            .spawn(move || run(&w))?;
+        Ok(Stream {
+            inner,
+            worker: Mutex::new(Some(worker)),
+        })
+    }
+
+    /// Appends a task; it runs after every task enqueued before it.
+    pub(crate) fn enqueue(&self, task: Task) {
+        let mut q = lock(&self.inner.q);
+        q.submitted += 1;
+        q.tasks.push_back(task);
+        self.inner.cv.notify_all();
+    }
+
+    /// Waits until every task enqueued so far has run; returns (and
+    /// clears) the first failure among them. `timeout`: `Err(None)` when
+    /// it passes first.
+    pub(crate) fn synchronize(&self, timeout: Option<Duration>) -> Result<(), Option<AclError>> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut q = lock(&self.inner.q);
+        let target = q.submitted;
+        while q.finished < target {
+            q = match deadline {
+                None => self.inner.cv.wait(q).unwrap_or_else(|p| p.into_inner()),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Err(None);
+                    }
+                    self.inner
+                        .cv
+                        .wait_timeout(q, d - now)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+            };
+        }
+        match q.error.take() {
+            Some(e) => Err(Some(e)),
+            None => Ok(()),
+        }
+    }
+
+    /// True if every task enqueued so far has run.
+    pub(crate) fn is_idle(&self) -> bool {
+        let q = lock(&self.inner.q);
+        q.finished == q.submitted
+    }
+
+    /// Runs what is queued, then stops the worker (`aclrtDestroyStream`).
+    pub(crate) fn close(&self) {
+        lock(&self.inner.q).closed = true;
+        self.inner.cv.notify_all();
+        if let Some(w) = lock(&self.worker).take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn run(inner: &Inner) {
+    loop {
+        let task = {
+            let mut q = lock(&inner.q);
+            loop {
+                if let Some(t) = q.tasks.pop_front() {
+                    break t;
+                }
+                if q.closed {
+                    return;
+                }
+                q = inner.cv.wait(q).unwrap_or_else(|p| p.into_inner());
+            }
+        };
+        // A panicking task (a bug) fails the task, not the stream.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(task))
+            .unwrap_or(Err(crate::codes::ACL_ERROR_RT_INTERNAL_ERROR));
+        let mut q = lock(&inner.q);
+        if let Err(e) = r {
+            q.error.get_or_insert(e);
+        }
+        q.finished += 1;
+        inner.cv.notify_all();
+    }
+}
+
+#[derive(Default)]
+struct EventState {
+    /// Records made, and the last one a stream reached.
+    recorded: u64,
+    reached: u64,
+    /// When the stream reached the last record.
+    at: Option<Instant>,
+}
+
+/// An event (`aclrtCreateEvent`).
+#[derive(Default)]
+pub(crate) struct Event {
+    st: Mutex<EventState>,
+    cv: Condvar,
+}
+
+impl Event {
+    /// `aclrtRecordEvent`: a task on `stream` that completes the event
+    /// when the stream reaches it.
+    pub(crate) fn record(self: &Arc<Event>, stream: &Stream) {
+        let n = {
+            let mut st = lock(&self.st);
+            st.recorded += 1;
+            st.recorded
+        };
+        let ev = Arc::clone(self);
+        stream.enqueue(Box::new(move || {
+            let mut st = lock(&ev.st);
+            if st.reached < n {
+                st.reached = n;
+                st.at = Some(Instant::now());
+            }
+            ev.cv.notify_all();
+            Ok(())
+        }));
+    }
+
+    /// `aclrtResetEvent`: forgets the records.
+    pub(crate) fn reset(&self) {
+        let mut st = lock(&self.st);
+        st.reached = st.recorded;
+        st.at = None;
+    }
+
+    /// True when the last record was reached (or nothing was recorded:
+    /// ACL reports such an event complete).
+    pub(crate) fn is_complete(&self) -> bool {
+        let st = lock(&self.st);
+        st.reached >= st.recorded
+    }
+
+    /// `aclrtSynchronizeEvent`: waits for the last record made so far.
+    pub(crate) fn synchronize(&self) {
+        let mut st = lock(&self.st);
+        let n = st.recorded;
+        while st.reached < n {
+            st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// A task for `aclrtStreamWaitEvent`: waits for the record made so
+    /// far (none: at once).
+    pub(crate) fn waiter(self: &Arc<Event>) -> Task {
+        let n = lock(&self.st).recorded;
+        let ev = Arc::clone(self);
+        Box::new(move || {
+            let mut st = lock(&ev.st);
+            while st.reached < n {
+                st = ev.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+            }
+            Ok(())
+        })
+    }
+
+    /// When the stream reached the event's last record.
+    pub(crate) fn time(&self) -> Option<Instant> {
+        let st = lock(&self.st);
+        st.at.filter(|_| st.reached >= st.recorded)
+    }
+}
+
+/// `aclrtEventElapsedTime`: milliseconds from `start` to `end`.
+pub(crate) fn elapsed_ms(start: Instant, end: Instant) -> f32 {
+    match end.checked_duration_since(start) {
+        Some(d) => d.as_secs_f64() as f32 * 1e3,
+        None => -(start.duration_since(end).as_secs_f64() as f32 * 1e3),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[test]
+    fn tasks_run_in_order_and_synchronize_returns_the_first_failure_once() {
+        let s = Stream::new().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        for i in 0..5u32 {
+            let log = Arc::clone(&log);
+            s.enqueue(Box::new(move || {
+                log.lock().unwrap().push(i);
+                if i == 2 || i == 3 {
+                    Err(100 + i as i32)
+                } else {
+                    Ok(())
+                }
+            }));
+        }
+        assert_eq!(s.synchronize(None), Err(Some(102)));
+        assert_eq!(*log.lock().unwrap(), vec![0, 1, 2, 3, 4]);
+        assert_eq!(s.synchronize(None), Ok(()), "the error was cleared");
+    }
+
+    #[test]
+    fn enqueue_returns_before_the_task_runs() {
+        let s = Stream::new().unwrap();
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        let g = Arc::clone(&gate);
+        let ran = Arc::new(AtomicU32::new(0));
+        let r = Arc::clone(&ran);
+        s.enqueue(Box::new(move || {
+            let mut open = g.0.lock().unwrap();
+            while !*open {
+                open = g.1.wait(open).unwrap();
+            }
+            r.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }));
+        assert!(!s.is_idle());
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        assert_eq!(s.synchronize(Some(Duration::from_millis(10))), Err(None));
+        *gate.0.lock().unwrap() = true;
+        gate.1.notify_all();
+        assert_eq!(s.synchronize(None), Ok(()));
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn an_event_completes_when_its_stream_reaches_it() {
+        let (a, b) = (Stream::new().unwrap(), Stream::new().unwrap());
+        let ev = Arc::new(Event::default());
+        assert!(ev.is_complete(), "never recorded");
+        let gate = Arc::new(Mutex::new(()));
+        let held = gate.lock().unwrap();
+        let g = Arc::clone(&gate);
+        a.enqueue(Box::new(move || {
+            drop(g.lock().unwrap());
+            Ok(())
+        }));
+        ev.record(&a);
+        assert!(!ev.is_complete());
+        // b waits for the event: its next task runs after a's record.
+        b.enqueue(ev.waiter());
+        let after = Arc::new(AtomicU32::new(0));
+        let af = Arc::clone(&after);
+        b.enqueue(Box::new(move || {
+            af.store(1, Ordering::SeqCst);
+            Ok(())
+        }));
+        assert_eq!(b.synchronize(Some(Duration::from_millis(20))), Err(None));
+        assert_eq!(after.load(Ordering::SeqCst), 0);
+        drop(held);
+        ev.synchronize();
+        assert!(ev.is_complete() && ev.time().is_some());
+        assert_eq!(b.synchronize(None), Ok(()));
+        assert_eq!(after.load(Ordering::SeqCst), 1);
+    }
+}
