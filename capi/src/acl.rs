@@ -95,14 +95,21 @@ pub extern "C" fn aclInit(config_path: *const c_char) -> AclError {
     ACL_SUCCESS
 }
 
-/// `aclFinalize()`: waits for every stream.
+/// `aclFinalize()`: waits for every stream; a second call is
+/// `ACL_ERROR_REPEAT_FINALIZE` (CANN's runtime).
 #[no_mangle]
 pub extern "C" fn aclFinalize() -> AclError {
     log::init();
     for s in STREAMS.all() {
         let _ = s.synchronize(None);
     }
-    device::finalize();
+    if !device::finalize() {
+        return log::fail(
+            "aclFinalize",
+            ACL_ERROR_REPEAT_FINALIZE,
+            "aclFinalize was called already",
+        );
+    }
     ACL_SUCCESS
 }
 
@@ -296,14 +303,14 @@ pub extern "C" fn aclrtDeviceEnablePeerAccess(peer: i32, flags: u32) -> AclError
 }
 
 /// `aclrtGetVersion(int32_t *major, int32_t *minor, int32_t *patch)`:
-/// 1.0.0 (this runtime's, not a CANN version).
+/// 1.13.0, the ACL version of the headers (CANN 8.1.RC1's).
 #[no_mangle]
 pub extern "C" fn aclrtGetVersion(major: *mut i32, minor: *mut i32, patch: *mut i32) -> AclError {
     log::init();
     let f = "aclrtGetVersion";
     code(
         out(f, "majorVersion", major, 1)
-            .and_then(|()| out(f, "minorVersion", minor, 0))
+            .and_then(|()| out(f, "minorVersion", minor, 13))
             .and_then(|()| out(f, "patchVersion", patch, 0)),
     )
 }
@@ -505,6 +512,9 @@ fn memcpy_sides(
     count: usize,
     kind: i32,
 ) -> Result<(Side, Side), AclError> {
+    if count == 0 {
+        return Ok((Side::Host(HostAddr(0)), Side::Host(HostAddr(0))));
+    }
     let Some((dd, sd)) = kind_sides(kind) else {
         return Err(log::fail(
             f,
@@ -525,7 +535,8 @@ fn memcpy_sides(
 }
 
 /// `aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count,
-/// aclrtMemcpyKind kind)`.
+/// aclrtMemcpyKind kind)`: a count of 0 succeeds without looking at the
+/// pointers (CANN's runtime).
 #[no_mangle]
 pub extern "C" fn aclrtMemcpy(
     dst: *mut c_void,
@@ -842,7 +853,70 @@ pub extern "C" fn aclrtResetEvent(event: *mut c_void, stream: *mut c_void) -> Ac
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeEvent(event: *mut c_void) -> AclError {
     log::init();
-    code(event_of("aclrtSynchronizeEvent", event).map(|e| e.synchronize()))
+    code(event_of("aclrtSynchronizeEvent", event).map(|e| {
+        e.synchronize(None);
+    }))
+}
+
+/// `aclrtSynchronizeEventWithTimeout(aclrtEvent event, int32_t timeout)`:
+/// in ms, -1 waits forever.
+#[no_mangle]
+pub extern "C" fn aclrtSynchronizeEventWithTimeout(event: *mut c_void, timeout: i32) -> AclError {
+    log::init();
+    let f = "aclrtSynchronizeEventWithTimeout";
+    code((|| {
+        let e = event_of(f, event)?;
+        let t = match timeout {
+            -1 => None,
+            t if t > 0 => Some(std::time::Duration::from_millis(t as u64)),
+            t => {
+                return Err(log::fail(
+                    f,
+                    ACL_ERROR_INVALID_PARAM,
+                    format_args!("timeout {t} is neither -1 nor positive"),
+                ))
+            }
+        };
+        if e.synchronize(t) {
+            Ok(())
+        } else {
+            Err(log::fail(f, ACL_ERROR_RT_EVENT_SYNC_TIMEOUT, "timed out"))
+        }
+    })())
+}
+
+/// `aclrtQueryEventWaitStatus(aclrtEvent event, aclrtEventWaitStatus
+/// *status)`: 0 complete, 1 not ready.
+#[no_mangle]
+pub extern "C" fn aclrtQueryEventWaitStatus(event: *mut c_void, status: *mut i32) -> AclError {
+    log::init();
+    let f = "aclrtQueryEventWaitStatus";
+    code(event_of(f, event).and_then(|e| out(f, "status", status, i32::from(!e.is_complete()))))
+}
+
+/// `aclrtEventGetTimestamp(aclrtEvent event, uint64_t *timestamp)`:
+/// microseconds since this library's start, when the stream reached the
+/// event.
+#[no_mangle]
+pub extern "C" fn aclrtEventGetTimestamp(event: *mut c_void, timestamp: *mut u64) -> AclError {
+    log::init();
+    let f = "aclrtEventGetTimestamp";
+    code((|| {
+        let e = event_of(f, event)?;
+        let Some(t) = e.time() else {
+            return Err(log::fail(
+                f,
+                ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID,
+                "the event was not recorded, or its stream has not reached it",
+            ));
+        };
+        out(
+            f,
+            "timestamp",
+            timestamp,
+            t.duration_since(stream::epoch()).as_micros() as u64,
+        )
+    })())
 }
 
 /// `aclrtQueryEvent(aclrtEvent event, aclrtEventStatus *status)`: 0
@@ -956,5 +1030,269 @@ fn prof_config(f: &str, config: *const c_void) -> AclError {
             ACL_ERROR_INVALID_PARAM,
             "not a config of aclprofCreateConfig",
         ),
+    }
+}
+
+// ---- more of acl_rt.h / acl_base.h ----
+
+/// `aclrtResetDeviceForce(int32_t deviceId)`: as `aclrtResetDevice`.
+#[no_mangle]
+pub extern "C" fn aclrtResetDeviceForce(device_id: i32) -> AclError {
+    aclrtResetDevice(device_id)
+}
+
+/// `aclrtSynchronizeDeviceWithTimeout(int32_t timeout)`: in ms, -1 waits
+/// forever; the first error of any stream.
+#[no_mangle]
+pub extern "C" fn aclrtSynchronizeDeviceWithTimeout(timeout: i32) -> AclError {
+    log::init();
+    let f = "aclrtSynchronizeDeviceWithTimeout";
+    let t = match timeout {
+        -1 => None,
+        t if t > 0 => Some(std::time::Duration::from_millis(t as u64)),
+        t => {
+            return log::fail(
+                f,
+                ACL_ERROR_INVALID_PARAM,
+                format_args!("timeout {t} is neither -1 nor positive"),
+            )
+        }
+    };
+    let deadline = t.map(|t| std::time::Instant::now() + t);
+    let mut first = ACL_SUCCESS;
+    for s in STREAMS.all() {
+        let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+        match s.synchronize(left) {
+            Ok(()) => {}
+            Err(Some(e)) => {
+                if first == ACL_SUCCESS {
+                    first = e;
+                }
+            }
+            Err(None) => return log::fail(f, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, "timed out"),
+        }
+    }
+    first
+}
+
+/// `aclrtQueryDeviceStatus(int32_t deviceId, aclrtDeviceStatus *status)`:
+/// 0 (`ACL_RT_DEVICE_STATUS_NORMAL`) for every device.
+#[no_mangle]
+pub extern "C" fn aclrtQueryDeviceStatus(device_id: i32, status: *mut i32) -> AclError {
+    log::init();
+    let f = "aclrtQueryDeviceStatus";
+    if let Err(m) = device::check(device_id) {
+        return log::fail(f, ACL_ERROR_INVALID_DEVICE, m);
+    }
+    code(out(f, "deviceStatus", status, 0))
+}
+
+/// `aclrtDeviceDisablePeerAccess(int32_t peerDeviceId)`.
+#[no_mangle]
+pub extern "C" fn aclrtDeviceDisablePeerAccess(peer: i32) -> AclError {
+    log::init();
+    match device::check(peer) {
+        Ok(()) => ACL_SUCCESS,
+        Err(m) => log::fail("aclrtDeviceDisablePeerAccess", ACL_ERROR_INVALID_DEVICE, m),
+    }
+}
+
+/// `aclrtSetOpWaitTimeout(uint32_t timeout)`: accepted; HCCL ops time out
+/// after `HCCL_EXEC_TIMEOUT` here.
+#[no_mangle]
+pub extern "C" fn aclrtSetOpWaitTimeout(timeout: u32) -> AclError {
+    let _ = timeout;
+    ACL_SUCCESS
+}
+
+/// `aclrtSetOpExecuteTimeOut(uint32_t timeout)`: accepted, as
+/// `aclrtSetOpWaitTimeout`.
+#[no_mangle]
+pub extern "C" fn aclrtSetOpExecuteTimeOut(timeout: u32) -> AclError {
+    let _ = timeout;
+    ACL_SUCCESS
+}
+
+/// `aclrtGetLastError(aclrtLastErrLevel level)`: every call here returns
+/// its own error, so there is none left over: `ACL_SUCCESS`.
+#[no_mangle]
+pub extern "C" fn aclrtGetLastError(level: i32) -> AclError {
+    let _ = level;
+    ACL_SUCCESS
+}
+
+/// `aclrtPeekAtLastError(aclrtLastErrLevel level)`: as `aclrtGetLastError`.
+#[no_mangle]
+pub extern "C" fn aclrtPeekAtLastError(level: i32) -> AclError {
+    let _ = level;
+    ACL_SUCCESS
+}
+
+/// `aclrtMallocAlign32(void **devPtr, size_t size, aclrtMemMallocPolicy
+/// policy)`: as `aclrtMalloc` (every allocation is 64-byte aligned).
+#[no_mangle]
+pub extern "C" fn aclrtMallocAlign32(
+    dev_ptr: *mut *mut c_void,
+    size: usize,
+    policy: i32,
+) -> AclError {
+    log::init();
+    malloc(
+        "aclrtMallocAlign32",
+        dev_ptr,
+        size,
+        Some(policy),
+        Kind::Device,
+    )
+}
+
+fn vm_unsupported(f: &str) -> AclError {
+    log::init();
+    log::fail(
+        f,
+        ACL_ERROR_API_NOT_SUPPORT,
+        "virtual memory management is not supported by hccl-rs's host runtime",
+    )
+}
+
+/// `aclrtReserveMemAddress(void **virPtr, size_t size, size_t alignment,
+/// void *expectPtr, uint64_t flags)`: not supported.
+#[no_mangle]
+pub extern "C" fn aclrtReserveMemAddress(
+    vir: *mut *mut c_void,
+    size: usize,
+    alignment: usize,
+    expect: *mut c_void,
+    flags: u64,
+) -> AclError {
+    let _ = (vir, size, alignment, expect, flags);
+    vm_unsupported("aclrtReserveMemAddress")
+}
+
+/// `aclrtReleaseMemAddress(void *virPtr)`: not supported.
+#[no_mangle]
+pub extern "C" fn aclrtReleaseMemAddress(vir: *mut c_void) -> AclError {
+    let _ = vir;
+    vm_unsupported("aclrtReleaseMemAddress")
+}
+
+/// `aclrtMallocPhysical(aclrtDrvMemHandle *handle, size_t size, const
+/// aclrtPhysicalMemProp *prop, uint64_t flags)`: not supported.
+#[no_mangle]
+pub extern "C" fn aclrtMallocPhysical(
+    handle: *mut *mut c_void,
+    size: usize,
+    prop: *const c_void,
+    flags: u64,
+) -> AclError {
+    let _ = (handle, size, prop, flags);
+    vm_unsupported("aclrtMallocPhysical")
+}
+
+/// `aclrtFreePhysical(aclrtDrvMemHandle handle)`: not supported.
+#[no_mangle]
+pub extern "C" fn aclrtFreePhysical(handle: *mut c_void) -> AclError {
+    let _ = handle;
+    vm_unsupported("aclrtFreePhysical")
+}
+
+/// `aclrtMapMem(void *virPtr, size_t size, size_t offset,
+/// aclrtDrvMemHandle handle, uint64_t flags)`: not supported.
+#[no_mangle]
+pub extern "C" fn aclrtMapMem(
+    vir: *mut c_void,
+    size: usize,
+    offset: usize,
+    handle: *mut c_void,
+    flags: u64,
+) -> AclError {
+    let _ = (vir, size, offset, handle, flags);
+    vm_unsupported("aclrtMapMem")
+}
+
+/// `aclrtUnmapMem(void *virPtr)`: not supported.
+#[no_mangle]
+pub extern "C" fn aclrtUnmapMem(vir: *mut c_void) -> AclError {
+    let _ = vir;
+    vm_unsupported("aclrtUnmapMem")
+}
+
+/// `aclrtMemGetAllocationGranularity(aclrtPhysicalMemProp *prop,
+/// aclrtMemGranularityOptions option, size_t *granularity)`: not
+/// supported.
+#[no_mangle]
+pub extern "C" fn aclrtMemGetAllocationGranularity(
+    prop: *mut c_void,
+    option: i32,
+    granularity: *mut usize,
+) -> AclError {
+    let _ = (prop, option, granularity);
+    vm_unsupported("aclrtMemGetAllocationGranularity")
+}
+
+/// `aclrtStreamGetId(aclrtStream stream, int32_t *streamId)`.
+#[no_mangle]
+pub extern "C" fn aclrtStreamGetId(stream: *mut c_void, stream_id: *mut i32) -> AclError {
+    log::init();
+    let f = "aclrtStreamGetId";
+    code(stream_of(f, stream).and_then(|s| out(f, "streamId", stream_id, s.id())))
+}
+
+/// `aclrtLaunchCallback(aclrtCallback fn, void *userData,
+/// aclrtCallbackBlockType blockType, aclrtStream stream)`: `fn(userData)`
+/// runs on the stream's thread when the stream reaches it.
+#[no_mangle]
+pub extern "C" fn aclrtLaunchCallback(
+    callback: Option<extern "C" fn(*mut c_void)>,
+    user_data: *mut c_void,
+    block_type: i32,
+    stream: *mut c_void,
+) -> AclError {
+    log::init();
+    let f = "aclrtLaunchCallback";
+    code((|| {
+        let Some(cb) = callback else {
+            return Err(log::fail(f, ACL_ERROR_INVALID_PARAM, "fn is NULL"));
+        };
+        if !(0..=1).contains(&block_type) {
+            return Err(log::fail(
+                f,
+                ACL_ERROR_INVALID_PARAM,
+                format_args!("blockType {block_type} is not an aclrtCallbackBlockType"),
+            ));
+        }
+        let data = HostAddr(user_data as usize);
+        stream_of(f, stream)?.enqueue(Box::new(move || {
+            cb(data.0 as *mut c_void);
+            Ok(())
+        }));
+        Ok(())
+    })())
+}
+
+/// `float aclFloat16ToFloat(aclFloat16 value)`.
+#[no_mangle]
+pub extern "C" fn aclFloat16ToFloat(value: u16) -> f32 {
+    half::f16::from_bits(value).to_f32()
+}
+
+/// `aclFloat16 aclFloatToFloat16(float value)`: round to nearest even.
+#[no_mangle]
+pub extern "C" fn aclFloatToFloat16(value: f32) -> u16 {
+    half::f16::from_f32(value).to_bits()
+}
+
+/// `size_t aclDataTypeSize(aclDataType dataType)`: bytes per element of
+/// CANN's `aclDataType` (acl_base.h); 0 for undefined, string, packed
+/// sub-byte and unknown types.
+#[no_mangle]
+pub extern "C" fn aclDataTypeSize(data_type: i32) -> usize {
+    match data_type {
+        2 | 4 | 12 => 1,     // INT8, UINT8, BOOL
+        1 | 6 | 7 | 27 => 2, // FLOAT16, INT16, UINT16, BF16
+        0 | 3 | 8 | 33 => 4, // FLOAT, INT32, UINT32, COMPLEX32
+        9..=11 | 16 => 8,    // INT64, UINT64, DOUBLE, COMPLEX64
+        17 => 16,            // COMPLEX128
+        _ => 0,
     }
 }

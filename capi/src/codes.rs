@@ -31,8 +31,9 @@ pub const HCCL_E_RUNTIME: HcclResult = 15;
 /// One past the last code hccl_types.h names (`HCCL_E_SUSPENDING` = 22).
 pub const HCCL_E_RESERVED: HcclResult = 23;
 
-/// `HcclGetErrorString`'s text for `code` (the comments of
-/// `hccl_types.h`'s enum, in words).
+/// `HcclGetErrorString`'s text for `code`: CANN's HCCL's words (CANN
+/// open-source HCCL `op_base.cc` `HcclGetErrorString`, "unknow error"
+/// spelled as there; 22 from `hccl_types.h`'s comment).
 pub fn hccl_error_string(code: HcclResult) -> &'static str {
     match code {
         0 => "no error",
@@ -58,7 +59,7 @@ pub fn hccl_error_string(code: HcclResult) -> &'static str {
         20 => "try again",
         21 => "error cqe",
         22 => "error communicator suspending",
-        _ => "unknown error",
+        _ => "unknow error",
     }
 }
 
@@ -88,7 +89,7 @@ pub fn hccl_error_cstr(code: HcclResult) -> &'static std::ffi::CStr {
         20 => c"try again",
         21 => c"error cqe",
         22 => c"error communicator suspending",
-        _ => c"unknown error",
+        _ => c"unknow error",
     }
 }
 
@@ -100,6 +101,8 @@ pub const ACL_ERROR_INVALID_PARAM: AclError = 100_000;
 pub const ACL_ERROR_UNINITIALIZE: AclError = 100_001;
 /// `ACL_ERROR_REPEAT_INITIALIZE`: `aclInit` twice.
 pub const ACL_ERROR_REPEAT_INITIALIZE: AclError = 100_002;
+/// `ACL_ERROR_REPEAT_FINALIZE`: `aclFinalize` twice.
+pub const ACL_ERROR_REPEAT_FINALIZE: AclError = 100_037;
 /// `ACL_ERROR_BAD_ALLOC`: memory could not be allocated.
 pub const ACL_ERROR_BAD_ALLOC: AclError = 200_000;
 /// `ACL_ERROR_API_NOT_SUPPORT`: a call this runtime does not have.
@@ -127,3 +130,6 @@ pub const ACL_ERROR_RT_INTERNAL_ERROR: AclError = 507_000;
 /// `ACL_ERROR_RT_STREAM_SYNC_TIMEOUT`: `aclrtSynchronizeStreamWithTimeout`
 /// timed out.
 pub const ACL_ERROR_RT_STREAM_SYNC_TIMEOUT: AclError = 507_046;
+/// `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT`: `aclrtSynchronizeEventWithTimeout`
+/// timed out.
+pub const ACL_ERROR_RT_EVENT_SYNC_TIMEOUT: AclError = 507_047;

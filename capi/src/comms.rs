@@ -77,30 +77,24 @@ pub(crate) fn stream_of(f: &str, h: *mut c_void) -> Res<Arc<Stream>> {
     })
 }
 
-/// `HcclDataType` (hccl_types.h): 0 INT8 .. 11 BFP16 run; 12 INT128 and
-/// the newer values up to 17 are types this library does not reduce or
-/// move (`HCCL_E_NOT_SUPPORT`); anything else is `HCCL_E_PARA`.
+/// `HcclDataType` (hccl_types.h): 0 INT8 .. 11 BFP16 run; any other
+/// value is `HCCL_E_NOT_SUPPORT`, as CANN's HCCL answers a data type it
+/// does not take (CANN open-source HCCL `param_check.cc`).
 pub(crate) fn dtype(f: &str, field: &str, v: i32) -> Res<DataType> {
-    if let Some(d) = DataType::ALL.into_iter().find(|d| *d as i32 == v) {
-        return Ok(d);
-    }
-    if (12..=17).contains(&v) {
-        return Err(log::fail(
-            f,
-            HCCL_E_NOT_SUPPORT,
-            format_args!(
-                "{field} {v} is an HcclDataType this library does not support (0..11 are)"
-            ),
-        ));
-    }
-    Err(log::fail(
-        f,
-        HCCL_E_PARA,
-        format_args!("{field} {v} is not an HcclDataType (0 INT8 .. 11 BFP16)"),
-    ))
+    DataType::ALL
+        .into_iter()
+        .find(|d| *d as i32 == v)
+        .ok_or_else(|| {
+            log::fail(
+                f,
+                HCCL_E_NOT_SUPPORT,
+                format_args!("{field} {v} is not a supported HcclDataType (0 INT8 .. 11 BFP16)"),
+            )
+        })
 }
 
-/// `HcclReduceOp`: 0 SUM, 1 PROD, 2 MAX, 3 MIN.
+/// `HcclReduceOp`: 0 SUM, 1 PROD, 2 MAX, 3 MIN; another value is
+/// `HCCL_E_NOT_SUPPORT` (CANN's HCCL).
 pub(crate) fn reduce_op(f: &str, v: i32) -> Res<ReduceOp> {
     match v {
         0 => Ok(ReduceOp::Sum),
@@ -109,10 +103,31 @@ pub(crate) fn reduce_op(f: &str, v: i32) -> Res<ReduceOp> {
         3 => Ok(ReduceOp::Min),
         _ => Err(log::fail(
             f,
-            HCCL_E_PARA,
-            format_args!("op {v} is not an HcclReduceOp (0 SUM, 1 PROD, 2 MAX, 3 MIN)"),
+            HCCL_E_NOT_SUPPORT,
+            format_args!("op {v} is not a supported HcclReduceOp (0 SUM, 1 PROD, 2 MAX, 3 MIN)"),
         )),
     }
+}
+
+/// The data type and reduce op of a reduction: as [`dtype`] and
+/// [`reduce_op`], and PROD of INT16 or BFP16 is `HCCL_E_NOT_SUPPORT` on
+/// an Ascend 910B SoC name, as CANN's HCCL refuses it there.
+pub(crate) fn reduction(f: &str, dt: i32, op: i32) -> Res<(DataType, ReduceOp)> {
+    let (d, o) = (dtype(f, "dataType", dt)?, reduce_op(f, op)?);
+    if o == ReduceOp::Prod
+        && matches!(d, DataType::Int16 | DataType::Bf16)
+        && crate::device::refuses_prod_int16_bf16()
+    {
+        return Err(log::fail(
+            f,
+            HCCL_E_NOT_SUPPORT,
+            format_args!(
+                "HCCL_REDUCE_PROD of {d:?} is not supported on {} (as in CANN's HCCL; HCCL_HOST_SOC_NAME picks another SoC)",
+                crate::device::soc_name()
+            ),
+        ));
+    }
+    Ok((d, o))
 }
 
 /// `count` elements of `dtype` in bytes, or `HCCL_E_PARA` on overflow.

@@ -10,10 +10,11 @@ pub const ENV_DEVICES: &str = "HCCL_HOST_DEVICES";
 /// `HCCL_HOST_SOC_NAME`: what `aclrtGetSocName` returns (default
 /// [`DEFAULT_SOC`]).
 pub const ENV_SOC: &str = "HCCL_HOST_SOC_NAME";
-/// The default SoC name: an Ascend 910B, the NPU of Atlas 800T A2
-/// (CANN's `aclrtGetSocName` spells it like this; the `soc_version` list
-/// of CANN's ATC documentation).
-pub const DEFAULT_SOC: &str = "Ascend910B1";
+/// The default SoC name: an Ascend 910B, the NPU of Atlas 800T A2, as
+/// CANN's `aclrtGetSocName` spells it (the names hccl_test knows, CANN
+/// 8.1.RC1 `tools/hccl_test/common/src/hccl_test_common.cc`: Ascend910B1 ..
+/// Ascend910B4). hccl_test sets the INF/NaN overflow mode for these names.
+pub const DEFAULT_SOC: &str = "Ascend910B3";
 /// Default device count.
 pub const DEFAULT_DEVICES: u32 = 8;
 /// Device memory per device, as `aclrtGetMemInfo` reports it: 64 GiB,
@@ -21,6 +22,7 @@ pub const DEFAULT_DEVICES: u32 = 8;
 pub const DEVICE_MEMORY: usize = 64 << 30;
 
 static INITIALIZED: AtomicBool = AtomicBool::new(false);
+static FINALIZED: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     static CURRENT: Cell<Option<i32>> = const { Cell::new(None) };
@@ -66,9 +68,20 @@ pub(crate) fn init() -> bool {
     !INITIALIZED.swap(true, Ordering::SeqCst)
 }
 
-/// `aclFinalize`: `false` if not initialized.
+/// `aclFinalize`: `false` if it ran already (CANN's runtime answers
+/// `ACL_ERROR_REPEAT_FINALIZE` then; a first call without `aclInit`
+/// succeeds, as there).
 pub(crate) fn finalize() -> bool {
-    INITIALIZED.swap(false, Ordering::SeqCst)
+    INITIALIZED.store(false, Ordering::SeqCst);
+    !FINALIZED.swap(true, Ordering::SeqCst)
+}
+
+/// True for the SoCs on which CANN's HCCL refuses a product of int16 or
+/// bf16 (`HCCL_E_NOT_SUPPORT`; CANN open-source HCCL
+/// `framework/common/src/param_check.cc`): Ascend 910B and 910_93.
+pub(crate) fn refuses_prod_int16_bf16() -> bool {
+    let s = soc_name();
+    s.starts_with("Ascend910B") || s.starts_with("Ascend910_93")
 }
 
 /// Sets this thread's device.

@@ -19,9 +19,7 @@ use hccl_hw::tcp::root::ROOT_INFO_LEN;
 
 use crate::boundary;
 use crate::codes::*;
-use crate::comms::{
-    self, bytes_of, comm_of, dtype, reduce_op, ret, span, stream_of, CommEntry, Res,
-};
+use crate::comms::{self, bytes_of, comm_of, dtype, ret, span, stream_of, CommEntry, Res};
 use crate::group::{self, P2pSpec};
 use crate::log;
 use crate::memory::Span;
@@ -108,6 +106,44 @@ fn read_config(f: &str, p: *const c_void) -> Res<Option<String>> {
             format_args!(
                 "config's size {size} or version {version} is not one of HcclCommConfigInit"
             ),
+        ));
+    }
+    // hcclBufferSize (MB) and hcclDeterministic: NOT_SET (0xffffffff) or
+    // a value CANN's HCCL takes (CommConfig::Load: >= 1 MB; 0 or 1).
+    let fields = boundary::read_array(p.cast::<u8>(), COMM_NAME_OFFSET).unwrap_or_default();
+    let word = |at: usize| u32::from_le_bytes(fields[at..at + 4].try_into().unwrap_or_default());
+    let (buffer, deterministic) = (word(24), word(28));
+    if buffer == 0 {
+        return Err(log::fail(
+            f,
+            HCCL_E_PARA,
+            "config's hcclBufferSize is 0 MB (at least 1)",
+        ));
+    }
+    if deterministic != u32::MAX && deterministic > 1 {
+        return Err(log::fail(
+            f,
+            HCCL_E_PARA,
+            format_args!("config's hcclDeterministic is {deterministic}, not 0 or 1"),
+        ));
+    }
+    // hcclBufferSize (MB) and hcclDeterministic: NOT_SET (0xffffffff) or
+    // what CANN's HCCL takes (CommConfig::Load: at least 1 MB; 0 or 1).
+    let fields = boundary::read_array(p.cast::<u8>(), COMM_NAME_OFFSET).unwrap_or_default();
+    let word = |at: usize| u32::from_le_bytes(fields[at..at + 4].try_into().unwrap_or_default());
+    if word(24) == 0 {
+        return Err(log::fail(
+            f,
+            HCCL_E_PARA,
+            "config's hcclBufferSize is 0 MB (at least 1)",
+        ));
+    }
+    let deterministic = word(28);
+    if deterministic != u32::MAX && deterministic > 1 {
+        return Err(log::fail(
+            f,
+            HCCL_E_PARA,
+            format_args!("config's hcclDeterministic is {deterministic}, not 0 or 1"),
         ));
     }
     if version < 2 || (size as usize) < COMM_NAME_OFFSET + COMM_NAME_MAX_LENGTH {
@@ -392,25 +428,35 @@ pub extern "C" fn HcclGetConfig(config: i32, value: *mut i32) -> HcclResult {
 }
 
 /// `uint32_t HcclGetCommConfigCapability()`: the configs below this
-/// `HcclCommConfigCapability` value are understood (buffer size,
-/// determinism, comm name).
+/// `HcclCommConfigCapability` value are accepted
+/// (`HCCL_COMM_CONFIG_RESERVED` of CANN 8.1.RC1, 5: buffer size,
+/// determinism, comm name, op expansion mode, init by environment; only
+/// the comm name changes anything here).
 #[no_mangle]
 pub extern "C" fn HcclGetCommConfigCapability() -> u32 {
-    3
+    5
 }
 
 // ---- collectives ----
 
 /// Checks a collective's arguments and buffers and enqueues it: the
-/// buffer lengths are what `args` needs on this rank.
+/// buffer lengths are what `args` needs on this rank. A `count` of 0
+/// succeeds at once and enqueues nothing, as in CANN's HCCL (`None`: the
+/// counts are arrays).
+#[allow(clippy::too_many_arguments)]
 fn collective(
     f: &'static str,
+    count: Option<u64>,
     comm: *mut c_void,
     stream: *mut c_void,
     args: impl FnOnce(u32) -> Res<CollectiveArgs>,
     send: *const c_void,
     recv: *const c_void,
 ) -> Res<()> {
+    if count == Some(0) {
+        tracing::warn!("{f}: count is 0: nothing to do");
+        return Ok(());
+    }
     let c = comm_of(f, comm)?;
     let s = stream_of(f, stream)?;
     let a = args(c.comm.size())?;
@@ -451,16 +497,12 @@ pub extern "C" fn HcclAllReduce(
     let f = "HcclAllReduce";
     ret(collective(
         f,
+        Some(count),
         comm,
         stream,
         |n| {
-            Ok(args(
-                CollectiveKind::AllReduce,
-                count,
-                dtype(f, "dataType", data_type)?,
-                n,
-            )
-            .with_op(reduce_op(f, op)?))
+            let (dt, op) = comms::reduction(f, data_type, op)?;
+            Ok(args(CollectiveKind::AllReduce, count, dt, n).with_op(op))
         },
         send,
         recv,
@@ -484,16 +526,12 @@ pub extern "C" fn HcclReduceScatter(
     let f = "HcclReduceScatter";
     ret(collective(
         f,
+        Some(recv_count),
         comm,
         stream,
         |n| {
-            Ok(args(
-                CollectiveKind::ReduceScatter,
-                recv_count,
-                dtype(f, "dataType", data_type)?,
-                n,
-            )
-            .with_op(reduce_op(f, op)?))
+            let (dt, op) = comms::reduction(f, data_type, op)?;
+            Ok(args(CollectiveKind::ReduceScatter, recv_count, dt, n).with_op(op))
         },
         send,
         recv,
@@ -515,6 +553,7 @@ pub extern "C" fn HcclAllGather(
     let f = "HcclAllGather";
     ret(collective(
         f,
+        Some(send_count),
         comm,
         stream,
         |n| {
@@ -548,17 +587,14 @@ pub extern "C" fn HcclReduce(
     let f = "HcclReduce";
     ret(collective(
         f,
+        Some(count),
         comm,
         stream,
         |n| {
-            Ok(args(
-                CollectiveKind::Reduce,
-                count,
-                dtype(f, "dataType", data_type)?,
-                n,
-            )
-            .with_op(reduce_op(f, op)?)
-            .with_root(root))
+            let (dt, op) = comms::reduction(f, data_type, op)?;
+            Ok(args(CollectiveKind::Reduce, count, dt, n)
+                .with_op(op)
+                .with_root(root))
         },
         send,
         recv,
@@ -582,6 +618,7 @@ pub extern "C" fn HcclScatter(
     let f = "HcclScatter";
     ret(collective(
         f,
+        Some(recv_count),
         comm,
         stream,
         |n| {
@@ -617,6 +654,7 @@ pub extern "C" fn HcclAlltoAll(
     let f = "HcclAlltoAll";
     ret(collective(
         f,
+        Some(send_count.max(recv_count)),
         comm,
         stream,
         |n| {
@@ -646,6 +684,10 @@ pub extern "C" fn HcclBroadcast(
     log::init();
     let f = "HcclBroadcast";
     ret((|| {
+        if count == 0 {
+            tracing::warn!("{f}: count is 0: nothing to do");
+            return Ok(());
+        }
         let c = comm_of(f, comm)?;
         let s = stream_of(f, stream)?;
         let dt = dtype(f, "dataType", data_type)?;
@@ -838,8 +880,7 @@ pub extern "C" fn HcclReduceScatterV(
     ret((|| {
         let c = comm_of(f, comm)?;
         let s = stream_of(f, stream)?;
-        let dt = dtype(f, "dataType", data_type)?;
-        let rop: ReduceOp = reduce_op(f, op)?;
+        let (dt, rop): (DataType, ReduceOp) = comms::reduction(f, data_type, op)?;
         let n = c.comm.size();
         let sc = counts(f, "sendCounts", send_counts, n)?;
         let sd = counts(f, "sendDispls", send_displs, n)?;
@@ -900,6 +941,13 @@ pub extern "C" fn HcclAlltoAllV(
                 format_args!("sendType {send_type} differs from recvType {recv_type}"),
             ));
         }
+        if !send.is_null() && send == recv {
+            return Err(log::fail(
+                f,
+                HCCL_E_PARA,
+                "sendBuf and recvBuf are the same buffer",
+            ));
+        }
         let n = c.comm.size();
         let sc = counts(f, "sendCounts", send_counts, n)?;
         let sd = counts(f, "sdispls", sdispls, n)?;
@@ -951,6 +999,7 @@ pub extern "C" fn HcclAlltoAllVC(
     let f = "HcclAlltoAllVC";
     ret(collective(
         f,
+        None,
         comm,
         stream,
         |n| {
@@ -988,6 +1037,10 @@ fn p2p_one(
     comm: *mut c_void,
     stream: *mut c_void,
 ) -> Res<()> {
+    if count == 0 {
+        tracing::warn!("{f}: count is 0: nothing to do");
+        return Ok(());
+    }
     let c = comm_of(f, comm)?;
     let s = stream_of(f, stream)?;
     let dt = dtype(f, "dataType", data_type)?;
@@ -1074,21 +1127,31 @@ pub extern "C" fn HcclBatchSendRecv(
     ret((|| {
         let c = comm_of(f, comm)?;
         let s = stream_of(f, stream)?;
+        let n = c.comm.size();
+        if item_num == 0 || item_num > 2 * n {
+            return Err(log::fail(
+                f,
+                HCCL_E_PARA,
+                format_args!("itemNum {item_num} is not in 1..=2 x rankSize ({})", 2 * n),
+            ));
+        }
         let list =
             boundary::read_array(items.cast::<SendRecvItem>().cast_const(), item_num as usize)
                 .ok_or_else(|| log::fail(f, HCCL_E_PTR, "sendRecvInfo is NULL"))?;
-        let mut specs = Vec::with_capacity(list.len());
+        let mut specs: Vec<P2pSpec> = Vec::with_capacity(list.len());
         for (i, it) in list.iter().enumerate() {
             let send = match it.kind {
                 0 => true,
                 1 => false,
-                k => return Err(log::fail(
-                    f,
-                    HCCL_E_PARA,
-                    format_args!(
+                k => {
+                    return Err(log::fail(
+                        f,
+                        HCCL_E_PARA,
+                        format_args!(
                         "sendRecvInfo[{i}].sendRecvType {k} is not HCCL_SEND (0) or HCCL_RECV (1)"
                     ),
-                )),
+                    ))
+                }
             };
             let dt = dtype(f, &format!("sendRecvInfo[{i}].dataType"), it.data_type)?;
             comms::rank_arg(
@@ -1098,6 +1161,27 @@ pub extern "C" fn HcclBatchSendRecv(
                 &c,
                 true,
             )?;
+            if specs
+                .iter()
+                .any(|s| s.send == send && s.peer == it.remote_rank)
+            {
+                return Err(log::fail(
+                    f,
+                    HCCL_E_PARA,
+                    format_args!(
+                        "sendRecvInfo[{i}]: a second {} with rank {} in one batch",
+                        if send { "send" } else { "receive" },
+                        it.remote_rank
+                    ),
+                ));
+            }
+            if it.buf.is_null() {
+                return Err(log::fail(
+                    f,
+                    HCCL_E_PTR,
+                    format_args!("sendRecvInfo[{i}].buf is NULL"),
+                ));
+            }
             let b = span(
                 f,
                 &format!("sendRecvInfo[{i}].buf"),
@@ -1113,9 +1197,7 @@ pub extern "C" fn HcclBatchSendRecv(
                 peer: it.remote_rank,
             });
         }
-        if !specs.is_empty() {
-            group::p2p(f, c, s, specs);
-        }
+        group::p2p(f, c, s, specs);
         Ok(())
     })())
 }

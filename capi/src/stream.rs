@@ -45,6 +45,7 @@ pub(crate) fn lock_opt<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct Stream {
     inner: Arc<Inner>,
     worker: Mutex<Option<JoinHandle<()>>>,
+    id: i32,
 }
 
 impl Stream {
@@ -58,10 +59,17 @@ impl Stream {
         let worker = std::thread::Builder::new()
             .name("acl-stream".into())
             .spawn(move || run(&w))?;
+        static NEXT_ID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
         Ok(Stream {
             inner,
             worker: Mutex::new(Some(worker)),
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
+    }
+
+    /// `aclrtStreamGetId`'s number: streams in creation order.
+    pub(crate) fn id(&self) -> i32 {
+        self.id
     }
 
     /// Appends a task; it runs after every task enqueued before it.
@@ -179,7 +187,7 @@ impl Event {
             let mut st = lock(&ev.st);
             if st.reached < n {
                 st.reached = n;
-                st.at = Some(Instant::now());
+                st.at = Some(Instant::now().max(epoch()));
             }
             ev.cv.notify_all();
             Ok(())
@@ -200,13 +208,28 @@ impl Event {
         st.reached >= st.recorded
     }
 
-    /// `aclrtSynchronizeEvent`: waits for the last record made so far.
-    pub(crate) fn synchronize(&self) {
+    /// `aclrtSynchronizeEvent`: waits for the last record made so far;
+    /// `false` if `timeout` passed first.
+    pub(crate) fn synchronize(&self, timeout: Option<Duration>) -> bool {
+        let deadline = timeout.map(|t| Instant::now() + t);
         let mut st = lock(&self.st);
         let n = st.recorded;
         while st.reached < n {
-            st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+            st = match deadline {
+                None => self.cv.wait(st).unwrap_or_else(|p| p.into_inner()),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return false;
+                    }
+                    self.cv
+                        .wait_timeout(st, d - now)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+            };
         }
+        true
     }
 
     /// A task for `aclrtStreamWaitEvent`: waits for the record made so
@@ -228,6 +251,12 @@ impl Event {
         let st = lock(&self.st);
         st.at.filter(|_| st.reached >= st.recorded)
     }
+}
+
+/// The start of this library's clock (`aclrtEventGetTimestamp`).
+pub(crate) fn epoch() -> Instant {
+    static E: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *E.get_or_init(Instant::now)
 }
 
 /// `aclrtEventElapsedTime`: milliseconds from `start` to `end`.
@@ -310,9 +339,10 @@ mod tests {
             Ok(())
         }));
         assert_eq!(b.synchronize(Some(Duration::from_millis(20))), Err(None));
+        assert!(!ev.synchronize(Some(Duration::from_millis(1))));
         assert_eq!(after.load(Ordering::SeqCst), 0);
         drop(held);
-        ev.synchronize();
+        assert!(ev.synchronize(None));
         assert!(ev.is_complete() && ev.time().is_some());
         assert_eq!(b.synchronize(None), Ok(()));
         assert_eq!(after.load(Ordering::SeqCst), 1);

@@ -1,8 +1,10 @@
 /*
  * hccl-rs: HCCL's public API (hccl/hccl.h), written for hccl-rs's C API.
  *
- * Declarations follow CANN's hccl/hccl.h (CANN open-source HCCL, e.g.
- * github.com/Ascend/pytorch third_party/hccl/inc/hccl/hccl.h): the same
+ * Declarations follow CANN's hccl/hccl.h: CANN 8.1.RC1's include/hccl/hccl.h
+ * (github.com/leideng/CANN-8.1.RC1, commit 4332a013) plus the later
+ * HcclAlltoAllVC, HcclGroupStart/End and memory calls of
+ * github.com/Ascend/pytorch third_party/hccl/inc/hccl/hccl.h: the same
  * names, parameters and types. In libhccl.so of hccl-rs the collectives run
  * on hccl-rs's TCP transport (or its simulator, HCCL_BACKEND=sim); every op
  * is enqueued on the given stream and runs when the stream reaches it.
@@ -100,7 +102,7 @@ extern HcclResult HcclCommExchangeMem(HcclComm comm, void *windowHandle, uint32_
     uint32_t peerRankNum);
 
 /* HcclCommConfigInit: as CANN's inline function, fills the header (size,
- * magic word, version) and the defaults. */
+ * magic word, version) and marks every field "not set". */
 static inline void HcclCommConfigInit(HcclCommConfig *config)
 {
     typedef struct {
@@ -118,9 +120,13 @@ static inline void HcclCommConfigInit(HcclCommConfig *config)
     info->magicWord = HCCL_COMM_CONFIG_MAGIC_WORD;
     info->version = HCCL_COMM_CONFIG_VERSION;
     info->reserved = 0;
-    config->hcclBufferSize = HCCL_COMM_DEFAULT_BUFFSIZE;
-    config->hcclDeterministic = HCCL_COMM_DEFAULT_DETERMINISTIC;
+    config->hcclBufferSize = HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET;
+    config->hcclDeterministic = HCCL_COMM_DETERMINISTIC_CONFIG_NOT_SET;
     config->hcclCommName[0] = '\0';
+    config->hcclUdi[0] = '\0';
+    config->hcclOpExpansionMode = HCCL_COMM_DEFAULT_OP_EXPANSION_MODE;
+    config->hcclRdmaTrafficClass = HCCL_COMM_TRAFFIC_CLASS_CONFIG_NOT_SET;
+    config->hcclRdmaServiceLevel = HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET;
 }
 
 #ifdef __cplusplus

@@ -2,10 +2,12 @@
  * hccl-rs: HCCL's public types, written for hccl-rs's C API.
  *
  * Every value is CANN's, so that programs compiled against CANN's headers
- * run against hccl-rs's libhccl.so and the other way round. Source of the
- * values: CANN's hccl/hccl_types.h as published in CANN's open-source HCCL
- * (e.g. github.com/Ascend/pytorch third_party/hccl/inc/hccl/hccl_types.h,
- * and the 2024 CANN open software copy cann-hccl inc/hccl/hccl_types.h).
+ * run against hccl-rs's libhccl.so and the other way round. Reference:
+ * CANN 8.1.RC1's include/hccl/hccl_types.h (toolkit copy in the public repo
+ * github.com/leideng/CANN-8.1.RC1, commit 4332a013); newer values (the FP8
+ * data types) from github.com/hicann/hcomm include/hccl/hccl_types.h
+ * (commit 2b912e7d) and github.com/Ascend/pytorch
+ * third_party/hccl/inc/hccl/hccl_types.h.
  * CANN declares its constants as `const uint32_t`, which C cannot use in
  * array sizes; here they are macros with the same names and values, so
  * this header compiles as C99 and as C++.
@@ -57,11 +59,12 @@ typedef enum {
     HCCL_REDUCE_PROD = 1,
     HCCL_REDUCE_MAX = 2,
     HCCL_REDUCE_MIN = 3,
-    HCCL_REDUCE_RESERVED
+    HCCL_REDUCE_RESERVED = 255
 } HcclReduceOp;
 
-/* HcclDataType: hccl_types.h. 0..11 are supported by hccl-rs; INT128 (12)
- * and later values give HCCL_E_NOT_SUPPORT. */
+/* HcclDataType: hccl_types.h (8.1.RC1 up to INT128; HIF8 and the FP8 types
+ * from later CANN). 0..11 are supported by hccl-rs; the others give
+ * HCCL_E_NOT_SUPPORT, as CANN's HCCL answers a type it does not take. */
 typedef enum {
     HCCL_DATA_TYPE_INT8 = 0,
     HCCL_DATA_TYPE_INT16 = 1,
@@ -76,7 +79,11 @@ typedef enum {
     HCCL_DATA_TYPE_FP64 = 10,
     HCCL_DATA_TYPE_BFP16 = 11,
     HCCL_DATA_TYPE_INT128 = 12,
-    HCCL_DATA_TYPE_RESERVED
+    HCCL_DATA_TYPE_HIF8 = 14,
+    HCCL_DATA_TYPE_FP8E4M3 = 15,
+    HCCL_DATA_TYPE_FP8E5M2 = 16,
+    HCCL_DATA_TYPE_FP8E8M0 = 17,
+    HCCL_DATA_TYPE_RESERVED = 255
 } HcclDataType;
 
 /* HcclConfig / HcclConfigValue (HcclSetConfig): hccl_types.h. */
@@ -99,22 +106,33 @@ typedef struct HcclRootInfoDef {
     char internal[HCCL_ROOT_INFO_BYTES];
 } HcclRootInfo;
 
-/* HcclCommConfig: a 24-byte header written by HcclCommConfigInit (size_t
- * size, uint32_t magicWord, uint32_t version, uint64_t reserved), then the
- * fields of config version 2 (hccl_types.h). A newer CANN header's larger
- * struct works too: the library reads only as far as `size` says. */
+/* HcclCommConfig, version 5 (CANN 8.1.RC1; 300 bytes): a 24-byte header
+ * written by HcclCommConfigInit (size_t size, uint32_t magicWord, uint32_t
+ * version, uint64_t reserved), then the fields. A program built with an
+ * older or newer CANN header passes its own size and version: the library
+ * reads no more than `size` bytes, and only the fields that version has. */
 #define HCCL_COMM_CONFIG_INFO_BYTES 24
 #define HCCL_COMM_CONFIG_MAGIC_WORD 0xf0f0f0f0u
-#define HCCL_COMM_CONFIG_VERSION 2
-#define HCCL_COMM_DEFAULT_BUFFSIZE 200      /* MB */
+#define HCCL_COMM_CONFIG_VERSION 5
+#define HCCL_COMM_DEFAULT_BUFFSIZE 200 /* MB */
+#define HCCL_COMM_BUFFSIZE_CONFIG_NOT_SET 0xffffffffu
 #define HCCL_COMM_DEFAULT_DETERMINISTIC 0
+#define HCCL_COMM_DETERMINISTIC_CONFIG_NOT_SET 0xffffffffu
+#define HCCL_COMM_DEFAULT_OP_EXPANSION_MODE 0
+#define HCCL_COMM_TRAFFIC_CLASS_CONFIG_NOT_SET 0xffffffffu
+#define HCCL_COMM_SERVICE_LEVEL_CONFIG_NOT_SET 0xffffffffu
 #define COMM_NAME_MAX_LENGTH 128
+#define UDI_MAX_LENGTH 128
 
 typedef struct HcclCommConfigDef {
-    char reserved[HCCL_COMM_CONFIG_INFO_BYTES];
-    uint32_t hcclBufferSize;
-    uint32_t hcclDeterministic;
-    char hcclCommName[COMM_NAME_MAX_LENGTH];
+    char reserved[HCCL_COMM_CONFIG_INFO_BYTES]; /* header, offset 0 */
+    uint32_t hcclBufferSize;                    /* MB, offset 24 */
+    uint32_t hcclDeterministic;                 /* 0 or 1, offset 28 */
+    char hcclCommName[COMM_NAME_MAX_LENGTH];    /* offset 32 (version >= 2) */
+    char hcclUdi[UDI_MAX_LENGTH];               /* offset 160 (version >= 3) */
+    uint32_t hcclOpExpansionMode;               /* offset 288 (version >= 4) */
+    uint32_t hcclRdmaTrafficClass;              /* offset 292 (version >= 5) */
+    uint32_t hcclRdmaServiceLevel;              /* offset 296 (version >= 5) */
 } HcclCommConfig;
 
 /* HcclCommConfigCapability (HcclGetCommConfigCapability): hccl_types.h. */
@@ -122,6 +140,8 @@ typedef enum {
     HCCL_COMM_CONFIG_BUFFER_SIZE = 0,
     HCCL_COMM_CONFIG_DETERMINISTIC = 1,
     HCCL_COMM_CONFIG_COMM_NAME = 2,
+    HCCL_COMM_CONFIG_OP_EXPANSION_MODE = 3,
+    HCCL_COMM_CONFIG_SUPPORT_INIT_BY_ENV = 4,
     HCCL_COMM_CONFIG_RESERVED
 } HcclCommConfigCapability;
 
