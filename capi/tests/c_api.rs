@@ -366,3 +366,52 @@ fn the_guide_sample_allreduces_on_8_ranks_under_mpirun() {
         );
     }
 }
+
+#[test]
+fn two_streams_ordered_by_events_with_times_and_a_callback() {
+    if !have("gcc") {
+        return;
+    }
+    let exe = build("gcc", "streams.c", &gcc_c99());
+    let (code, out, err) = run(
+        Command::new(&exe).env("HCCL_BACKEND", "tcp"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(
+        out.contains("streams: ordered by events, timed, called back: ok"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_dead_peer_is_an_async_error_and_fails_the_next_op_on_its_stream() {
+    if !have("gcc") {
+        return;
+    }
+    let exe = build(
+        "gcc",
+        "peer_dies.c",
+        &["-std=c99", "-Wall", "-Werror", "-O1"],
+    );
+    let file = tmp().join(format!("root-{}.bin", std::process::id()));
+    let _ = std::fs::remove_file(&file);
+    let exe1 = exe.clone();
+    let file1 = file.clone();
+    let rank1 = std::thread::spawn(move || {
+        run(
+            Command::new(&exe1).arg("1").arg(&file1),
+            Duration::from_secs(60),
+        )
+    });
+    let (code, out, err) = run(
+        Command::new(&exe).arg("0").arg(&file),
+        Duration::from_secs(60),
+    );
+    let (code1, _, err1) = rank1.join().unwrap();
+    assert_eq!(code1, Some(0), "rank 1: {err1}");
+    assert_eq!(code, Some(0), "rank 0:\n{out}\n{err}");
+    // HCCL_E_TCP_TRANSFER: the connection to the peer was lost.
+    assert!(out.contains("async error 13 (tcp transfer fail)"), "{out}");
+    let _ = std::fs::remove_file(&file);
+}

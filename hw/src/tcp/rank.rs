@@ -202,6 +202,10 @@ pub struct TcpRank {
     last_done: Option<u64>,
     /// Broken, closed, what a failure tells the peers, withdrawn loans.
     health: Health,
+    /// The first peer lost between ops (its connection ended without a
+    /// goodbye while no op ran): what [`TcpRank::async_error`] reports
+    /// then, HCCL's asynchronous error for a dead peer.
+    lost_between_ops: Option<TcpError>,
     start: Instant,
     /// Kept to build [`AbortHandle`]s.
     ev_tx: UnboundedSender<Event>,
@@ -345,6 +349,7 @@ impl TcpRank {
             completions: VecDeque::new(),
             last_done: None,
             health: Health::new(rank, nranks),
+            lost_between_ops: None,
             start: Instant::now(),
             ev_tx,
             local_ip: mesh.local_addr.ip(),
@@ -424,7 +429,10 @@ impl TcpRank {
 
     /// The error that broke the communicator, if any, after looking at
     /// what the peers sent since the last op (HCCL's
-    /// `HcclGetCommAsyncError`). Never blocks.
+    /// `HcclGetCommAsyncError`); else a peer lost between ops
+    /// ([`TcpError::PeerLost`] with op "between ops"), which does not break
+    /// the communicator by itself: the next op that needs the peer fails.
+    /// Never blocks.
     pub fn async_error(&mut self) -> Option<TcpError> {
         if self.health.usable() {
             while let Some(ev) = self.next_event(Some(Duration::ZERO)) {
@@ -434,7 +442,10 @@ impl TcpRank {
                 }
             }
         }
-        self.health.broken().cloned()
+        self.health
+            .broken()
+            .cloned()
+            .or_else(|| self.lost_between_ops.clone())
     }
 
     /// The point-to-point messages that reached this rank and that no

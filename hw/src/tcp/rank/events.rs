@@ -231,6 +231,10 @@ impl TcpRank {
                             "hccl rank {}: lost rank {peer} between ops: {reason}",
                             self.rank
                         );
+                        if self.lost_between_ops.is_none() {
+                            let seq = self.last_done.unwrap_or(0);
+                            self.lost_between_ops = Some(self.lost("between ops", seq, peer));
+                        }
                         Ok(())
                     }
                 }
