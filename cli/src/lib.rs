@@ -19,6 +19,7 @@ use clap::{Args, FromArgMatches, Parser, Subcommand};
 mod doctor;
 mod plan;
 mod ranktable;
+mod replay;
 mod sim;
 mod test;
 mod topo;

@@ -29,12 +29,12 @@ pub(crate) const EXIT_MISMATCH: u8 = 3;
 #[derive(clap::Args, Debug, Clone, Default)]
 pub(crate) struct SimArgs {
     /// Collective to run on every rank (all_reduce, all_gather, broadcast,
-    /// ...); or give --scenario.
-    #[arg(long, required_unless_present = "scenario")]
+    /// ...); or give --scenario or --replay.
+    #[arg(long, required_unless_present_any = ["scenario", "replay"])]
     pub collective: Option<String>,
     /// Count in elements, with HCCL's meaning for the collective (K/M/G
     /// suffixes are powers of 1024).
-    #[arg(long, required_unless_present = "scenario", value_parser = super::test::parse_size_arg)]
+    #[arg(long, required_unless_present_any = ["scenario", "replay"], value_parser = super::test::parse_size_arg)]
     pub count: Option<u64>,
     /// Element type.
     #[arg(long)]
@@ -74,6 +74,12 @@ pub(crate) struct SimArgs {
     /// Scenario file: several ops and communicators (see examples/scenarios/).
     #[arg(long)]
     pub scenario: Option<PathBuf>,
+    /// A directory of flight-recorder dumps (HCCL_FLIGHT_RECORDER_DIR of a
+    /// run): replay the run (its ranks' ops, communicators and the faults
+    /// the dumps imply) on the simulator; writes DIR/replay/scenario.json
+    /// and faults.json, which the printed replay line runs.
+    #[arg(long, conflicts_with_all = ["scenario", "collective", "faults"])]
+    pub replay: Option<PathBuf>,
     /// HCCL_EXEC_TIMEOUT in seconds of virtual time, fractions allowed as
     /// on TCP (0: never). Default: $HCCL_EXEC_TIMEOUT, else HCCL's 1836 s.
     #[arg(long, value_parser = parse_exec_timeout, allow_hyphen_values = true)]
@@ -328,6 +334,9 @@ pub(crate) fn replay_command(a: &SimArgs) -> String {
 /// # Errors
 /// Bad arguments or files, or a simulator error.
 pub(crate) fn execute(a: &SimArgs) -> anyhow::Result<Outcome> {
+    if let Some(dir) = &a.replay {
+        return super::replay::run(dir, a);
+    }
     let timeout = exec_timeout_s(a)?;
     // HCCL_ALGO (a bare name or HCCL's syntax) is the scenario's default,
     // applied where it fits; --algo wins.
