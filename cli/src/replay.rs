@@ -9,8 +9,11 @@
 //! the time it called them), and the faults they imply:
 //! - a rank of the world with no dump crashed: the replay crashes it
 //!   before the first op any other rank did not finish;
-//! - a rank whose record ends early (it never called op #k) simply has no
-//!   op #k in its order, as in the run;
+//! - a rank whose record ends early, every op done (it never called op
+//!   #k: it went past it or finished), has no op #k in its order, as in
+//!   the run; a rank stuck in its last op calls the ops it never reached
+//!   after it (so communicators called in different orders wait on each
+//!   other in a cycle, as they did);
 //! - a rank that called op #k with another count, data type, reduce op or
 //!   root than the others (the majority) calls it so (`wrong_args`);
 //! - communicators entered in different orders keep their orders.
@@ -107,13 +110,14 @@ struct Slot<'a> {
 /// communicator's size.
 pub(crate) fn from_dumps(dumps: &[Dump]) -> anyhow::Result<Replay> {
     let mut notes = Vec::new();
+    // The world: not made by a split (a split's name is `parent/splitN/colorC`).
     let worlds: Vec<&Dump> = dumps
         .iter()
-        .filter(|d| d.header.global_ranks.is_none())
+        .filter(|d| d.header.global_ranks.is_none() && !d.header.comm.contains('/'))
         .collect();
     let Some(w) = worlds.first() else {
         anyhow::bail!(
-            "no dump of a world communicator (one without global_ranks) among {} dump(s); give the directory of a run's dumps",
+            "no dump of a world communicator (one not made by a split) among {} dump(s); give the directory of a run's dumps",
             dumps.len()
         );
     };
@@ -244,7 +248,24 @@ pub(crate) fn from_dumps(dumps: &[Dump]) -> anyhow::Result<Replay> {
             }
         }
         mine.sort();
-        rank_orders.insert(rank.to_string(), mine.into_iter().map(|m| m.3).collect());
+        let stuck = mine.last().is_some_and(|m| {
+            order[m.3]
+                .calls
+                .iter()
+                .any(|&(r, rec)| r == rank && rec.state != OpState::Done)
+        });
+        let mut list: Vec<usize> = mine.into_iter().map(|m| m.3).collect();
+        if stuck {
+            // It stopped in its last op, so it never reached its later
+            // ones: the ops of its communicators that others called come
+            // after, in scenario order (a cycle needs them).
+            let later: Vec<usize> = (0..order.len())
+                .filter(|i| !list.contains(i))
+                .filter(|&i| comms.get(&order[i].comm).is_some_and(|m| m.contains(&rank)))
+                .collect();
+            list.extend(later);
+        }
+        rank_orders.insert(rank.to_string(), list);
     }
     // A world rank with no dump crashed: before the first op of its
     // communicators that a rank did not finish.
@@ -409,7 +430,15 @@ pub(crate) fn run(dir: &Path, a: &SimArgs) -> anyhow::Result<Outcome> {
         ..a.clone()
     };
     let mut res = execute(&args)?;
-    if !a.json {
+    if a.json {
+        let mut v: serde_json::Value = serde_json::from_str(&res.output)?;
+        v["replay"] = serde_json::json!({
+            "dumps": dumps.len(),
+            "scenario": sc.display().to_string(),
+            "notes": r.notes,
+        });
+        res.output = serde_json::to_string_pretty(&v)?;
+    } else {
         let mut head = format!(
             "replay of {} dump(s) in {}: {} ranks, {} op(s) over {} communicator(s); scenario {}\n",
             dumps.len(),

@@ -75,5 +75,35 @@ fn replays_of_real_dumps_name_the_runs_cause() {
     assert_eq!(code, Some(4), "{out}");
     assert!(out.contains("rank 2 left no dump"), "{out}");
     assert!(out.contains("rank 2 crashed"), "{out}");
+
+    // hccl doctor --replay on the dumps of a real run whose rank 1 called
+    // its two communicators in the other order (examples/flight/swap,
+    // copied: the replay writes its files next to the dumps).
+    let swap = base.join("swap");
+    std::fs::create_dir_all(&swap).unwrap();
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/flight/swap");
+    for e in std::fs::read_dir(src).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, swap.join(p.file_name().unwrap())).unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .arg("doctor")
+        .arg(&swap)
+        .args(["--replay", "--seed", "2"])
+        .env_remove("HCCL_ALGO")
+        .output()
+        .expect("run hccl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{text}");
+    assert!(
+        text.contains("communicators entered in different orders"),
+        "{text}"
+    );
+    let replay = text
+        .split("== replay on the simulator ==")
+        .nth(1)
+        .unwrap_or("");
+    assert!(replay.contains("wait cycle across communicators"), "{text}");
+    assert!(replay.contains("--seed 2"), "{text}");
     let _ = std::fs::remove_dir_all(&base);
 }
