@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod doctor;
 mod render;
+pub mod replay;
 
 pub use doctor::{diagnose, Diagnosis};
 

@@ -216,3 +216,53 @@ fn a_cluster_of_another_size_is_refused_naming_the_variable() {
         "{e}"
     );
 }
+
+#[test]
+fn another_count_on_one_rank_fails_every_rank_with_ei0005() {
+    let dir = scratch("wrong");
+    let faults = r#"{"faults": [{"kind": "wrong_args", "rank": 3, "op": 2, "count": 12}]}"#;
+    let comms = Comm::init_all_sim(16, &atlas(&dir, faults, 0)).unwrap();
+    let h = the_report(&run(comms, 4), 2);
+    assert!(
+        h.root_causes.iter().any(|c| matches!(
+            c,
+            RootCause::MismatchedArguments { op: 2, seq: 2, field, .. } if field == "count"
+        )),
+        "{}",
+        h.to_text()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_dead_link_on_the_rank_tables_cluster_fails_every_rank_naming_it() {
+    let dir = scratch("link");
+    let table = PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/rank_table_2x8.json"
+    ));
+    // From 1 ns on the route between the servers' first NPUs is down:
+    // the first op whose messages cross it hangs.
+    let faults = r#"{"faults": [{"kind": "link_down", "link": {"ranks": [0, 8]}, "at_ns": 1}]}"#;
+    let sim = SimSettings {
+        rank_table: Some(table),
+        faults: Some(plan(&dir, faults)),
+        ..SimSettings::default()
+    };
+    let comms = Comm::init_all_sim(16, &sim).unwrap();
+    let out = run(comms, 3);
+    let Some(CommError::Hang(h)) = &out[0].1 else {
+        panic!("rank 0: {:?}", out[0].1)
+    };
+    assert!(
+        h.root_causes
+            .iter()
+            .any(|c| matches!(c, RootCause::DeadLink { .. })),
+        "{}",
+        h.to_text()
+    );
+    for (r, (_, e)) in out.iter().enumerate() {
+        assert!(matches!(e, Some(CommError::Hang(_))), "rank {r}: {e:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,137 @@
+//! From a real failure to its replay (issue 16): two `flight_rank`
+//! processes over loopback TCP with one fault on rank 1 (killed, skips an
+//! op, calls two communicators in the other order, another count), their
+//! flight-recorder dumps, and the scenario `hccl::flight::replay` makes of
+//! them, run on the simulator: its hang report names the same cause as
+//! the run (`hccl doctor`'s, tests/flight_doctor.rs). Each job takes about
+//! `HCCL_EXEC_TIMEOUT` = 1 s.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hccl::flight;
+use hccl_conformance::procs::{self, finish};
+use hccl_sim::faults::run_with_faults;
+use hccl_sim::hang::{HangReport, RootCause};
+use hccl_topology::{build_preset, Preset};
+
+const BIN: &str = env!("CARGO_BIN_EXE_flight_rank");
+
+/// Ports apart from the other process tests'.
+fn free_port() -> u16 {
+    procs::free_port(19_000..19_999)
+}
+
+fn spawn(dir: &Path, port: u16, rank: u32, fault: &str) -> Child {
+    Command::new(BIN)
+        .env("HCCL_IF_IP", "127.0.0.1")
+        .env("HCCL_CONNECT_TIMEOUT", "20")
+        .env("HCCL_EXEC_TIMEOUT", "1")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string())
+        .env("WORLD_SIZE", "2")
+        .env("RANK", rank.to_string())
+        .env("HCCL_TEST_FAULT", fault)
+        .env(flight::ENV_DIR, dir)
+        .env_remove(flight::ENV_ENTRIES)
+        .env_remove("HCCL_BACKEND")
+        .env_remove("HCCL_ALGO")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn flight_rank")
+}
+
+/// Runs the job with `fault` (with `signal`, hung rank 1 is dumped by
+/// SIGUSR1, then killed) and replays its dumps on a full mesh of 2.
+fn replay(fault: &str, signal: bool) -> HangReport {
+    let dir: PathBuf =
+        std::env::temp_dir().join(format!("hccl-replay-{fault}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let port = free_port();
+    let r0 = spawn(&dir, port, 0, fault);
+    let r1 = spawn(&dir, port, 1, fault);
+    let _ = finish(r0, Duration::from_secs(15));
+    if signal {
+        let st = Command::new("kill")
+            .args(["-USR1", &r1.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let want = flight::file_name("world", 1, r1.id());
+        let end = Instant::now() + Duration::from_secs(5);
+        while !dir.join(&want).exists() {
+            assert!(Instant::now() < end, "rank 1 wrote no dump on SIGUSR1");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let _ = finish(r1, Duration::from_secs(if signal { 0 } else { 15 }));
+    let dumps = flight::read_dumps(&dir).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let r = flight::replay::from_dumps(&dumps).unwrap();
+    assert_eq!(r.ranks, 2);
+    let fabric = build_preset(Preset::FullMesh, 2).unwrap();
+    let sc = r
+        .scenario
+        .build(&fabric, None)
+        .unwrap()
+        .exec_timeout_ns(Some(1_000_000_000));
+    let run = run_with_faults(&sc, &r.faults).unwrap();
+    run.hang(&sc, "replay")
+        .unwrap_or_else(|| panic!("{fault}: the replay finished: {:?}", r.notes))
+}
+
+#[test]
+fn a_killed_rank_replays_as_a_crash() {
+    let h = replay("kill", false);
+    assert!(
+        h.root_causes
+            .iter()
+            .any(|c| matches!(c, RootCause::CrashedRank { rank: 1, .. })),
+        "{}",
+        h.to_text()
+    );
+}
+
+#[test]
+fn a_skipped_op_replays_as_never_called() {
+    let h = replay("skip", true);
+    assert!(
+        h.root_causes.iter().any(|c| matches!(
+            c,
+            RootCause::NeverCalled {
+                rank: 1,
+                seq: 4,
+                ..
+            }
+        )),
+        "{}",
+        h.to_text()
+    );
+}
+
+#[test]
+fn swapped_communicators_replay_as_a_cycle() {
+    let h = replay("swap", false);
+    assert!(
+        h.root_causes
+            .iter()
+            .any(|c| matches!(c, RootCause::CommunicatorCycle { ranks, .. } if ranks.len() == 2)),
+        "{}",
+        h.to_text()
+    );
+}
+
+#[test]
+fn another_count_replays_as_a_mismatch() {
+    let h = replay("count", false);
+    assert!(
+        h.root_causes.iter().any(|c| matches!(
+            c,
+            RootCause::MismatchedArguments { seq: 4, field, .. } if field == "count"
+        )),
+        "{}",
+        h.to_text()
+    );
+}
