@@ -59,10 +59,21 @@ fn replay(fault: &str, signal: bool) -> HangReport {
             .status()
             .unwrap();
         assert!(st.success());
-        let want = flight::file_name("world", 1, r1.id());
+        // Both of its communicators' dumps: the replay needs its order in
+        // each (the world's alone is written first).
+        let tail = format!("_rank1_{}.jsonl", r1.id());
+        let written = || {
+            std::fs::read_dir(&dir).map_or(0, |d| {
+                d.filter(|e| {
+                    e.as_ref()
+                        .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(&tail))
+                })
+                .count()
+            })
+        };
         let end = Instant::now() + Duration::from_secs(5);
-        while !dir.join(&want).exists() {
-            assert!(Instant::now() < end, "rank 1 wrote no dump on SIGUSR1");
+        while written() < 2 {
+            assert!(Instant::now() < end, "rank 1 wrote no dumps on SIGUSR1");
             std::thread::sleep(Duration::from_millis(20));
         }
     }
