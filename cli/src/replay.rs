@@ -44,6 +44,24 @@ pub(crate) fn run(dir: &Path, a: &SimArgs) -> anyhow::Result<Outcome> {
         r.scenario.preset = Some(name);
         r.scenario.servers = Some(a.servers.unwrap_or(r.ranks.div_ceil(per)));
     }
+    if !r.links.is_empty() {
+        // The links go down when their op starts: a first run tells when.
+        let fabric = match (&a.rank_table, &a.fabric) {
+            (Some(t), _) => {
+                hccl_topology::Fabric::for_rank_table(&hccl_topology::RankTable::from_file(t)?)?
+            }
+            (None, Some(f)) => hccl_topology::Fabric::from_fabric_file(f)?,
+            (None, None) => {
+                let name = r
+                    .scenario
+                    .preset
+                    .clone()
+                    .unwrap_or_else(|| "full-mesh".into());
+                build_preset(Preset::parse(&name)?, r.scenario.servers.unwrap_or(1))?
+            }
+        };
+        r.time_links(&fabric)?;
+    }
     let out = dir.join("replay");
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let (sc, fp) = (out.join("scenario.json"), out.join("faults.json"));
@@ -290,6 +308,50 @@ mod tests {
         assert_eq!(out.code, super::super::sim::EXIT_HANG, "{}", out.output);
         assert!(
             out.output.contains("wait cycle across communicators"),
+            "{}",
+            out.output
+        );
+    }
+
+    #[test]
+    fn two_ranks_waiting_for_each_others_data_replay_as_a_dead_link() {
+        // Ranks 1 and 2 of 4 each wait for the other's data in op #2: the
+        // link between them went silent.
+        let dumps = world(|r| {
+            let mut v: Vec<OpRecord> = (0..2).map(|s| op(s, s, 10 * s, OpState::Done)).collect();
+            let waits: Vec<(u32, WaitKind)> = match r {
+                1 => vec![(2, WaitKind::Data)],
+                2 => vec![(1, WaitKind::Data)],
+                _ => Vec::new(),
+            };
+            v.push(failed(op(2, 2, 20, OpState::Started), &waits));
+            Some(v)
+        });
+        let r = from_dumps(&dumps).unwrap();
+        assert_eq!(r.links.len(), 1, "{:?}", r.notes);
+        let out = replay("link", &dumps);
+        assert_eq!(out.code, super::super::sim::EXIT_HANG, "{}", out.output);
+        assert!(
+            out.output.contains("ranks 1 and 2 each waited"),
+            "{}",
+            out.output
+        );
+        assert!(out.output.contains("dead link"), "{}", out.output);
+        // Ops #0 and #1 ran before the link went down; op #2 hangs.
+        assert!(
+            out.output
+                .contains("#2   all_reduce ring 4 KiB            world         2       0/4 done"),
+            "{}",
+            out.output
+        );
+        assert!(
+            out.output
+                .contains("#1   all_reduce ring 4 KiB            world         1      "),
+            "{}",
+            out.output
+        );
+        assert!(
+            !out.output.contains("world         1       0/4"),
             "{}",
             out.output
         );

@@ -14,7 +14,10 @@
 //!   after it (so communicators called in different orders wait on each
 //!   other in a cycle, as they did);
 //! - a rank that called op #k with another count, data type, reduce op or
-//!   root than the others (the majority) calls it so (`wrong_args`).
+//!   root than the others (the majority) calls it so (`wrong_args`);
+//! - two ranks in one failed op each waiting for the other's data (a link
+//!   that went silent): the route between them goes down when they start
+//!   the op (`link_down`, timed by [`Replay::time_links`]).
 //!
 //! Point-to-point ops and the V collectives are left out (scenario files
 //! cannot express them yet), with a note.
@@ -47,6 +50,11 @@ pub struct Replay {
     pub ranks: u32,
     /// Findings and what was left out, for people.
     pub notes: Vec<String>,
+    /// Links the dumps imply went dead: (index of the `link_down` fault in
+    /// [`Replay::faults`], the op it stopped, its two world ranks). Their
+    /// `at_ns` is 0 until [`Replay::time_links`] sets it to when the op
+    /// started.
+    pub links: Vec<(usize, usize, [u32; 2])>,
 }
 
 /// What one rank called at one seq: the fields ranks must agree on.
@@ -289,6 +297,45 @@ pub fn from_dumps(dumps: &[Dump]) -> Result<Replay, ReplayError> {
             )),
         }
     }
+    // Two ranks of one failed op each waiting for the other's data: the
+    // link between them went silent (no peer died, nobody skipped).
+    let mut links = Vec::new();
+    for (i, s) in order.iter().enumerate() {
+        let Some(members) = comms.get(&s.comm) else {
+            continue;
+        };
+        let waits_on = |rank: u32, peer: u32| {
+            s.calls.iter().any(|&(r, rec)| {
+                r == rank
+                    && rec.waits.iter().any(|w| {
+                        w.why == super::WaitKind::Data
+                            && members.get(w.peer as usize) == Some(&peer)
+                    })
+            })
+        };
+        for &(a, _) in &s.calls {
+            for &(b, _) in s.calls.iter().filter(|&&(b, _)| b > a) {
+                if waits_on(a, b)
+                    && waits_on(b, a)
+                    && !links
+                        .iter()
+                        .any(|l: &(usize, usize, [u32; 2])| l.2 == [a, b])
+                {
+                    notes.push(format!(
+                        "ranks {a} and {b} each waited for the other's data in op #{i} ('{}' seq {}): replayed as the route between them going down when they start it",
+                        s.comm, s.seq
+                    ));
+                    links.push((faults.faults.len(), i, [a, b]));
+                    faults.faults.push(Fault::LinkDown {
+                        link: hccl_sim::faults::LinkRef::Route { ranks: [a, b] },
+                        directed: false,
+                        at_ns: 0,
+                        until_ns: None,
+                    });
+                }
+            }
+        }
+    }
     comms.remove(&world_name);
     let mut communicators = comms;
     communicators.insert("world".into(), (0..n).collect());
@@ -308,7 +355,63 @@ pub fn from_dumps(dumps: &[Dump]) -> Result<Replay, ReplayError> {
         faults,
         ranks: n,
         notes,
+        links,
     })
+}
+
+impl Replay {
+    /// Times the dead links ([`Replay::links`]) on `fabric`: runs the
+    /// scenario without them and sets each `link_down`'s `at_ns` to when
+    /// the later of its two ranks started its op (no message of that op
+    /// between them can have moved before). A link whose op never started
+    /// is left out, with a note.
+    ///
+    /// # Errors
+    /// The scenario does not build or run on `fabric` (the simulator's
+    /// message).
+    pub fn time_links(&mut self, fabric: &hccl_topology::Fabric) -> Result<(), ReplayError> {
+        if self.links.is_empty() {
+            return Ok(());
+        }
+        let timed: BTreeSet<usize> = self.links.iter().map(|l| l.0).collect();
+        let rest = FaultPlan {
+            faults: (self.faults.faults.iter().enumerate())
+                .filter(|(i, _)| !timed.contains(i))
+                .map(|(_, f)| f.clone())
+                .collect(),
+        };
+        let e = |e: &dyn std::fmt::Display| ReplayError(e.to_string());
+        let sc = self.scenario.build(fabric, None).map_err(|x| e(&x))?;
+        let run = hccl_sim::faults::run_with_faults(&sc, &rest).map_err(|x| e(&x))?;
+        let mut drop = BTreeSet::new();
+        for &(f, op, [a, b]) in &self.links {
+            let comm = self.scenario.communicators.get(&self.scenario.ops[op].comm);
+            let start = |r: u32| {
+                let c = comm.and_then(|m| m.iter().position(|&x| x == r))?;
+                run.report.ops.get(op)?.start_ns.get(c).copied().flatten()
+            };
+            match (start(a), start(b)) {
+                (Some(x), Some(y)) => {
+                    if let Some(Fault::LinkDown { at_ns, .. }) = self.faults.faults.get_mut(f) {
+                        *at_ns = x.max(y);
+                    }
+                }
+                _ => {
+                    self.notes.push(format!(
+                        "the link between ranks {a} and {b} is left out: op #{op} does not start in the replay without it"
+                    ));
+                    drop.insert(f);
+                }
+            }
+        }
+        let mut i = 0;
+        self.faults.faults.retain(|_| {
+            i += 1;
+            !drop.contains(&(i - 1))
+        });
+        self.links.clear();
+        Ok(())
+    }
 }
 
 /// The first seq of communicator `comm` that every dump of it still
