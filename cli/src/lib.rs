@@ -55,7 +55,19 @@ enum Command {
 /// clap does), runs the subcommand and returns its exit code; an error
 /// is printed to stderr with exit code 1.
 pub fn hccl_main() -> ExitCode {
-    let cli = Cli::parse();
+    hccl_main_from(std::env::args_os())
+}
+
+/// [`hccl_main`] with these arguments (the first is the program's name)
+/// instead of the process's: for a host program, such as the Python
+/// module's `python -m hccl_rs test ...`. Bad flags and `--help` exit the
+/// process, as clap does.
+pub fn hccl_main_from<I, T>(args: I) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = Cli::parse_from(args);
     // Warnings the library logs (and more with RUST_LOG or
     // ASCEND_GLOBAL_LOG_LEVEL) go to stderr.
     hccl::init_logging();

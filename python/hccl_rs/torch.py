@@ -1,0 +1,418 @@
+"""A ``torch.distributed`` backend on hccl-rs, for CPU tensors.
+
+``import hccl_rs`` (or ``import hccl_rs.torch``) registers it as ``"hccl_rs"``,
+and as ``"hccl"`` when no other package (torch_npu) has that name, so that::
+
+    dist.init_process_group(backend="hccl", init_method="env://")
+
+runs on a machine without NPUs. ``env://`` and ``tcp://`` work as with Gloo
+(the store carries rank 0's root info; the data moves over hccl-rs's TCP
+transport); ``RANK_ID`` and ``RANK_SIZE`` (Ascend's launch variables) stand in
+for ``RANK`` and ``WORLD_SIZE`` when those are unset; a ``timeout`` other than
+torch's default becomes ``HCCL_EXEC_TIMEOUT``. Every collective is async on
+the communicator's stream; the ``Work`` objects are the ones DDP takes
+(``wait``, ``is_completed``, ``get_future``).
+
+Written against what torch 1.13 and 2.x share: ``ProcessGroup`` subclassed in
+Python (as torch's own multi-threaded test group is) and
+``Backend.register_backend``.
+"""
+
+import datetime
+import inspect
+import itertools
+import os
+import threading
+
+import torch
+import torch.distributed as dist
+
+from ._native import Comm, HcclError, get_root_info
+
+__all__ = ["ProcessGroupHCCL", "register"]
+
+ReduceOp = dist.ReduceOp
+
+# torch's ReduceOp -> hccl_rs op names. BAND/BOR/BXOR and PREMUL_SUM have
+# no HCCL counterpart.
+_OPS = [(ReduceOp.SUM, "sum"), (ReduceOp.PRODUCT, "prod"), (ReduceOp.MAX, "max"), (ReduceOp.MIN, "min")]
+if hasattr(ReduceOp, "AVG"):
+    _OPS.append((ReduceOp.AVG, "avg"))
+
+
+def _op_name(op):
+    for o, name in _OPS:
+        if op == o:
+            return name
+    raise ValueError(f"hccl_rs: ReduceOp {op} is not supported; accepted: SUM, PRODUCT, MAX, MIN, AVG")
+
+
+def _reduce_op(opts):
+    """The op of an options object (AllreduceOptions, ...), or an op itself."""
+    if opts is None:
+        return "sum"
+    return _op_name(getattr(opts, "reduceOp", opts))
+
+
+def _root(opts):
+    return 0 if opts is None else opts.rootRank
+
+
+def _flat(tensors):
+    """One contiguous 1-D tensor holding `tensors` one after another (a copy)."""
+    return torch.cat([t.reshape(-1) for t in tensors]) if tensors else torch.empty(0)
+
+
+def _unflat(flat, tensors):
+    """Copies `flat`'s consecutive pieces into `tensors`."""
+    at = 0
+    for t in tensors:
+        n = t.numel()
+        t.copy_(flat[at : at + n].view_as(t))
+        at += n
+
+
+# Works handed out and not yet waited or turned into a future. C++ callers
+# (DDP's reducer, _verify_params_across_processes, _broadcast_coalesced) keep
+# only the C++ half of a Python Work: its Python methods (wait, get_future)
+# are found through the Python object, which must stay alive until they are
+# called. Kept here until then; beyond _LIVE_MAX, finished ones are dropped.
+_LIVE = {}
+_LIVE_LOCK = threading.Lock()
+_LIVE_MAX = 4096
+
+
+def _keep(work):
+    with _LIVE_LOCK:
+        _LIVE[id(work)] = work
+        if len(_LIVE) > _LIVE_MAX:
+            for k in [k for k, w in _LIVE.items() if w.is_completed()][: _LIVE_MAX // 2]:
+                del _LIVE[k]
+
+
+def _release(work):
+    with _LIVE_LOCK:
+        _LIVE.pop(id(work), None)
+
+
+class _Work(dist.Work):
+    """The torch Work of one or more hccl_rs ops: ``then`` (a copy out of a
+    staging buffer) runs once, after they all finished, before ``wait``
+    returns or the future completes."""
+
+    def __init__(self, natives, result, then=None):
+        super().__init__()
+        self._natives = [w for w in natives if w is not None]
+        self._result = result
+        self._then = then
+        self._lock = threading.Lock()
+        self._finished = False
+        self._future = None
+        _keep(self)
+
+    def _finish(self):
+        with self._lock:
+            if not self._finished:
+                self._finished = True
+                if self._then is not None:
+                    self._then()
+
+    def wait(self, timeout=None):
+        secs = None
+        if timeout is not None and timeout != datetime.timedelta(0):
+            secs = timeout.total_seconds() if isinstance(timeout, datetime.timedelta) else float(timeout)
+        try:
+            for w in self._natives:
+                w.wait(secs)
+            self._finish()
+        finally:
+            _release(self)
+        return True
+
+    def is_completed(self):
+        return all(w.is_completed() for w in self._natives)
+
+    def is_success(self):
+        return all(w.is_success() for w in self._natives)
+
+    def exception(self):
+        for w in self._natives:
+            e = w.exception()
+            if e is not None:
+                return e
+        return None
+
+    def result(self):
+        return self._result
+
+    def synchronize(self):
+        pass
+
+    def get_future(self):
+        with self._lock:
+            if self._future is not None:
+                return self._future
+            fut = self._future = torch.futures.Future()
+        last = self._natives[-1] if self._natives else None
+
+        def done():
+            # Ops of one communicator finish in call order: the last one
+            # finishing means all did.
+            err = self.exception()
+            if err is not None:
+                fut.set_exception(err)
+                return
+            try:
+                self._finish()
+            except Exception as e:  # a failed copy-out
+                fut.set_exception(e)
+                return
+            fut.set_result(self._result)
+
+        if last is None:
+            done()
+        else:
+            last.add_done_callback(done)
+        _release(self)
+        return fut
+
+
+_GROUPS = itertools.count()
+
+
+class ProcessGroupHCCL(dist.ProcessGroup):
+    """A torch ProcessGroup whose collectives are hccl-rs's, on CPU tensors.
+
+    Built by ``init_process_group`` / ``new_group`` through the registered
+    creator; every member bootstraps one ``hccl_rs.Comm`` (TCP) through the
+    group's store.
+    """
+
+    def __init__(self, store, rank, size, timeout=None, name="hccl"):
+        super().__init__(rank, size)
+        self._name = name
+        key = f"hccl_rs/root_info/{next(_GROUPS)}"
+        with _exec_timeout(timeout):
+            if rank == 0:
+                info = get_root_info()
+                store.set(key, info)
+            else:
+                info = store.get(key).decode()
+            self._comm = Comm.init_root_info(size, info, rank)
+
+    @property
+    def comm(self):
+        """The group's ``hccl_rs.Comm``."""
+        return self._comm
+
+    # -- names ---------------------------------------------------------
+    def getBackendName(self):  # noqa: N802 (the C++ virtual's name)
+        return self._name
+
+    def _get_backend_name(self):
+        return self._name
+
+    def name(self):
+        return self._name
+
+    # -- collectives ---------------------------------------------------
+    def allreduce(self, tensors, opts=None):
+        op = _reduce_op(opts)
+        return _Work([self._comm.all_reduce(t, None, op, async_op=True) for t in tensors], tensors)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        return self.allreduce(tensors, opts)
+
+    def broadcast(self, tensors, opts=None):
+        root = _root(opts)
+        return _Work([self._comm.broadcast(t, root, async_op=True) for t in tensors], tensors)
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        works, thens = [], []
+        for outs, inp in zip(output_tensors, input_tensors):
+            w, then = self._allgather_list(outs, inp)
+            works.append(w)
+            thens.append(then)
+        return _Work(works, output_tensors, lambda: [t() for t in thens])
+
+    def _allgather_list(self, outs, inp):
+        if len(outs) != self.size():
+            raise ValueError(f"all_gather: {len(outs)} output tensors for {self.size()} ranks")
+        counts = [t.numel() for t in outs]
+        flat = torch.empty(sum(counts), dtype=inp.dtype)
+        if all(c == inp.numel() for c in counts):
+            w = self._comm.all_gather(inp.contiguous(), flat, async_op=True)
+        else:
+            displs = list(itertools.accumulate([0] + counts[:-1]))
+            w = self._comm.all_gather_v(inp.contiguous(), flat, counts, displs, async_op=True)
+        return w, lambda: _unflat(flat, outs)
+
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        return self.allgather(output_lists, input_list, opts)
+
+    def _allgather_base(self, output, input, opts=None):
+        return _Work([self._comm.all_gather(input, output, async_op=True)], [output])
+
+    def allgather_into_tensor_coalesced(self, outputs, inputs, opts=None):
+        return _Work([self._comm.all_gather(i, o, async_op=True) for o, i in zip(outputs, inputs)], outputs)
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        op = _reduce_op(opts)
+        works = []
+        for out, ins in zip(output_tensors, input_tensors):
+            if len(ins) != self.size():
+                raise ValueError(f"reduce_scatter: {len(ins)} input tensors for {self.size()} ranks")
+            counts = [t.numel() for t in ins]
+            flat = _flat(ins)
+            if all(c == out.numel() for c in counts):
+                works.append(self._comm.reduce_scatter(flat, out, op, async_op=True))
+            else:
+                displs = list(itertools.accumulate([0] + counts[:-1]))
+                works.append(self._comm.reduce_scatter_v(flat, counts, displs, out, op, async_op=True))
+        return _Work(works, output_tensors)
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        op = _reduce_op(opts)
+        return _Work([self._comm.reduce_scatter(input, output, op, async_op=True)], [output])
+
+    def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
+        op = _reduce_op(opts)
+        return _Work([self._comm.reduce_scatter(i, o, op, async_op=True) for o, i in zip(outputs, inputs)], outputs)
+
+    def reduce(self, tensors, opts=None):
+        op, root = _reduce_op(opts), _root(opts)
+        return _Work([self._comm.reduce(t, None, op, root, async_op=True) for t in tensors], tensors)
+
+    def gather(self, output_tensors, input_tensors, opts=None):
+        root = _root(opts)
+        inp = input_tensors[0]
+        if self.rank() != root:
+            return _Work([self._comm.gather(inp, None, root, async_op=True)], output_tensors)
+        outs = output_tensors[0]
+        if len(outs) != self.size():
+            raise ValueError(f"gather: {len(outs)} output tensors for {self.size()} ranks")
+        flat = torch.empty(inp.numel() * self.size(), dtype=inp.dtype)
+        w = self._comm.gather(inp, flat, root, async_op=True)
+        return _Work([w], output_tensors, lambda: _unflat(flat, outs))
+
+    def scatter(self, output_tensors, input_tensors, opts=None):
+        root = _root(opts)
+        out = output_tensors[0]
+        if self.rank() != root:
+            return _Work([self._comm.scatter(None, out, root, async_op=True)], output_tensors)
+        ins = input_tensors[0]
+        if len(ins) != self.size():
+            raise ValueError(f"scatter: {len(ins)} input tensors for {self.size()} ranks")
+        flat = _flat(ins)
+        return _Work([self._comm.scatter(flat, out, root, async_op=True)], output_tensors)
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        if not output_split_sizes and not input_split_sizes:
+            return _Work([self._comm.all_to_all(input, output, async_op=True)], [output])
+        p = self.size()
+
+        def counts(t, splits):
+            if not splits:
+                if t.shape[0] % p:
+                    raise ValueError(f"all_to_all_single: dim 0 ({t.shape[0]}) does not split into {p} equal parts")
+                splits = [t.shape[0] // p] * p
+            row = t[0].numel() if t.dim() > 0 and t.shape[0] > 0 else max(1, t.numel() // max(1, t.shape[0] if t.dim() else 1))
+            c = [s * row for s in splits]
+            return c, list(itertools.accumulate([0] + c[:-1]))
+
+        sc, sd = counts(input, input_split_sizes)
+        rc, rd = counts(output, output_split_sizes)
+        return _Work([self._comm.all_to_all_v(input, sc, sd, output, rc, rd, async_op=True)], [output])
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        sc = [t.numel() for t in input_tensors]
+        rc = [t.numel() for t in output_tensors]
+        flat_in = _flat(input_tensors)
+        dtype = output_tensors[0].dtype if output_tensors else flat_in.dtype
+        flat_out = torch.empty(sum(rc), dtype=dtype)
+        sd = list(itertools.accumulate([0] + sc[:-1]))
+        rd = list(itertools.accumulate([0] + rc[:-1]))
+        w = self._comm.all_to_all_v(flat_in, sc, sd, flat_out, rc, rd, async_op=True)
+        return _Work([w], output_tensors, lambda: _unflat(flat_out, output_tensors))
+
+    def barrier(self, opts=None):
+        return _Work([self._comm.barrier(async_op=True)], [])
+
+    def monitored_barrier(self, opts=None, wait_all_ranks=False):
+        self._comm.barrier()
+
+    # -- point-to-point ------------------------------------------------
+    def send(self, tensors, dstRank, tag=0):  # noqa: N803 (torch's names)
+        return _Work([self._comm.send(t, dstRank, async_op=True) for t in tensors], tensors)
+
+    def recv(self, tensors, srcRank, tag=0):  # noqa: N803
+        return _Work([self._comm.recv(t, srcRank, async_op=True) for t in tensors], tensors)
+
+    def recv_anysource(self, tensors, tag=0):
+        raise HcclError("hccl_rs: recv from any source is not supported (HCCL has no wildcard receive); name src")
+
+
+class _exec_timeout:
+    """Sets HCCL_EXEC_TIMEOUT from torch's timeout while a communicator is
+    built (it reads the variable then), unless the timeout is torch's default
+    and the variable is set."""
+
+    def __init__(self, timeout):
+        self.value = None
+        default = getattr(dist, "default_pg_timeout", None)
+        if timeout is not None and (timeout != default or "HCCL_EXEC_TIMEOUT" not in os.environ):
+            self.value = str(max(1, int(round(timeout.total_seconds()))))
+
+    def __enter__(self):
+        self.old = os.environ.get("HCCL_EXEC_TIMEOUT")
+        if self.value is not None:
+            os.environ["HCCL_EXEC_TIMEOUT"] = self.value
+
+    def __exit__(self, *exc):
+        if self.value is None:
+            return
+        if self.old is None:
+            os.environ.pop("HCCL_EXEC_TIMEOUT", None)
+        else:
+            os.environ["HCCL_EXEC_TIMEOUT"] = self.old
+
+
+def _creator(name):
+    def create(store, rank, size, timeout):
+        return ProcessGroupHCCL(store, rank, size, timeout, name)
+
+    return create
+
+
+def _ascend_env():
+    """Ascend's launch variables for torch's env:// (which reads RANK and
+    WORLD_SIZE): RANK_ID as RANK, RANK_SIZE as WORLD_SIZE, when unset."""
+    for ours, torchs in (("RANK_ID", "RANK"), ("RANK_SIZE", "WORLD_SIZE")):
+        if torchs not in os.environ and ours in os.environ:
+            os.environ[torchs] = os.environ[ours]
+
+
+def register():
+    """Registers the backend as "hccl_rs", and as "hccl" if that name is
+    free (torch_npu not loaded). Idempotent."""
+    _ascend_env()
+    B = dist.Backend
+    kw = {}
+    if "devices" in inspect.signature(B.register_backend).parameters:
+        kw["devices"] = ["cpu"]
+    for name in ("hccl_rs", "hccl"):
+        if name.upper() in B._plugins and getattr(B._plugins[name.upper()].creator_fn, "_hccl_rs", False):
+            continue  # ours already
+        if hasattr(B, name.upper()) or name.upper() in B._plugins:
+            continue  # someone else's (torch_npu's "hccl")
+        fn = _creator(name)
+        fn._hccl_rs = True
+        B.register_backend(name, fn, **kw)
+
+
+def _autoload():
+    """Entry point of torch's backend autoloading (torch >= 2.5)."""
+    register()
+
+
+register()

@@ -1,0 +1,796 @@
+//! `hccl_rs.Comm`: one rank's communicator (`hccl::Comm`) for Python.
+//!
+//! Every op takes buffers (see `buffer`), an element type from their
+//! format or `dtype=`, and `async_op`: False runs it on the calling thread
+//! with the GIL released and returns None; True queues it on the
+//! communicator's stream and returns a `Work`. Either way ops run in call
+//! order (`stream`). Counts come from the buffers' lengths, as torch's
+//! collectives take them from tensor sizes.
+
+use std::sync::{Arc, Mutex};
+
+use hccl::comm::DataType;
+use hccl::{BackendKind, CommError, P2pItem};
+use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::buffer::{check_disjoint, separate, Mem, Pair};
+use crate::dtype;
+use crate::error::{hccl_error, to_py};
+use crate::stream::Stream;
+use crate::work::{Done, Work};
+
+/// An op as the stream runs it.
+type Op = Box<dyn FnOnce(&hccl::Comm) -> Result<(), CommError> + Send>;
+
+/// Runs `$body` with `$t` the Rust element type of data type `$d`.
+macro_rules! with_element {
+    ($d:expr, $t:ident => $body:expr) => {
+        match $d {
+            DataType::Int8 => {
+                type $t = i8;
+                $body
+            }
+            DataType::Int16 => {
+                type $t = i16;
+                $body
+            }
+            DataType::Int32 => {
+                type $t = i32;
+                $body
+            }
+            DataType::Int64 => {
+                type $t = i64;
+                $body
+            }
+            DataType::Uint8 => {
+                type $t = u8;
+                $body
+            }
+            DataType::Uint16 => {
+                type $t = u16;
+                $body
+            }
+            DataType::Uint32 => {
+                type $t = u32;
+                $body
+            }
+            DataType::Uint64 => {
+                type $t = u64;
+                $body
+            }
+            DataType::Fp16 => {
+                type $t = hccl::half::f16;
+                $body
+            }
+            DataType::Bf16 => {
+                type $t = hccl::half::bf16;
+                $body
+            }
+            DataType::Fp32 => {
+                type $t = f32;
+                $body
+            }
+            DataType::Fp64 => {
+                type $t = f64;
+                $body
+            }
+        }
+    };
+}
+
+/// Bytes as elements (checked aligned when the op was built).
+fn elems<T: bytemuck::Pod>(b: &[u8]) -> Result<&[T], CommError> {
+    bytemuck::try_cast_slice(b).map_err(|e| CommError::Unsupported(format!("buffer: {e}")))
+}
+
+/// Bytes as elements, writable.
+fn elems_mut<T: bytemuck::Pod>(b: &mut [u8]) -> Result<&mut [T], CommError> {
+    bytemuck::try_cast_slice_mut(b).map_err(|e| CommError::Unsupported(format!("buffer: {e}")))
+}
+
+/// The element type of an op's buffers: `dtype` if given (each typed
+/// buffer's items must have its size: a uint16 buffer may carry bf16;
+/// raw bytes carry any type), else the one type the buffers' formats
+/// name, else uint8. Empty buffers do not count.
+fn resolve(dtype: Option<&str>, mems: &[(&str, &Mem)]) -> PyResult<DataType> {
+    let named = dtype.map(dtype::parse).transpose()?;
+    let mut found: Option<(&str, DataType)> = None;
+    for &(arg, m) in mems {
+        let Some(d) = m.dtype().filter(|_| m.len() > 0) else {
+            continue;
+        };
+        match (named, found) {
+            (Some(n), _) if n.size() != d.size() => {
+                return Err(PyTypeError::new_err(format!(
+                    "{arg} holds {d} ({} bytes each), but dtype={n} has {} bytes",
+                    d.size(),
+                    n.size()
+                )))
+            }
+            (None, Some((a0, d0))) if d0 != d => {
+                return Err(PyTypeError::new_err(format!(
+                    "{a0} holds {d0} and {arg} holds {d}: pass buffers of one type"
+                )))
+            }
+            (None, None) => found = Some((arg, d)),
+            _ => {}
+        }
+    }
+    // Raw bytes ('B': numpy uint8, bytearray, bytes) alone are uint8.
+    Ok(named.or(found.map(|f| f.1)).unwrap_or(DataType::Uint8))
+}
+
+/// Elements of `d` in `m`.
+///
+/// # Errors
+/// `ValueError` if `m` is not a whole number of aligned elements.
+fn count(arg: &str, m: &Mem, d: DataType) -> PyResult<u64> {
+    let size = d.size() as usize;
+    if !m.len().is_multiple_of(size) {
+        return Err(PyValueError::new_err(format!(
+            "{arg}: {} bytes is not a whole number of {d} elements ({size} bytes each)",
+            m.len()
+        )));
+    }
+    if !m.aligned(size) {
+        return Err(PyValueError::new_err(format!(
+            "{arg}: the buffer is not aligned to its {d} elements ({size} bytes)"
+        )));
+    }
+    Ok((m.len() / size) as u64)
+}
+
+/// The buffer of `obj`: its buffer protocol, or for a `torch.Tensor` the
+/// numpy view of its memory (no copy; bfloat16 as its 16-bit pattern,
+/// bool as uint8).
+fn get(obj: &Bound<'_, PyAny>, arg: &str, writable: bool) -> PyResult<Mem> {
+    if !is_tensor(obj) {
+        return Mem::get(obj, arg, writable);
+    }
+    let py = obj.py();
+    let device = obj.getattr("device")?.str()?.to_string();
+    if device != "cpu" {
+        return Err(PyValueError::new_err(format!(
+            "{arg}: the tensor is on {device}; hccl_rs takes CPU tensors"
+        )));
+    }
+    if !obj.call_method0("is_contiguous")?.is_truthy()? {
+        return Err(PyValueError::new_err(format!(
+            "{arg}: the tensor is not contiguous; pass tensor.contiguous()"
+        )));
+    }
+    let name = obj.getattr("dtype")?.str()?.to_string();
+    let torch = py.import("torch")?;
+    // Views of the same memory that numpy can hold.
+    let (view, dtype) = match name.as_str() {
+        "torch.bfloat16" => (
+            obj.call_method1("view", (torch.getattr("int16")?,))?,
+            Some(DataType::Bf16),
+        ),
+        "torch.bool" => (obj.call_method1("view", (torch.getattr("uint8")?,))?, None),
+        _ => (obj.clone(), None),
+    };
+    let array = view.call_method0("detach")?.call_method0("numpy")?;
+    let mut m = Mem::get(&array, arg, writable)?;
+    if dtype.is_some() {
+        m.set_dtype(dtype);
+    }
+    Ok(m)
+}
+
+/// True for a `torch.Tensor` (without importing torch).
+fn is_tensor(obj: &Bound<'_, PyAny>) -> bool {
+    let ty = obj.get_type();
+    ty.module().is_ok_and(|m| {
+        m.to_str()
+            .is_ok_and(|m| m == "torch" || m.starts_with("torch."))
+    }) && obj.hasattr("data_ptr").unwrap_or(false)
+}
+
+/// An optional buffer: `None` is no memory.
+fn get_opt(obj: Option<&Bound<'_, PyAny>>, arg: &str, writable: bool) -> PyResult<Mem> {
+    obj.map_or_else(|| Ok(Mem::empty()), |o| get(o, arg, writable))
+}
+
+/// A collective on a send and a receive buffer (in place if they overlap
+/// as the op's in-place layout).
+fn pair_op(args: CollectiveArgs, pair: Pair) -> Op {
+    Box::new(move |c| match pair {
+        Pair::Separate(s, mut r) => c.collective(&args, s.bytes(), r.bytes_mut()),
+        Pair::InPlace(mut one, _other) => c.collective_in_place(&args, one.bytes_mut()),
+    })
+}
+
+/// A collective in place on one buffer.
+fn in_place_op(args: CollectiveArgs, mut buf: Mem) -> Op {
+    Box::new(move |c| c.collective_in_place(&args, buf.bytes_mut()))
+}
+
+/// One rank's communicator (HCCL's `HcclComm`). Build it with
+/// `Comm.from_env()`, `Comm.init_root_info(...)`, `Comm.init_cluster_info(...)`
+/// or `Comm.init_all(...)`. Ops run one at a time in call order, from any
+/// thread; blocking ops release the GIL while they run.
+#[pyclass(frozen, module = "hccl_rs")]
+pub(crate) struct Comm {
+    /// `None` once destroyed.
+    comm: Mutex<Option<Arc<hccl::Comm>>>,
+    stream: Arc<Stream>,
+    rank: u32,
+    size: u32,
+    name: String,
+    backend: BackendKind,
+}
+
+impl Comm {
+    fn wrap(c: hccl::Comm) -> Comm {
+        Comm {
+            rank: c.rank(),
+            size: c.size(),
+            name: c.name().to_string(),
+            backend: c.backend(),
+            comm: Mutex::new(Some(Arc::new(c))),
+            stream: Arc::default(),
+        }
+    }
+
+    fn handle(&self, py: Python<'_>) -> PyResult<Arc<hccl::Comm>> {
+        let c = self.comm.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        c.ok_or_else(|| hccl_error(py, 1, &format!("comm '{}' was destroyed", self.name)))
+    }
+
+    /// Runs `op` now (returns None) or queues it (returns its Work).
+    fn go(&self, py: Python<'_>, what: &str, async_op: bool, op: Op) -> PyResult<Option<Work>> {
+        let comm = self.handle(py)?;
+        if async_op {
+            let done = Arc::new(Done::default());
+            let d = Arc::clone(&done);
+            self.stream
+                .submit(Box::new(move || d.set(op(&comm))))
+                .map_err(|m| hccl_error(py, 4, &m))?;
+            return Ok(Some(Work {
+                done,
+                what: what.to_string(),
+            }));
+        }
+        let stream = Arc::clone(&self.stream);
+        py.detach(move || stream.run(|| op(&comm)))
+            .map_err(|e| to_py(py, &e))?;
+        Ok(None)
+    }
+
+    fn args(&self, kind: CollectiveKind, count: u64, d: DataType) -> CollectiveArgs {
+        CollectiveArgs::new(kind, count, d, self.size)
+    }
+
+    /// `args` on `send` and `recv`, in place where they overlap as it allows.
+    fn two(
+        &self,
+        py: Python<'_>,
+        args: CollectiveArgs,
+        send: Mem,
+        recv: Mem,
+        async_op: bool,
+    ) -> PyResult<Option<Work>> {
+        let alias = args
+            .clone()
+            .with_in_place(true)
+            .alias(self.rank)
+            .map(|a| (a.input_at, a.output_at));
+        let what = format!("{:?}", args.kind);
+        let pair = Pair::new(send, recv, alias)?;
+        self.go(py, &what, async_op, pair_op(args, pair))
+    }
+
+    /// Blocks on `f` (a constructor) with the GIL released.
+    fn build(
+        py: Python<'_>,
+        f: impl FnOnce() -> Result<hccl::Comm, CommError> + Send,
+    ) -> PyResult<Comm> {
+        py.detach(f).map(Comm::wrap).map_err(|e| to_py(py, &e))
+    }
+}
+
+#[pymethods]
+impl Comm {
+    /// The communicator of a launcher's environment (torchrun's
+    /// MASTER_ADDR / MASTER_PORT / RANK / WORLD_SIZE, Open MPI's
+    /// OMPI_COMM_WORLD_*, PMI_RANK / PMI_SIZE). Blocks until every rank
+    /// has joined (HCCL_CONNECT_TIMEOUT).
+    #[staticmethod]
+    fn from_env(py: Python<'_>) -> PyResult<Comm> {
+        Comm::build(py, hccl::Comm::from_env)
+    }
+
+    /// Joins a communicator of `nranks` ranks as `rank` through a root info
+    /// string (from `hccl_rs.get_root_info()` on one rank, passed to the
+    /// others). HCCL's HcclCommInitRootInfo.
+    #[staticmethod]
+    fn init_root_info(py: Python<'_>, nranks: u32, root_info: &str, rank: u32) -> PyResult<Comm> {
+        let root: hccl::RootInfo = root_info
+            .parse()
+            .map_err(|e| PyValueError::new_err(format!("root_info: {e}")))?;
+        Comm::build(py, move || hccl::Comm::init_root_info(nranks, &root, rank))
+    }
+
+    /// Joins the communicator an HCCL rank table (JSON 1.0 or 1.2) at
+    /// `rank_table` describes, as `rank`. HCCL's HcclCommInitClusterInfo.
+    #[staticmethod]
+    fn init_cluster_info(
+        py: Python<'_>,
+        rank_table: std::path::PathBuf,
+        rank: u32,
+    ) -> PyResult<Comm> {
+        Comm::build(py, move || hccl::Comm::init_cluster_info(rank_table, rank))
+    }
+
+    /// All `ndev` ranks in this process (HCCL's HcclCommInitAll): over
+    /// loopback TCP, or on the simulator with backend="sim" (default:
+    /// HCCL_BACKEND, else "tcp"). Drive each from its own thread, or use
+    /// async_op=True: each communicator has its own stream.
+    #[staticmethod]
+    #[pyo3(signature = (ndev, backend=None))]
+    fn init_all(py: Python<'_>, ndev: u32, backend: Option<&str>) -> PyResult<Vec<Comm>> {
+        let kind = match backend {
+            Some(b) => BackendKind::parse(Some(b)),
+            None => BackendKind::from_env(),
+        }
+        .map_err(|e| to_py(py, &e))?;
+        let comms = py
+            .detach(move || hccl::Comm::init_all_on(kind, ndev))
+            .map_err(|e| to_py(py, &e))?;
+        Ok(comms.into_iter().map(Comm::wrap).collect())
+    }
+
+    /// This rank (0..size).
+    #[getter]
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// The number of ranks.
+    #[getter]
+    fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// The communicator's name.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// "tcp" or "sim".
+    #[getter]
+    fn backend(&self) -> &'static str {
+        match self.backend {
+            BackendKind::Tcp => "tcp",
+            BackendKind::Sim => "sim",
+        }
+    }
+
+    /// AllReduce: recv[i] = op over ranks of send[i]; recv=None (or the
+    /// same buffer) reduces in place. op: sum, prod, max, min, avg.
+    #[pyo3(signature = (send, recv=None, op="sum", *, dtype=None, async_op=false))]
+    fn all_reduce(
+        &self,
+        py: Python<'_>,
+        send: &Bound<'_, PyAny>,
+        recv: Option<&Bound<'_, PyAny>>,
+        op: &str,
+        dtype: Option<&str>,
+        async_op: bool,
+    ) -> PyResult<Option<Work>> {
+        let op = dtype::reduce_op(op)?;
+        let Some(recv) = recv else {
+            let buf = get(send, "send", true)?;
+            let d = resolve(dtype, &[("send", &buf)])?;
+            let args = self
+                .args(CollectiveKind::AllReduce, count("send", &buf, d)?, d)
+                .with_op(op);
+            return self.go(py, "AllReduce", async_op, in_place_op(args, buf));
+        };
+        let (s, r) = (get(send, "send", false)?, get(recv, "recv", true)?);
+        let d = resolve(dtype, &[("send", &s), ("recv", &r)])?;
+        let args = self
+            .args(CollectiveKind::AllReduce, count("send", &s, d)?, d)
+            .with_op(op);
+        self.two(py, args, s, r, async_op)
+    }
+
+    /// ReduceScatter: rank r's recv = op over ranks of block r of send
+    /// (send holds size blocks of len(recv) elements).
+    #[pyo3(signature = (send, recv, op="sum", *, dtype=None, async_op=false))]
+    fn reduce_scatter(
+        &self,
+        py: Python<'_>,
+        send: &Bound<'_, PyAny>,
+        recv: &Bound<'_, PyAny>,
+        op: &str,
+        dtype: Option<&str>,
+        async_op: bool,
+    ) -> PyResult<Option<Work>> {
+        let op = dtype::reduce_op(op)?;
+        let (s, r) = (get(send, "send", false)?, get(recv, "recv", true)?);
+        let d = resolve(dtype, &[("send", &s), ("recv", &r)])?;
+        count("send", &s, d)?;
+        let args = self
+            .args(CollectiveKind::ReduceScatter, count("recv", &r, d)?, d)
+            .with_op(op);
+        self.two(py, args, s, r, async_op)
+    }
+
+    /// AllGather: recv = every rank's send, in rank order.
+    #[pyo3(signature = (send, recv, *, dtype=None, async_op=false))]
+    fn all_gather(
+        &self,
+        py: Python<'_>,
+        send: &Bound<'_, PyAny>,
+        recv: &Bound<'_, PyAny>,
+        dtype: Option<&str>,
+        async_op: bool,
+    ) -> PyResult<Option<Work>> {
+        let (s, r) = (get(send, "send", false)?, get(recv, "recv", true)?);
+        let d = resolve(dtype, &[("send", &s), ("recv", &r)])?;
+        count("recv", &r, d)?;
+        let args = self.args(CollectiveKind::AllGather, count("send", &s, d)?, d);
+        self.two(py, args, s, r, async_op)
+    }
+
+    /// Broadcast buf from root (a rank of this communicator), in place.
+    #[pyo3(signature = (buf, root=0, *, dtype=None, async_op=false))]
+    fn broadcast(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        root: u32,
+        dtype: Option<&str>,
+        async_op: bool,
+    ) -> PyResult<Option<Work>> {
+        let b = get(buf, "buf", true)?;
+        let d = resolve(dtype, &[("buf", &b)])?;
+        let args = self
+            .args(CollectiveKind::Broadcast, count("buf", &b, d)?, d)
+            .with_root(root);
+        self.go(py, "Broadcast", async_op, in_place_op(args, b))
+    }
+
+    /// Reduce to root: the root's recv = op over ranks of send (recv is
+    /// ignored elsewhere; recv=None reduces into send, in place).
+    #[pyo3(signature = (send, recv=None, op="sum", root=0, *, dtype=None, async_op=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn reduce(
+        &self,
+        py: Python<'_>,
+        send: &Bound<'_, PyAny>,
+        recv: Option<&Bound<'_, PyAny>>,
+        op: &str,
+        root: u32,
+        dtype: Option<&str>,
+        async_op: bool,
+    ) -> PyResult<Option<Work>> {
+        let op = dtype::reduce_op(op)?;
+        let Some(recv) = recv else {
+            let buf = get(send, "send", true)?;
+            let d = resolve(dtype, &[("send", &buf)])?;
+            let n = count("send", &buf, d)?;
+            let args = self
+                .args(CollectiveKind::Reduce, n, d)
+                .with_op(op)
+                .with_root(root);
+            return self.go(py, "Reduce", async_op, in_place_op(args, buf));
+        };
+        let (s, r) = (get(send, "send", false)?, get(recv, "recv", true)?);
+        let d = resolve(dtype, &[("send", &s), ("recv", &r)])?;
+        let n = count("send", &s, d)?;
+        let args = self
+            .args(CollectiveKind::Reduce, n, d)
+            .with_op(op)
+            .with_root(root);
+        self.two(py, args, s, r, async_op)
+    }
+
+    /// Scatter from root: rank r's recv = block r of the root's send
+    /// (size * len(recv) elements; None elsewhere).
+    #[pyo3(signature = (send, recv, root=0, *, dtype=None, async_op=false))]
+    fn scatter(
+        &self,
+        py: Python<'_>,
+        send: Option<&Bound<'_, PyAny>>,
+        recv: &Bound<'_, PyAny>,
+        root: u32,
+        dtype: Option<&str>,
+        async_op: bool,
+    ) -> PyResult<Option<Work>> {
+        let (s, r) = (get_opt(send, "send", false)?, get(recv, "recv", true)?);
+        let d = resolve(dtype, &[("send", &s), ("recv", &r)])?;
+        count("send", &s, d)?;
+        let args = self
+            .args(CollectiveKind::Scatter, count("recv", &r, d)?, d)
+            .with_root(root);
+        self.two(py, args, s, r, async_op)
+    }
+
+    /// Gather to root: the root's recv = every rank's send in rank order
+    /// (None elsewhere).
+    #[pyo3(signature = (send, recv, root=0, *, dtype=None, async_op=false))]
+    fn gather(
+        &self,
+        py: Python<'_>,
+        send: &Bound<'_, PyAny>,
+        recv: Option<&Bound<'_, PyAny>>,
+        root: u32,
+        dtype: Option<&str>,
+        async_op: bool,
+    ) -> PyResult<Option<Work>> {
+        let (s, r) = (get(send, "send", false)?, get_opt(recv, "recv", true)?);
+        let d = resolve(dtype, &[("send", &s), ("recv", &r)])?;
+        count("recv", &r, d)?;
+        let args = self
+            .args(CollectiveKind::Gather, count("send", &s, d)?, d)
+            .with_root(root);
+        self.two(py, args, s, r, async_op)
+    }
+
+    /// AllToAll: block j of rank i's send lands in block i of rank j's
+    /// recv; both hold size equal blocks.
+    #[pyo3(signature = (send, recv, *, dtype=None, async_op=false))]
+    fn all_to_all(
+        &self,
+        py: Python<'_>,
+        send: &Bound<'_, PyAny>,
+        recv: &Bound<'_, PyAny>,
+        dtype: Option<&str>,
+        async_op: bool,
+    ) -> PyResult<Option<Work>> {
+        let (s, r) = (get(send, "send", false)?, get(recv, "recv", true)?);
+        let d = resolve(dtype, &[("send", &s), ("recv", &r)])?;
+        count("recv", &r, d)?;
+        let n = count("send", &s, d)?;
+        let p = u64::from(self.size);
+        if !n.is_multiple_of(p) {
+            return Err(PyValueError::new_err(format!(
+                "send: {n} elements do not split into {p} equal blocks"
+            )));
+        }
+        let args = self.args(CollectiveKind::AllToAll, n / p, d);
+        self.two(py, args, s, r, async_op)
+    }
+
+    /// Returns once every rank has entered the barrier.
+    #[pyo3(signature = (*, async_op=false))]
+    fn barrier(&self, py: Python<'_>, async_op: bool) -> PyResult<Option<Work>> {
+        self.go(py, "Barrier", async_op, Box::new(|c| c.barrier()))
+    }
+
+    /// AllGatherV (HCCL's HcclAllGatherV): rank i's send (recv_counts[i]
+    /// elements) lands in every rank's recv at element recv_displs[i].
+    #[pyo3(signature = (send, recv, recv_counts, recv_displs, *, dtype=None, async_op=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn all_gather_v(
+        &self,
+        py: Python<'_>,
+        send: &Bound<'_, PyAny>,
+        recv: &Bound<'_, PyAny>,
+        recv_counts: Vec<u64>,
+        recv_displs: Vec<u64>,
+        dtype: Option<&str>,
+        async_op: bool,
+    ) -> PyResult<Option<Work>> {
+        let (s, r) = (get(send, "send", false)?, get(recv, "recv", true)?);
+        let d = resolve(dtype, &[("send", &s), ("recv", &r)])?;
+        count("send", &s, d)?;
+        count("recv", &r, d)?;
+        let (s, mut r) = separate(s, r)?;
+        let op: Op = Box::new(move |c| {
+            with_element!(d, T => c.all_gather_v::<T>(
+                elems(s.bytes())?,
+                elems_mut(r.bytes_mut())?,
+                &recv_counts,
+                &recv_displs,
+            ))
+        });
+        self.go(py, "AllGatherV", async_op, op)
+    }
+
+    /// ReduceScatterV (HCCL's HcclReduceScatterV): rank i's recv = op over
+    /// ranks of their send block i (send_counts[i] elements at
+    /// send_displs[i]).
+    #[pyo3(signature = (send, send_counts, send_displs, recv, op="sum", *, dtype=None, async_op=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn reduce_scatter_v(
+        &self,
+        py: Python<'_>,
+        send: &Bound<'_, PyAny>,
+        send_counts: Vec<u64>,
+        send_displs: Vec<u64>,
+        recv: &Bound<'_, PyAny>,
+        op: &str,
+        dtype: Option<&str>,
+        async_op: bool,
+    ) -> PyResult<Option<Work>> {
+        let op = dtype::reduce_op(op)?;
+        let (s, r) = (get(send, "send", false)?, get(recv, "recv", true)?);
+        let d = resolve(dtype, &[("send", &s), ("recv", &r)])?;
+        count("send", &s, d)?;
+        count("recv", &r, d)?;
+        let (s, mut r) = separate(s, r)?;
+        let f: Op = Box::new(move |c| {
+            with_element!(d, T => c.reduce_scatter_v::<T>(
+                elems(s.bytes())?,
+                &send_counts,
+                &send_displs,
+                elems_mut(r.bytes_mut())?,
+                op,
+            ))
+        });
+        self.go(py, "ReduceScatterV", async_op, f)
+    }
+
+    /// AllToAllV (HCCL's HcclAlltoAllV): send_counts[j] elements at
+    /// send_displs[j] of send go to rank j; recv_counts[i] elements from
+    /// rank i land at recv_displs[i] of recv.
+    #[pyo3(signature = (send, send_counts, send_displs, recv, recv_counts, recv_displs, *, dtype=None, async_op=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn all_to_all_v(
+        &self,
+        py: Python<'_>,
+        send: &Bound<'_, PyAny>,
+        send_counts: Vec<u64>,
+        send_displs: Vec<u64>,
+        recv: &Bound<'_, PyAny>,
+        recv_counts: Vec<u64>,
+        recv_displs: Vec<u64>,
+        dtype: Option<&str>,
+        async_op: bool,
+    ) -> PyResult<Option<Work>> {
+        let (s, r) = (get(send, "send", false)?, get(recv, "recv", true)?);
+        let d = resolve(dtype, &[("send", &s), ("recv", &r)])?;
+        count("send", &s, d)?;
+        count("recv", &r, d)?;
+        let (s, mut r) = separate(s, r)?;
+        let f: Op = Box::new(move |c| {
+            with_element!(d, T => c.all_to_all_v::<T>(
+                elems(s.bytes())?,
+                &send_counts,
+                &send_displs,
+                elems_mut(r.bytes_mut())?,
+                &recv_counts,
+                &recv_displs,
+            ))
+        });
+        self.go(py, "AllToAllV", async_op, f)
+    }
+
+    /// Sends buf to rank dest (HCCL's HcclSend); dest receives it with
+    /// recv of the same length and type.
+    #[pyo3(signature = (buf, dest, *, dtype=None, async_op=false))]
+    fn send(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        dest: u32,
+        dtype: Option<&str>,
+        async_op: bool,
+    ) -> PyResult<Option<Work>> {
+        let b = get(buf, "buf", false)?;
+        let d = resolve(dtype, &[("buf", &b)])?;
+        let n = count("buf", &b, d)?;
+        let f: Op = Box::new(move |c| c.send_bytes(b.bytes(), n, d, dest));
+        self.go(py, "Send", async_op, f)
+    }
+
+    /// Receives len(buf) elements from rank src into buf (HCCL's HcclRecv).
+    #[pyo3(signature = (buf, src, *, dtype=None, async_op=false))]
+    fn recv(
+        &self,
+        py: Python<'_>,
+        buf: &Bound<'_, PyAny>,
+        src: u32,
+        dtype: Option<&str>,
+        async_op: bool,
+    ) -> PyResult<Option<Work>> {
+        let mut b = get(buf, "buf", true)?;
+        let d = resolve(dtype, &[("buf", &b)])?;
+        let n = count("buf", &b, d)?;
+        let f: Op = Box::new(move |c| c.recv_bytes(b.bytes_mut(), n, d, src));
+        self.go(py, "Recv", async_op, f)
+    }
+
+    /// Sends and receives together (HCCL's HcclBatchSendRecv), so a ring
+    /// exchange cannot deadlock: items are ("send" | "recv", buffer, peer).
+    #[pyo3(signature = (items, *, dtype=None, async_op=false))]
+    fn batch_send_recv(
+        &self,
+        py: Python<'_>,
+        items: Vec<(String, Bound<'_, PyAny>, u32)>,
+        dtype: Option<&str>,
+        async_op: bool,
+    ) -> PyResult<Option<Work>> {
+        let mut list = Vec::with_capacity(items.len());
+        for (i, (kind, obj, peer)) in items.iter().enumerate() {
+            let arg = format!("items[{i}]");
+            let is_send = match kind.to_ascii_lowercase().as_str() {
+                "send" => true,
+                "recv" => false,
+                _ => {
+                    return Err(PyValueError::new_err(format!(
+                        "{arg}: kind {kind:?}; accepted: \"send\", \"recv\""
+                    )))
+                }
+            };
+            let m = get(obj, &arg, !is_send)?;
+            let d = resolve(dtype, &[(&arg, &m)])?;
+            let n = count(&arg, &m, d)?;
+            list.push((is_send, m, n, d, *peer));
+        }
+        let written: Vec<&Mem> = list.iter().filter(|i| !i.0).map(|i| &i.1).collect();
+        let read: Vec<&Mem> = list.iter().filter(|i| i.0).map(|i| &i.1).collect();
+        check_disjoint(&written, &read, "batch_send_recv")?;
+        let f: Op = Box::new(move |c| {
+            let mut p2p: Vec<P2pItem<'_>> = list
+                .iter_mut()
+                .map(|(is_send, m, n, d, peer)| {
+                    if *is_send {
+                        P2pItem::send_bytes(m.bytes(), *n, *d, *peer)
+                    } else {
+                        P2pItem::recv_bytes(m.bytes_mut(), *n, *d, *peer)
+                    }
+                })
+                .collect();
+            c.batch_send_recv(&mut p2p)
+        });
+        self.go(py, "BatchSendRecv", async_op, f)
+    }
+
+    /// Splits the communicator (HcclCommSplit): ranks with the same color
+    /// form a new one, ordered by (key, rank); color=None takes no part and
+    /// gets None. Every rank must call it.
+    #[pyo3(signature = (color, key=0))]
+    fn split(&self, py: Python<'_>, color: Option<u32>, key: u32) -> PyResult<Option<Comm>> {
+        let comm = self.handle(py)?;
+        let stream = Arc::clone(&self.stream);
+        let r = py.detach(move || stream.run(|| comm.split(color, key)));
+        r.map(|c| c.map(Comm::wrap)).map_err(|e| to_py(py, &e))
+    }
+
+    /// The error that broke the communicator while no op ran, if any
+    /// (HcclGetCommAsyncError), as an HcclError instance.
+    fn async_error(&self, py: Python<'_>) -> PyResult<Option<PyErr>> {
+        Ok(self.handle(py)?.async_error().map(|e| to_py(py, &e)))
+    }
+
+    /// Ends running and later ops on every rank (HcclCommAbort).
+    fn abort(&self, py: Python<'_>) -> PyResult<()> {
+        self.handle(py)?.abort();
+        Ok(())
+    }
+
+    /// Waits for this rank's ops, then closes the communicator
+    /// (HcclCommDestroy); later calls raise. Also done when it is
+    /// garbage-collected.
+    fn destroy(&self, py: Python<'_>) -> PyResult<()> {
+        let taken = self.comm.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some(comm) = taken else {
+            return Ok(());
+        };
+        let stream = Arc::clone(&self.stream);
+        py.detach(move || {
+            stream.drain();
+            // Another thread's op may still hold it: it closes when that ends.
+            Arc::try_unwrap(comm).map_or(Ok(()), hccl::Comm::destroy)
+        })
+        .map_err(|e| to_py(py, &e))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<hccl_rs.Comm '{}' rank {} of {} ({})>",
+            self.name,
+            self.rank,
+            self.size,
+            self.backend()
+        )
+    }
+}
