@@ -207,6 +207,8 @@ def ddp(argv):
     m = torch.nn.parallel.DistributedDataParallel(model())
     train(m, steps, (r, p))
     params = torch.cat([q.detach().reshape(-1) for q in m.module.parameters()])
+    dist.barrier()
+    dist.destroy_process_group()
     result(rank=r, params=params.tolist())
 
 
