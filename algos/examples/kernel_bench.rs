@@ -2,7 +2,9 @@
 //!
 //! Run: `cargo run --release -p hccl-algos --example kernel_bench`
 //! Optional arguments: milliseconds per measurement (default 200), then a
-//! filter: only kernels whose label (`fp32 sum`, `bf16 max`, ...) contains it.
+//! filter: only kernels whose label (`fp32 sum`, `bf16 max`, ...) contains
+//! it (`""` for all), then the sizes as a comma-separated list (`64K,64M`,
+//! the default).
 //!
 //! For each buffer size it times `dst.copy_from_slice(src)` (memcpy) and
 //! the in-place kernel `reduce(dtype, op, dst, src)` on the same sizes and
@@ -23,24 +25,38 @@ use std::time::{Duration, Instant};
 use hccl_algos::kernels::{fold_kept, reduce, reduce_kept, values, Partials};
 use hccl_algos::{DataType, ReduceOp};
 
-const SIZES: [(usize, &str); 4] = [
-    (4 << 10, "4 KiB"),
-    (256 << 10, "256 KiB"),
-    (8 << 20, "8 MiB"),
-    (64 << 20, "64 MiB"),
-];
+/// Default buffer sizes: one in L2 (64 KiB per buffer, the three
+/// operands of a reduce fit) and one from DRAM (64 MiB per buffer).
+const SIZES: [usize; 2] = [64 << 10, 64 << 20];
 
-const CASES: [(DataType, ReduceOp); 9] = [
-    (DataType::Fp32, ReduceOp::Sum),
-    (DataType::Bf16, ReduceOp::Sum),
-    (DataType::Fp16, ReduceOp::Sum),
-    (DataType::Fp32, ReduceOp::Max),
-    (DataType::Fp32, ReduceOp::Prod),
-    (DataType::Fp64, ReduceOp::Sum),
-    (DataType::Int32, ReduceOp::Sum),
-    (DataType::Int8, ReduceOp::Sum),
-    (DataType::Bf16, ReduceOp::Max),
-];
+/// A size as `4K`, `64K`, `8M` (bytes with a K/M suffix), or a plain number of bytes.
+fn parse_size(s: &str) -> Option<usize> {
+    let (num, mul) = match s.as_bytes().last()? {
+        b'K' | b'k' => (&s[..s.len() - 1], 1 << 10),
+        b'M' | b'm' => (&s[..s.len() - 1], 1 << 20),
+        _ => (s, 1),
+    };
+    num.parse::<usize>().ok().map(|n| n * mul)
+}
+
+fn size_label(len: usize) -> String {
+    if len >= 1 << 20 {
+        format!("{} MiB", len >> 20)
+    } else if len >= 1 << 10 {
+        format!("{} KiB", len >> 10)
+    } else {
+        format!("{len} B")
+    }
+}
+
+/// Every data type with every reduce op (`Avg` reduces as `Sum`).
+fn cases() -> Vec<(DataType, ReduceOp)> {
+    let ops = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min];
+    DataType::ALL
+        .into_iter()
+        .flat_map(|d| ops.map(|o| (d, o)))
+        .collect()
+}
 
 /// One element of value 1.0 (or 1) in `dtype`, little-endian: keeps sums
 /// and products finite and away from subnormals, whose slow paths would
@@ -85,7 +101,14 @@ fn main() {
         .unwrap_or(200);
     let batch = Duration::from_millis(ms.max(5) / 5);
     let filter = std::env::args().nth(2).unwrap_or_default();
-    let cases: Vec<(DataType, ReduceOp)> = CASES
+    let sizes: Vec<usize> = match std::env::args().nth(3) {
+        Some(list) => list
+            .split(',')
+            .map(|s| parse_size(s).unwrap_or_else(|| panic!("size {s:?}: use e.g. 64K or 64M")))
+            .collect(),
+        None => SIZES.to_vec(),
+    };
+    let cases: Vec<(DataType, ReduceOp)> = cases()
         .into_iter()
         .filter(|(d, o)| format!("{d} {o}").contains(&filter))
         .collect();
@@ -99,20 +122,16 @@ fn main() {
         })
         .unwrap_or_else(|| "unknown CPU".into());
     println!("kernel_bench: {cpu}; GB/s = buffer bytes / time, G = 1e9; ratio = kernel / memcpy");
-    print!("{:<12}", "size");
-    print!("{:>16}", "memcpy");
-    for (d, o) in &cases {
-        print!("{:>16}", format!("{d} {o}"));
-    }
-    println!();
-    for (len, label) in SIZES {
+    println!("{:<10}{:<14}{:>10}{:>9}", "size", "kernel", "GB/s", "ratio");
+    for &len in &sizes {
+        let label = size_label(len);
         let src = vec![1u8; len];
         let mut dst = vec![0u8; len];
         let memcpy = measure(len, batch, || {
             dst.copy_from_slice(black_box(&src));
             black_box(&mut dst);
         });
-        let mut row = vec![format!("{memcpy:.2}")];
+        println!("{label:<10}{:<14}{memcpy:>10.2}{:>9.2}", "memcpy", 1.0);
         for &(dtype, op) in &cases {
             let unit = one(dtype);
             let src: Vec<u8> = unit.iter().copied().cycle().take(len).collect();
@@ -121,13 +140,12 @@ fn main() {
                 reduce(dtype, op, black_box(&mut dst), black_box(&src))
                     .expect("lengths are whole elements");
             });
-            row.push(format!("{gbs:.2} ({:.2}x)", gbs / memcpy));
+            println!(
+                "{label:<10}{:<14}{gbs:>10.2}{:>9.2}",
+                format!("{dtype} {op}"),
+                gbs / memcpy
+            );
         }
-        print!("{label:<12}");
-        for cell in row {
-            print!("{cell:>16}");
-        }
-        println!();
     }
     let kept: Vec<DataType> = [DataType::Bf16, DataType::Fp16]
         .into_iter()
@@ -146,8 +164,8 @@ fn main() {
         );
     }
     println!();
-    for (len, label) in SIZES {
-        print!("{label:<12}");
+    for &len in &sizes {
+        print!("{:<12}", size_label(len));
         for &dtype in &kept {
             let src: Vec<u8> = one(dtype).into_iter().cycle().take(len).collect();
             let mut dst = src.clone();
