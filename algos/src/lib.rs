@@ -6,7 +6,8 @@
 //! transport (the simulator in `hccl-sim`, TCP in `hccl-hw`; Ascend planned).
 //! No environment either: settings such as `HCCL_ALGO` come in as
 //! arguments (`algos/clippy.toml` disallows the reads, denied here).
-#![forbid(unsafe_code)]
+// `unsafe` only in `kernels::simd` (run-time instruction-set dispatch).
+#![deny(unsafe_code)]
 // Items of private modules say `pub(crate)`: what is `pub` is the API.
 #![warn(unreachable_pub)]
 #![deny(clippy::disallowed_methods)]

@@ -3,19 +3,20 @@
 //! Both are widened to f32, combined in f32 and rounded back (round to
 //! nearest, ties to even) once per kernel call.
 //!
-//! - bf16 is a [`Native`] element type holding an f32: widening is a shift
-//!   and narrowing a branch-free rounding written here, so the generic
-//!   element loops in `native` vectorize with plain SSE2.
-//! - fp16 goes through the `half` crate's slice conversions in blocks of
-//!   [`BLOCK`] elements: they use the F16C instructions when the CPU has
-//!   them (detected at run time, once per block), which a portable
-//!   branch-free conversion could not match on this machine (measured 2x
-//!   slower; see `algos/README.md`).
+//! - bf16 is the top half of an f32: widening is a shift, narrowing a
+//!   branch-free integer rounding ([`f32_to_bf16`]); the element loops
+//!   (one fused loop: widen, combine, round) vectorize on every
+//!   instruction set.
+//! - fp16 on a CPU with F16C: [`staged`] blocks of [`STAGE`] elements are
+//!   widened by `vcvtph2ps` into f32 arrays, the same element loops run on
+//!   those (format [`Wide`]), and `vcvtps2ph` rounds the result back.
+//! - fp16 elsewhere: the fused element loops with [`fp16_to_f32`] /
+//!   [`f32_to_fp16`], branch-free software written to give F16C's bits.
+//!
+//! (Element loops over 16-lane arrays, a first try, let LLVM vectorize
+//! across the blocks instead, with gathers and scatters: 10x slower.)
 
-use half::f16;
-use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
-
-use super::native::{Divisor, Native};
+use super::simd::Simd;
 use crate::dtype::ReduceOp;
 
 /// bf16 bits to f32, exact: bf16 is the top half of an f32.
@@ -26,140 +27,323 @@ pub(super) fn bf16_to_f32(h: u16) -> f32 {
 
 /// f32 to bf16 bits, round to nearest, ties to even; NaN stays NaN with its
 /// top payload bits and the quiet bit set (as the `half` crate does).
+/// Integer operations only (the NaN test too), so it vectorizes.
 #[inline(always)]
 pub(super) fn f32_to_bf16(v: f32) -> u16 {
     let x = v.to_bits();
     let nan = (x >> 16) | 0x0040;
     let rounded = x.wrapping_add(0x7FFF + ((x >> 16) & 1)) >> 16;
-    (if v.is_nan() { nan } else { rounded }) as u16
+    let is_nan = ((x & 0x7FFF_FFFF) as i32) > 0x7F80_0000;
+    (if is_nan { nan } else { rounded }) as u16
 }
 
-/// A bf16 element, widened to f32.
-#[derive(Clone, Copy)]
-pub(super) struct Bf16(f32);
-
-impl Native<2> for Bf16 {
-    #[inline(always)]
-    fn from_le(bytes: [u8; 2]) -> Self {
-        Bf16(bf16_to_f32(u16::from_le_bytes(bytes)))
-    }
-    #[inline(always)]
-    fn to_le(self) -> [u8; 2] {
-        f32_to_bf16(self.0).to_le_bytes()
-    }
-    #[inline(always)]
-    fn sum(self, other: Self) -> Self {
-        Bf16(self.0 + other.0)
-    }
-    #[inline(always)]
-    fn prod(self, other: Self) -> Self {
-        Bf16(self.0 * other.0)
-    }
-    #[inline(always)]
-    fn max(self, other: Self) -> Self {
-        Bf16(Native::<4>::max(self.0, other.0))
-    }
-    #[inline(always)]
-    fn min(self, other: Self) -> Self {
-        Bf16(Native::<4>::min(self.0, other.0))
-    }
-    #[inline(always)]
-    fn div(self, divisor: &Divisor) -> Self {
-        Bf16(self.0 / divisor.value as f32)
-    }
-}
-
-/// fp16 elements per block: amortises the conversion calls; the three
-/// staging arrays (1.5 KiB) stay in L1.
-pub(super) const BLOCK: usize = 128;
-
-/// `out[i] = fp16 bytes[2i..2i+2]` widened; `bytes.len() == 2 * out.len() <= 2 * BLOCK`.
+/// fp16 bits to f32, exact, as F16C's `vcvtph2ps` does: a NaN gets the
+/// quiet bit, its payload shifted up. Branch-free (selects only).
 #[inline(always)]
-pub(super) fn widen_fp16(bytes: &[u8], out: &mut [f32]) {
-    let mut bits = [0u16; BLOCK];
-    let bits = &mut bits[..out.len()];
-    for (b, c) in bits.iter_mut().zip(bytes.chunks_exact(2)) {
-        *b = u16::from_le_bytes([c[0], c[1]]);
-    }
-    bits.reinterpret_cast::<f16>().convert_to_f32_slice(out);
+pub(super) fn fp16_to_f32(h: u16) -> f32 {
+    let h = u32::from(h);
+    let sign = (h & 0x8000) << 16;
+    let em = h & 0x7FFF;
+    let man = h & 0x03FF;
+    // Normal: move exponent and mantissa into place, rebias 15 -> 127.
+    let normal = (em << 13) + ((127 - 15) << 23);
+    // Subnormal (or zero): man * 2^-24, exact (man < 2^10) and normal in f32.
+    let sub = ((man as i32) as f32 * (1.0 / 16_777_216.0)).to_bits();
+    let quiet = if man != 0 { 0x0040_0000 } else { 0 };
+    let inf_nan = 0x7F80_0000 | (man << 13) | quiet;
+    let bits = if em < 0x0400 {
+        sub
+    } else if em >= 0x7C00 {
+        inf_nan
+    } else {
+        normal
+    };
+    f32::from_bits(bits | sign)
 }
 
-/// `bytes[2i..2i+2] = fp16(values[i])`, rounded to nearest even.
+/// f32 to fp16 bits, round to nearest, ties to even, as F16C's `vcvtps2ph`
+/// (imm 0) does: overflow gives infinity, a NaN the quiet bit and its top
+/// 10 payload bits. Branch-free. The rounding follows F. Giesen's
+/// `float_to_half_fast3_rtne` (public domain, 2016).
 #[inline(always)]
-pub(super) fn narrow_fp16(values: &[f32], bytes: &mut [u8]) {
-    let mut bits = [0u16; BLOCK];
-    let bits = &mut bits[..values.len()];
-    bits.reinterpret_cast_mut::<f16>()
-        .convert_from_f32_slice(values);
-    for (c, b) in bytes.chunks_exact_mut(2).zip(bits.iter()) {
-        c.copy_from_slice(&b.to_le_bytes());
+pub(super) fn f32_to_fp16(v: f32) -> u16 {
+    let x = v.to_bits();
+    let sign = (x >> 16) & 0x8000;
+    let a = x & 0x7FFF_FFFF;
+    let nan = 0x7E00 | ((a >> 13) & 0x03FF);
+    // Normal result: rebias 127 -> 15 and add half an ulp minus one, plus
+    // the kept bit's parity (ties to even); a carry rounds up into the
+    // exponent, up to infinity (0x7C00) just below 65536.
+    let normal = (a
+        .wrapping_add(((15u32.wrapping_sub(127)) << 23) + 0x0FFF)
+        .wrapping_add((a >> 13) & 1))
+        >> 13;
+    // Subnormal or zero result (|v| < 2^-14): adding 0.5 puts the f16 ulp
+    // (2^-24) at the f32 sum's last bit, so the float add rounds
+    // (ties to even) and the sum's low bits are the result.
+    let sub = (f32::from_bits(a) + 0.5)
+        .to_bits()
+        .wrapping_sub(0x3F00_0000);
+    let a = a as i32;
+    let r = if a > 0x7F80_0000 {
+        nan
+    } else if a >= 0x4780_0000 {
+        0x7C00 // >= 65536: infinity (the infinities too)
+    } else if a < 0x3880_0000 {
+        sub
+    } else {
+        normal
+    };
+    (r | sign) as u16
+}
+
+/// An element format as the loops see it: `N` little-endian bytes,
+/// widened to f32 and narrowed back per element, inlined into the loop.
+pub(super) trait Half<const N: usize> {
+    /// One element widened.
+    fn widen(b: [u8; N]) -> f32;
+    /// One f32 rounded to the format.
+    fn narrow(v: f32) -> [u8; N];
+}
+
+/// bf16 (the same code on every instruction set).
+pub(super) struct Bf;
+/// fp16 converted in software.
+pub(super) struct FpSoft;
+/// An f32 staging element: what [`staged`] blocks hold.
+pub(super) struct Wide;
+
+impl Half<2> for Bf {
+    #[inline(always)]
+    fn widen(b: [u8; 2]) -> f32 {
+        bf16_to_f32(u16::from_le_bytes(b))
+    }
+    #[inline(always)]
+    fn narrow(v: f32) -> [u8; 2] {
+        f32_to_bf16(v).to_le_bytes()
+    }
+}
+
+impl Half<2> for FpSoft {
+    #[inline(always)]
+    fn widen(b: [u8; 2]) -> f32 {
+        fp16_to_f32(u16::from_le_bytes(b))
+    }
+    #[inline(always)]
+    fn narrow(v: f32) -> [u8; 2] {
+        f32_to_fp16(v).to_le_bytes()
+    }
+}
+
+impl Half<4> for Wide {
+    #[inline(always)]
+    fn widen(b: [u8; 4]) -> f32 {
+        f32::from_le_bytes(b)
+    }
+    #[inline(always)]
+    fn narrow(v: f32) -> [u8; 4] {
+        v.to_le_bytes()
     }
 }
 
 #[inline(always)]
-fn fp16_zip_in_place(dst: &mut [u8], src: &[u8], f: impl Fn(f32, f32) -> f32) {
-    let mut x = [0f32; BLOCK];
-    let mut y = [0f32; BLOCK];
-    for (d, s) in dst.chunks_mut(2 * BLOCK).zip(src.chunks(2 * BLOCK)) {
-        let n = d.len() / 2;
-        widen_fp16(d, &mut x[..n]);
-        widen_fp16(s, &mut y[..n]);
-        for (p, q) in x[..n].iter_mut().zip(&y[..n]) {
-            *p = f(*p, *q);
+pub(super) fn load<const N: usize>(c: &[u8]) -> [u8; N] {
+    let mut b = [0u8; N];
+    b.copy_from_slice(c);
+    b
+}
+
+#[inline(always)]
+fn zip_in_place<H: Half<N>, const N: usize>(
+    dst: &mut [u8],
+    src: &[u8],
+    f: &impl Fn(f32, f32) -> f32,
+) {
+    for (d, s) in dst.chunks_exact_mut(N).zip(src.chunks_exact(N)) {
+        let r = f(H::widen(load(d)), H::widen(load(s)));
+        d.copy_from_slice(&H::narrow(r));
+    }
+}
+
+#[inline(always)]
+fn zip_into<H: Half<N>, const N: usize>(
+    out: &mut [u8],
+    a: &[u8],
+    b: &[u8],
+    f: &impl Fn(f32, f32) -> f32,
+) {
+    let elems = out
+        .chunks_exact_mut(N)
+        .zip(a.chunks_exact(N))
+        .zip(b.chunks_exact(N));
+    for ((o, x), y) in elems {
+        o.copy_from_slice(&H::narrow(f(H::widen(load(x)), H::widen(load(y)))));
+    }
+}
+
+#[inline(always)]
+fn divide_elems<H: Half<N>, const N: usize>(dst: &mut [u8], d: f32) {
+    for c in dst.chunks_exact_mut(N) {
+        c.copy_from_slice(&H::narrow(H::widen(load(c)) / d));
+    }
+}
+
+/// fp16 elements per staged block: the f32 staging arrays (3 x 512 bytes)
+/// stay in L1.
+pub(super) const STAGE: usize = 128;
+
+/// fp16 bytes widened into the f32 bytes `out` (twice as long) by the
+/// token's F16C instructions, 8 at a time; the last `len % 8` in software
+/// (the same bits).
+#[inline(always)]
+pub(super) fn stage_widen<S: Simd>(s: S, bytes: &[u8], out: &mut [u8]) {
+    let (ob, ot) = out.as_chunks_mut::<32>();
+    let (bb, bt) = bytes.as_chunks::<16>();
+    for (o, b) in ob.iter_mut().zip(bb) {
+        *o = s.fp16_widen8(b);
+    }
+    for (o, b) in ot.chunks_exact_mut(4).zip(bt.chunks_exact(2)) {
+        o.copy_from_slice(&FpSoft::widen(load(b)).to_le_bytes());
+    }
+}
+
+/// f32 bytes `wide` rounded into the fp16 bytes `out` (half as long), 8 at
+/// a time by F16C, the rest in software.
+#[inline(always)]
+pub(super) fn stage_narrow<S: Simd>(s: S, wide: &[u8], out: &mut [u8]) {
+    let (ob, ot) = out.as_chunks_mut::<16>();
+    let (wb, wt) = wide.as_chunks::<32>();
+    for (o, w) in ob.iter_mut().zip(wb) {
+        *o = s.fp16_narrow8(w);
+    }
+    for (o, w) in ot.chunks_exact_mut(2).zip(wt.chunks_exact(4)) {
+        o.copy_from_slice(&FpSoft::narrow(f32::from_le_bytes(load(w))));
+    }
+}
+
+/// Runs `body` over blocks of [`STAGE`] fp16 elements: for block `i`,
+/// `dst`'s bytes widened (F16C; zeros if not `read_dst`) into an f32
+/// staging block, `srcs`' bytes likewise, `body(i, dst_wide, src_wides)`
+/// computing into `dst_wide`, which is then rounded back into `dst`.
+/// `srcs` hold as many bytes as `dst`.
+#[inline(always)]
+pub(super) fn staged<S: Simd, const K: usize>(
+    s: S,
+    dst: &mut [u8],
+    read_dst: bool,
+    srcs: [&[u8]; K],
+    mut body: impl FnMut(usize, &mut [u8], [&[u8]; K]),
+) {
+    let mut wd = [0u8; 4 * STAGE];
+    let mut ws = [[0u8; 4 * STAGE]; K];
+    for (i, d) in dst.chunks_mut(2 * STAGE).enumerate() {
+        let n = d.len();
+        let at = i * 2 * STAGE;
+        if read_dst {
+            stage_widen(s, d, &mut wd[..2 * n]);
         }
-        narrow_fp16(&x[..n], d);
-    }
-}
-
-#[inline(always)]
-fn fp16_zip_into(out: &mut [u8], a: &[u8], b: &[u8], f: impl Fn(f32, f32) -> f32) {
-    let mut x = [0f32; BLOCK];
-    let mut y = [0f32; BLOCK];
-    let blocks = out
-        .chunks_mut(2 * BLOCK)
-        .zip(a.chunks(2 * BLOCK))
-        .zip(b.chunks(2 * BLOCK));
-    for ((o, l), r) in blocks {
-        let n = o.len() / 2;
-        widen_fp16(l, &mut x[..n]);
-        widen_fp16(r, &mut y[..n]);
-        for (p, q) in x[..n].iter_mut().zip(&y[..n]) {
-            *p = f(*p, *q);
+        for (w, src) in ws.iter_mut().zip(srcs) {
+            stage_widen(s, &src[at..at + n], &mut w[..2 * n]);
         }
-        narrow_fp16(&x[..n], o);
+        let wide: [&[u8]; K] = std::array::from_fn(|k| &ws[k][..2 * n]);
+        body(i, &mut wd[..2 * n], wide);
+        stage_narrow(s, &wd[..2 * n], d);
     }
 }
 
-/// fp16 `dst = dst (op) src`; lengths already checked.
-pub(super) fn fp16_reduce(op: ReduceOp, dst: &mut [u8], src: &[u8]) {
-    match op {
-        ReduceOp::Sum | ReduceOp::Avg => fp16_zip_in_place(dst, src, Native::<4>::sum),
-        ReduceOp::Prod => fp16_zip_in_place(dst, src, Native::<4>::prod),
-        ReduceOp::Max => fp16_zip_in_place(dst, src, Native::<4>::max),
-        ReduceOp::Min => fp16_zip_in_place(dst, src, Native::<4>::min),
-    }
+/// Binds `$f` to the f32 combination of `$op` (a function item, so each op
+/// compiles to its own inlined loop) and runs `$body`.
+macro_rules! by_op {
+    ($op:expr, |$f:ident| $body:expr) => {
+        match $op {
+            $crate::dtype::ReduceOp::Sum | $crate::dtype::ReduceOp::Avg => {
+                let $f = <f32 as $crate::kernels::native::Native<4>>::sum;
+                $body
+            }
+            $crate::dtype::ReduceOp::Prod => {
+                let $f = <f32 as $crate::kernels::native::Native<4>>::prod;
+                $body
+            }
+            $crate::dtype::ReduceOp::Max => {
+                let $f = <f32 as $crate::kernels::native::Native<4>>::max;
+                $body
+            }
+            $crate::dtype::ReduceOp::Min => {
+                let $f = <f32 as $crate::kernels::native::Native<4>>::min;
+                $body
+            }
+        }
+    };
+}
+pub(super) use by_op;
+
+/// bf16 / software fp16 `dst = dst (op) src`; lengths already checked.
+#[inline(always)]
+pub(super) fn reduce<H: Half<2>>(op: ReduceOp, dst: &mut [u8], src: &[u8]) {
+    by_op!(op, |f| zip_in_place::<H, 2>(dst, src, &f))
 }
 
-/// fp16 `out = a (op) b`; lengths already checked.
-pub(super) fn fp16_reduce_into(op: ReduceOp, out: &mut [u8], a: &[u8], b: &[u8]) {
-    match op {
-        ReduceOp::Sum | ReduceOp::Avg => fp16_zip_into(out, a, b, Native::<4>::sum),
-        ReduceOp::Prod => fp16_zip_into(out, a, b, Native::<4>::prod),
-        ReduceOp::Max => fp16_zip_into(out, a, b, Native::<4>::max),
-        ReduceOp::Min => fp16_zip_into(out, a, b, Native::<4>::min),
-    }
+/// bf16 / software fp16 `out = a (op) b`; lengths already checked.
+#[inline(always)]
+pub(super) fn reduce_into<H: Half<2>>(op: ReduceOp, out: &mut [u8], a: &[u8], b: &[u8]) {
+    by_op!(op, |f| zip_into::<H, 2>(out, a, b, &f))
 }
 
-/// fp16 `dst = dst / divisor` in f32, rounded once; `divisor > 0`.
-pub(super) fn fp16_divide(dst: &mut [u8], divisor: u32) {
-    let mut x = [0f32; BLOCK];
+/// bf16 / software fp16 `dst = dst / divisor` in f32, rounded once.
+#[inline(always)]
+pub(super) fn divide<H: Half<2>>(dst: &mut [u8], divisor: u32) {
+    divide_elems::<H, 2>(dst, divisor as f32)
+}
+
+/// fp16 `dst = dst (op) src` on the token's instructions.
+#[inline(always)]
+pub(super) fn fp16_reduce<S: Simd>(s: S, op: ReduceOp, dst: &mut [u8], src: &[u8]) {
+    if !S::F16C {
+        return reduce::<FpSoft>(op, dst, src);
+    }
+    by_op!(op, |f| staged(s, dst, true, [src], |_, d, [w]| {
+        zip_in_place::<Wide, 4>(d, w, &f)
+    }))
+}
+
+/// fp16 `out = a (op) b` on the token's instructions.
+#[inline(always)]
+pub(super) fn fp16_reduce_into<S: Simd>(s: S, op: ReduceOp, out: &mut [u8], a: &[u8], b: &[u8]) {
+    if !S::F16C {
+        return reduce_into::<FpSoft>(op, out, a, b);
+    }
+    by_op!(op, |f| staged(s, out, false, [a, b], |_, o, [x, y]| {
+        zip_into::<Wide, 4>(o, x, y, &f)
+    }))
+}
+
+/// fp16 `dst = dst / divisor` on the token's instructions.
+#[inline(always)]
+pub(super) fn fp16_divide<S: Simd>(s: S, dst: &mut [u8], divisor: u32) {
+    if !S::F16C {
+        return divide::<FpSoft>(dst, divisor);
+    }
     let d = divisor as f32;
-    for chunk in dst.chunks_mut(2 * BLOCK) {
-        let n = chunk.len() / 2;
-        widen_fp16(chunk, &mut x[..n]);
-        for v in &mut x[..n] {
-            *v /= d;
-        }
-        narrow_fp16(&x[..n], chunk);
-    }
+    staged(s, dst, true, [], |_, w, []| divide_elems::<Wide, 4>(w, d))
+}
+
+/// f32 bit patterns around every fp16 rounding point: for each f32
+/// exponent that rounds to an fp16 normal or subnormal, the tie, one ulp
+/// either side and the kept bit's parity, at each bit position rounding
+/// may cut (tests only).
+#[cfg(test)]
+pub(super) fn f16_probe_bits() -> impl Iterator<Item = u32> {
+    (96u32..=143).flat_map(|e| {
+        (13u32..=23).flat_map(move |cut| {
+            let tie = 1u32 << (cut - 1);
+            [0u32, 1 << cut, 0x007F_FFFF & !((1 << cut) - 1)]
+                .into_iter()
+                .flat_map(move |kept| {
+                    [tie - 1, tie, tie + 1].into_iter().flat_map(move |low| {
+                        let m = (kept | low) & 0x007F_FFFF;
+                        [(e << 23) | m, 0x8000_0000 | (e << 23) | m]
+                    })
+                })
+        })
+    })
 }

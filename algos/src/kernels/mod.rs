@@ -27,23 +27,47 @@
 //!   Schedules never pass `Avg` to a reduce step; accepting it keeps the
 //!   kernel total.
 //!
+//! # Instruction sets
+//! Each kernel runs on the widest instruction set the CPU has (AVX-512,
+//! AVX2 + F16C, else the build's portable target), chosen at run time
+//! ([`Isa`]); every path gives the same bits.
+//!
 //! # Errors
 //! Every function checks that each slice is a whole number of elements and
 //! that the operands have equal lengths, and returns a [`KernelError`]
 //! naming the lengths otherwise. Nothing here panics on bad input.
 
+/// Defines a kernel call: a struct `$name` of the arguments and a
+/// [`simd::Kernel`] impl whose body `$body` runs with `$s` the
+/// instruction-set token and the fields bound by name.
+macro_rules! kernel {
+    (struct $name:ident<$lt:lifetime> { $($field:ident: $ty:ty),* $(,)? } -> $out:ty = |$s:ident| $body:block) => {
+        struct $name<$lt> { $($field: $ty),* }
+        impl $crate::kernels::simd::Kernel for $name<'_> {
+            type Output = $out;
+            #[inline(always)]
+            fn run<S: $crate::kernels::simd::Simd>(self, $s: S) -> $out {
+                let $name { $($field),* } = self;
+                $body
+            }
+        }
+    };
+}
+
 mod half_float;
 mod native;
 mod partials;
+mod simd;
 
 pub use partials::{
     divide_kept, fold_kept, keeps_partials, reduce_into_kept, reduce_kept, values, Partials,
 };
 pub(crate) use partials::{narrow_all, widen_all};
+pub use simd::Isa;
 
 use crate::dtype::{DataType, ReduceOp};
 
-use half_float::Bf16;
+use half_float::Bf;
 
 /// Error of a reduce kernel: the byte slices do not describe whole,
 /// equally long arrays of elements, or a division by zero.
@@ -104,9 +128,41 @@ pub fn reduce(
     dst: &mut [u8],
     src: &[u8],
 ) -> Result<(), KernelError> {
+    reduce_with(Isa::best(), dtype, op, dst, src)
+}
+
+/// [`reduce`] on the instruction set `isa` (the portable path if this CPU
+/// lacks it): for tests and benchmarks; every `isa` gives the same bits.
+///
+/// # Errors
+/// As [`reduce`].
+pub fn reduce_with(
+    isa: Isa,
+    dtype: DataType,
+    op: ReduceOp,
+    dst: &mut [u8],
+    src: &[u8],
+) -> Result<(), KernelError> {
     check_whole(dtype, "dst", dst.len())?;
     check_whole(dtype, "src", src.len())?;
     check_same(dtype, ("dst", dst.len()), ("src", src.len()))?;
+    kernel!(struct Reduce<'a> { dtype: DataType, op: ReduceOp, dst: &'a mut [u8], src: &'a [u8] } -> () = |s| {
+        reduce_body(s, dtype, op, dst, src)
+    });
+    simd::run(
+        isa,
+        Reduce {
+            dtype,
+            op,
+            dst,
+            src,
+        },
+    );
+    Ok(())
+}
+
+#[inline(always)]
+fn reduce_body<S: simd::Simd>(s: S, dtype: DataType, op: ReduceOp, dst: &mut [u8], src: &[u8]) {
     match dtype {
         DataType::Int8 => native::reduce::<i8, 1>(op, dst, src),
         DataType::Int16 => native::reduce::<i16, 2>(op, dst, src),
@@ -118,10 +174,9 @@ pub fn reduce(
         DataType::Uint64 => native::reduce::<u64, 8>(op, dst, src),
         DataType::Fp32 => native::reduce::<f32, 4>(op, dst, src),
         DataType::Fp64 => native::reduce::<f64, 8>(op, dst, src),
-        DataType::Fp16 => half_float::fp16_reduce(op, dst, src),
-        DataType::Bf16 => native::reduce::<Bf16, 2>(op, dst, src),
+        DataType::Fp16 => half_float::fp16_reduce(s, op, dst, src),
+        DataType::Bf16 => half_float::reduce::<Bf>(op, dst, src),
     }
-    Ok(())
 }
 
 /// `out[i] = a[i] (op) b[i]` for every element.
@@ -144,6 +199,43 @@ pub fn reduce_into(
     check_whole(dtype, "b", b.len())?;
     check_same(dtype, ("a", a.len()), ("b", b.len()))?;
     check_same(dtype, ("out", out.len()), ("a", a.len()))?;
+    reduce_into_on(Isa::best(), dtype, op, out, a, b);
+    Ok(())
+}
+
+/// [`reduce_into`] on `isa`, lengths checked.
+pub(crate) fn reduce_into_on(
+    isa: Isa,
+    dtype: DataType,
+    op: ReduceOp,
+    out: &mut [u8],
+    a: &[u8],
+    b: &[u8],
+) {
+    kernel!(struct ReduceInto<'a> { dtype: DataType, op: ReduceOp, out: &'a mut [u8], a: &'a [u8], b: &'a [u8] } -> () = |s| {
+        reduce_into_body(s, dtype, op, out, a, b)
+    });
+    simd::run(
+        isa,
+        ReduceInto {
+            dtype,
+            op,
+            out,
+            a,
+            b,
+        },
+    );
+}
+
+#[inline(always)]
+fn reduce_into_body<S: simd::Simd>(
+    s: S,
+    dtype: DataType,
+    op: ReduceOp,
+    out: &mut [u8],
+    a: &[u8],
+    b: &[u8],
+) {
     match dtype {
         DataType::Int8 => native::reduce_into::<i8, 1>(op, out, a, b),
         DataType::Int16 => native::reduce_into::<i16, 2>(op, out, a, b),
@@ -155,10 +247,9 @@ pub fn reduce_into(
         DataType::Uint64 => native::reduce_into::<u64, 8>(op, out, a, b),
         DataType::Fp32 => native::reduce_into::<f32, 4>(op, out, a, b),
         DataType::Fp64 => native::reduce_into::<f64, 8>(op, out, a, b),
-        DataType::Fp16 => half_float::fp16_reduce_into(op, out, a, b),
-        DataType::Bf16 => native::reduce_into::<Bf16, 2>(op, out, a, b),
+        DataType::Fp16 => half_float::fp16_reduce_into(s, op, out, a, b),
+        DataType::Bf16 => half_float::reduce_into::<Bf>(op, out, a, b),
     }
-    Ok(())
 }
 
 /// `dst[i] = dst[i] / divisor` for every element: the last step of
@@ -175,6 +266,27 @@ pub fn divide(dtype: DataType, dst: &mut [u8], divisor: u32) -> Result<(), Kerne
     if divisor == 0 {
         return Err(KernelError::ZeroDivisor { dtype });
     }
+    divide_on(Isa::best(), dtype, dst, divisor);
+    Ok(())
+}
+
+/// [`divide`] on `isa`, length checked, `divisor > 0`.
+pub(crate) fn divide_on(isa: Isa, dtype: DataType, dst: &mut [u8], divisor: u32) {
+    kernel!(struct Divide<'a> { dtype: DataType, dst: &'a mut [u8], divisor: u32 } -> () = |s| {
+        divide_body(s, dtype, dst, divisor)
+    });
+    simd::run(
+        isa,
+        Divide {
+            dtype,
+            dst,
+            divisor,
+        },
+    );
+}
+
+#[inline(always)]
+fn divide_body<S: simd::Simd>(s: S, dtype: DataType, dst: &mut [u8], divisor: u32) {
     match dtype {
         DataType::Int8 => native::divide::<i8, 1>(dst, divisor),
         DataType::Int16 => native::divide::<i16, 2>(dst, divisor),
@@ -186,10 +298,9 @@ pub fn divide(dtype: DataType, dst: &mut [u8], divisor: u32) -> Result<(), Kerne
         DataType::Uint64 => native::divide::<u64, 8>(dst, divisor),
         DataType::Fp32 => native::divide::<f32, 4>(dst, divisor),
         DataType::Fp64 => native::divide::<f64, 8>(dst, divisor),
-        DataType::Fp16 => half_float::fp16_divide(dst, divisor),
-        DataType::Bf16 => native::divide::<Bf16, 2>(dst, divisor),
+        DataType::Fp16 => half_float::fp16_divide(s, dst, divisor),
+        DataType::Bf16 => half_float::divide::<Bf>(dst, divisor),
     }
-    Ok(())
 }
 
 fn check_whole(dtype: DataType, operand: &'static str, len: usize) -> Result<(), KernelError> {

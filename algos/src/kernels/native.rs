@@ -1,5 +1,5 @@
-//! Generic element loops, used for the eight integer types, f32, f64 and
-//! bf16 (which `half_float` widens to f32 per element).
+//! Generic element loops, used for the eight integer types, f32 and f64
+//! (and their f32 ops by `half_float`'s 16-bit loops).
 //!
 //! One generic loop per operation over `chunks_exact(N)` of the byte slices;
 //! each element goes through `from_le_bytes`/`to_le_bytes` on an `[u8; N]`,
@@ -24,6 +24,7 @@ pub(super) struct Divisor {
 
 impl Divisor {
     /// `value > 0`.
+    #[inline(always)]
     pub(crate) fn new(value: u32) -> Divisor {
         Divisor {
             value,
@@ -166,7 +167,11 @@ fn zip_into<T: Native<N>, const N: usize>(
     }
 }
 
+// Every function here is `#[inline(always)]`: it must compile inside each
+// instruction set's entry point (`simd`), not once for the portable target.
+
 /// `dst = dst (op) src`; lengths already checked.
+#[inline(always)]
 pub(super) fn reduce<T: Native<N>, const N: usize>(op: ReduceOp, dst: &mut [u8], src: &[u8]) {
     match op {
         ReduceOp::Sum | ReduceOp::Avg => zip_in_place(dst, src, T::sum),
@@ -177,6 +182,7 @@ pub(super) fn reduce<T: Native<N>, const N: usize>(op: ReduceOp, dst: &mut [u8],
 }
 
 /// `out = a (op) b`; lengths already checked.
+#[inline(always)]
 pub(super) fn reduce_into<T: Native<N>, const N: usize>(
     op: ReduceOp,
     out: &mut [u8],
@@ -192,6 +198,7 @@ pub(super) fn reduce_into<T: Native<N>, const N: usize>(
 }
 
 /// `dst = dst / divisor`; length already checked, `divisor > 0`.
+#[inline(always)]
 pub(super) fn divide<T: Native<N>, const N: usize>(dst: &mut [u8], divisor: u32) {
     let divisor = Divisor::new(divisor);
     for d in dst.chunks_exact_mut(N) {

@@ -25,10 +25,10 @@
 
 use std::ops::Range;
 
-use half::f16;
-
-use super::half_float::{bf16_to_f32, f32_to_bf16, narrow_fp16, widen_fp16, BLOCK};
-use super::native::Native;
+use super::half_float::{
+    by_op, load, stage_narrow, stage_widen, staged, Bf, FpSoft, Half, Wide, STAGE,
+};
+use super::simd::{self, Isa, Simd};
 use super::{check_same, check_whole, KernelError};
 use crate::dtype::{DataType, ReduceOp};
 
@@ -80,79 +80,6 @@ impl Partials {
     }
 }
 
-/// A 16-bit float format: widening and narrowing of one element, inlined
-/// into each kernel's loop (a function pointer per element made the loops
-/// 10x slower than the plain kernels).
-trait Half {
-    fn widen(b: [u8; 2]) -> f32;
-    fn narrow(v: f32) -> [u8; 2];
-}
-
-struct Bf;
-struct Fp;
-
-impl Half for Bf {
-    #[inline(always)]
-    fn widen(b: [u8; 2]) -> f32 {
-        bf16_to_f32(u16::from_le_bytes(b))
-    }
-    #[inline(always)]
-    fn narrow(v: f32) -> [u8; 2] {
-        f32_to_bf16(v).to_le_bytes()
-    }
-}
-
-impl Half for Fp {
-    #[inline(always)]
-    fn widen(b: [u8; 2]) -> f32 {
-        f16::from_bits(u16::from_le_bytes(b)).to_f32()
-    }
-    #[inline(always)]
-    fn narrow(v: f32) -> [u8; 2] {
-        f16::from_f32(v).to_bits().to_le_bytes()
-    }
-}
-
-/// Runs `$body` with `$t` the format of `$dtype` (a type) and `$f` the f32
-/// combination of `$op` (a function item), so every (format, op) pair
-/// compiles to its own inlined loop.
-macro_rules! dispatch {
-    ($dtype:expr, $op:expr, |$t:ident, $f:ident| $body:expr) => {
-        if $dtype == DataType::Bf16 {
-            type $t = Bf;
-            dispatch!(@op $op, $f, $body)
-        } else {
-            type $t = Fp;
-            dispatch!(@op $op, $f, $body)
-        }
-    };
-    (@op $op:expr, $f:ident, $body:expr) => {
-        match $op {
-            ReduceOp::Sum | ReduceOp::Avg => {
-                let $f = Native::<4>::sum;
-                $body
-            }
-            ReduceOp::Prod => {
-                let $f = Native::<4>::prod;
-                $body
-            }
-            ReduceOp::Max => {
-                let $f = Native::<4>::max;
-                $body
-            }
-            ReduceOp::Min => {
-                let $f = Native::<4>::min;
-                $body
-            }
-        }
-    };
-}
-
-#[inline(always)]
-fn pair(c: &[u8]) -> [u8; 2] {
-    [c[0], c[1]]
-}
-
 /// Checks `dtype` keeps partials and every operand is whole elements of
 /// equal length.
 fn check(dtype: DataType, ops: &[(&'static str, usize)]) -> Result<(), KernelError> {
@@ -175,26 +102,29 @@ fn check(dtype: DataType, ops: &[(&'static str, usize)]) -> Result<(), KernelErr
     Ok(())
 }
 
+/// `dst = dst (op) src`, the destination's operand its kept value where
+/// known; the result kept.
 #[inline(always)]
-fn fold_loop<T: Half>(
-    f: impl Fn(f32, f32) -> f32,
+fn fold_loop<H: Half<N>, const N: usize>(
+    f: &impl Fn(f32, f32) -> f32,
     dst: &mut [u8],
     vals: &mut [f32],
     known: &mut [bool],
     src: &[f32],
 ) {
-    for (((d, v), k), s) in dst.chunks_exact_mut(2).zip(vals).zip(known).zip(src) {
-        let mine = if *k { *v } else { T::widen(pair(d)) };
+    for (((d, v), k), s) in dst.chunks_exact_mut(N).zip(vals).zip(known).zip(src) {
+        let mine = if *k { *v } else { H::widen(load(d)) };
         let r = f(mine, *s);
         *v = r;
         *k = true;
-        d.copy_from_slice(&T::narrow(r));
+        d.copy_from_slice(&H::narrow(r));
     }
 }
 
+/// `out = a (op) b` from bytes, the result kept.
 #[inline(always)]
-fn into_loop<T: Half>(
-    f: impl Fn(f32, f32) -> f32,
+fn into_loop<H: Half<N>, const N: usize>(
+    f: &impl Fn(f32, f32) -> f32,
     out: &mut [u8],
     vals: &mut [f32],
     known: &mut [bool],
@@ -204,74 +134,81 @@ fn into_loop<T: Half>(
     // One flat zip chain (as `fold_loop`): nested zips did not vectorize.
     known.fill(true);
     let elems = out
-        .chunks_exact_mut(2)
+        .chunks_exact_mut(N)
         .zip(vals)
-        .zip(a.chunks_exact(2))
-        .zip(b.chunks_exact(2));
+        .zip(a.chunks_exact(N))
+        .zip(b.chunks_exact(N));
     for (((o, v), x), y) in elems {
-        let r = f(T::widen(pair(x)), T::widen(pair(y)));
+        let r = f(H::widen(load(x)), H::widen(load(y)));
         *v = r;
-        o.copy_from_slice(&T::narrow(r));
+        o.copy_from_slice(&H::narrow(r));
     }
 }
 
+/// [`into_loop`] in place: `dst = dst (op) src`.
 #[inline(always)]
-fn in_place_loop<T: Half>(
-    f: impl Fn(f32, f32) -> f32,
+fn in_place_loop<H: Half<N>, const N: usize>(
+    f: &impl Fn(f32, f32) -> f32,
     dst: &mut [u8],
     vals: &mut [f32],
     known: &mut [bool],
     src: &[u8],
 ) {
     known.fill(true);
-    for ((d, v), s) in dst.chunks_exact_mut(2).zip(vals).zip(src.chunks_exact(2)) {
-        let r = f(T::widen(pair(d)), T::widen(pair(s)));
+    let elems = dst.chunks_exact_mut(N).zip(vals).zip(src.chunks_exact(N));
+    for ((d, v), s) in elems {
+        let r = f(H::widen(load(d)), H::widen(load(s)));
         *v = r;
-        d.copy_from_slice(&T::narrow(r));
+        d.copy_from_slice(&H::narrow(r));
     }
 }
 
-/// fp16 `out = a (op) b` (`a = None`: `out` itself) in blocks through the
-/// `half` crate's slice conversions (F16C when the CPU has it), as the
-/// plain fp16 kernel does: per element they cost 5x.
 #[inline(always)]
-fn fp16_blocks(
-    f: impl Fn(f32, f32) -> f32,
-    out: &mut [u8],
-    vals: &mut [f32],
+fn divide_loop<H: Half<N>, const N: usize>(
+    dst: &mut [u8],
+    vals: &[f32],
     known: &mut [bool],
-    a: Option<&[u8]>,
-    b: &[u8],
+    div: f32,
 ) {
-    known.fill(true);
-    let mut x = [0f32; BLOCK];
-    let mut y = [0f32; BLOCK];
-    for (i, (o, v)) in out
-        .chunks_mut(2 * BLOCK)
-        .zip(vals.chunks_mut(BLOCK))
-        .enumerate()
-    {
-        let n = v.len();
-        let range = 2 * BLOCK * i..2 * BLOCK * i + 2 * n;
-        match a {
-            Some(a) => widen_fp16(&a[range.clone()], &mut x[..n]),
-            None => widen_fp16(o, &mut x[..n]),
-        }
-        widen_fp16(&b[range], &mut y[..n]);
-        for ((p, q), w) in x[..n].iter_mut().zip(&y[..n]).zip(v.iter_mut()) {
-            *p = f(*p, *q);
-            *w = *p;
-        }
-        narrow_fp16(&x[..n], o);
+    for ((d, v), k) in dst.chunks_exact_mut(N).zip(vals).zip(known) {
+        let mine = if *k { *v } else { H::widen(load(d)) };
+        d.copy_from_slice(&H::narrow(mine / div));
+        *k = false;
     }
 }
 
+/// 16-bit elements widened into f32 bytes (`out` twice as long): bf16 and
+/// software fp16 per element, F16C fp16 8 at a time.
 #[inline(always)]
-fn divide_loop<T: Half>(dst: &mut [u8], vals: &[f32], known: &mut [bool], div: f32) {
-    for ((d, v), k) in dst.chunks_exact_mut(2).zip(vals).zip(known) {
-        let mine = if *k { *v } else { T::widen(pair(d)) };
-        d.copy_from_slice(&T::narrow(mine / div));
-        *k = false;
+fn widen_bytes<S: Simd>(s: S, dtype: DataType, src: &[u8], out: &mut [u8]) {
+    fn each<H: Half<2>>(src: &[u8], out: &mut [u8]) {
+        for (o, c) in out.chunks_exact_mut(4).zip(src.chunks_exact(2)) {
+            o.copy_from_slice(&H::widen(load(c)).to_le_bytes());
+        }
+    }
+    if dtype == DataType::Bf16 {
+        each::<Bf>(src, out)
+    } else if S::F16C {
+        stage_widen(s, src, out)
+    } else {
+        each::<FpSoft>(src, out)
+    }
+}
+
+/// f32 bytes rounded into 16-bit elements (`out` half as long).
+#[inline(always)]
+fn narrow_bytes<S: Simd>(s: S, dtype: DataType, src: &[u8], out: &mut [u8]) {
+    fn each<H: Half<2>>(src: &[u8], out: &mut [u8]) {
+        for (o, c) in out.chunks_exact_mut(2).zip(src.chunks_exact(4)) {
+            o.copy_from_slice(&H::narrow(f32::from_le_bytes(load(c))));
+        }
+    }
+    if dtype == DataType::Bf16 {
+        each::<Bf>(src, out)
+    } else if S::F16C {
+        stage_narrow(s, src, out)
+    } else {
+        each::<FpSoft>(src, out)
     }
 }
 
@@ -289,11 +226,13 @@ pub fn values(
     parts: Option<&Partials>,
 ) -> Result<Vec<f32>, KernelError> {
     check(dtype, &[("src", bytes.len())])?;
-    let mut out: Vec<f32> = if dtype == DataType::Bf16 {
-        bytes.chunks_exact(2).map(|c| Bf::widen(pair(c))).collect()
-    } else {
-        bytes.chunks_exact(2).map(|c| Fp::widen(pair(c))).collect()
-    };
+    let mut out = vec![0f32; bytes.len() / 2];
+    widen_on(
+        Isa::best(),
+        dtype,
+        bytes,
+        bytemuck::cast_slice_mut(&mut out),
+    );
     if let Some(p) = parts {
         let e0 = at / 2;
         for (i, v) in out.iter_mut().enumerate() {
@@ -303,6 +242,22 @@ pub fn values(
         }
     }
     Ok(out)
+}
+
+/// 16-bit `bytes` widened into the f32 bytes `out` (twice as long) on `isa`.
+pub(super) fn widen_on(isa: Isa, dtype: DataType, bytes: &[u8], out: &mut [u8]) {
+    kernel!(struct Widen<'a> { dtype: DataType, bytes: &'a [u8], out: &'a mut [u8] } -> () = |s| {
+        widen_bytes(s, dtype, bytes, out)
+    });
+    simd::run(isa, Widen { dtype, bytes, out });
+}
+
+/// The f32 bytes `src` rounded into 16-bit `out` (half as long) on `isa`.
+pub(super) fn narrow_on(isa: Isa, dtype: DataType, src: &[u8], out: &mut [u8]) {
+    kernel!(struct Narrow<'a> { dtype: DataType, src: &'a [u8], out: &'a mut [u8] } -> () = |s| {
+        narrow_bytes(s, dtype, src, out)
+    });
+    simd::run(isa, Narrow { dtype, src, out });
 }
 
 /// `dst = dst (op) src` for a [`Op::LocalReduce`]: the destination's
@@ -322,9 +277,47 @@ pub fn fold_kept(
     parts: &mut Partials,
     src: &[f32],
 ) -> Result<(), KernelError> {
+    fold_kept_on(Isa::best(), dtype, op, dst, at, parts, src)
+}
+
+/// [`fold_kept`] on `isa`.
+pub(super) fn fold_kept_on(
+    isa: Isa,
+    dtype: DataType,
+    op: ReduceOp,
+    dst: &mut [u8],
+    at: usize,
+    parts: &mut Partials,
+    src: &[f32],
+) -> Result<(), KernelError> {
     check(dtype, &[("dst", dst.len()), ("src", src.len() * 2)])?;
     let (vals, known) = parts.slot(at / 2, src.len());
-    dispatch!(dtype, op, |T, f| fold_loop::<T>(f, dst, vals, known, src));
+    kernel!(struct Fold<'a> {
+        dtype: DataType, op: ReduceOp, dst: &'a mut [u8], vals: &'a mut [f32],
+        known: &'a mut [bool], src: &'a [f32],
+    } -> () = |s| {
+        if dtype == DataType::Bf16 {
+            by_op!(op, |f| fold_loop::<Bf, 2>(&f, dst, vals, known, src))
+        } else if !S::F16C {
+            by_op!(op, |f| fold_loop::<FpSoft, 2>(&f, dst, vals, known, src))
+        } else {
+            by_op!(op, |f| staged(s, dst, true, [], |i, d, []| {
+                let e = i * STAGE..i * STAGE + d.len() / 4;
+                fold_loop::<Wide, 4>(&f, d, &mut vals[e.clone()], &mut known[e.clone()], &src[e]);
+            }))
+        }
+    });
+    simd::run(
+        isa,
+        Fold {
+            dtype,
+            op,
+            dst,
+            vals,
+            known,
+            src,
+        },
+    );
     Ok(())
 }
 
@@ -345,11 +338,7 @@ pub fn reduce_into_kept(
 ) -> Result<(), KernelError> {
     check(dtype, &[("out", out.len()), ("a", a.len()), ("b", b.len())])?;
     let (vals, known) = parts.slot(at / 2, out.len() / 2);
-    if dtype == DataType::Fp16 {
-        dispatch!(@op op, f, fp16_blocks(f, out, vals, known, Some(a), b));
-        return Ok(());
-    }
-    dispatch!(dtype, op, |T, f| into_loop::<T>(f, out, vals, known, a, b));
+    kept_on(Isa::best(), dtype, op, out, vals, known, Some(a), b);
     Ok(())
 }
 
@@ -366,16 +355,87 @@ pub fn reduce_kept(
     parts: &mut Partials,
     src: &[u8],
 ) -> Result<(), KernelError> {
+    reduce_kept_on(Isa::best(), dtype, op, dst, at, parts, src)
+}
+
+/// [`reduce_kept`] on `isa`.
+pub(super) fn reduce_kept_on(
+    isa: Isa,
+    dtype: DataType,
+    op: ReduceOp,
+    dst: &mut [u8],
+    at: usize,
+    parts: &mut Partials,
+    src: &[u8],
+) -> Result<(), KernelError> {
     check(dtype, &[("dst", dst.len()), ("src", src.len())])?;
     let (vals, known) = parts.slot(at / 2, dst.len() / 2);
-    if dtype == DataType::Fp16 {
-        dispatch!(@op op, f, fp16_blocks(f, dst, vals, known, None, src));
-        return Ok(());
-    }
-    dispatch!(dtype, op, |T, f| in_place_loop::<T>(
-        f, dst, vals, known, src
-    ));
+    kept_on(isa, dtype, op, dst, vals, known, None, src);
     Ok(())
+}
+
+/// `out = a (op) b` (`a = None`: `out`), the result kept; lengths checked.
+#[allow(clippy::too_many_arguments)]
+fn kept_on(
+    isa: Isa,
+    dtype: DataType,
+    op: ReduceOp,
+    out: &mut [u8],
+    vals: &mut [f32],
+    known: &mut [bool],
+    a: Option<&[u8]>,
+    b: &[u8],
+) {
+    kernel!(struct Kept<'a> {
+        dtype: DataType, op: ReduceOp, out: &'a mut [u8], vals: &'a mut [f32],
+        known: &'a mut [bool], a: Option<&'a [u8]>, b: &'a [u8],
+    } -> () = |s| {
+        kept_body(s, dtype, op, out, vals, known, a, b)
+    });
+    simd::run(
+        isa,
+        Kept {
+            dtype,
+            op,
+            out,
+            vals,
+            known,
+            a,
+            b,
+        },
+    );
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn kept_body<S: Simd>(
+    s: S,
+    dtype: DataType,
+    op: ReduceOp,
+    out: &mut [u8],
+    vals: &mut [f32],
+    known: &mut [bool],
+    a: Option<&[u8]>,
+    b: &[u8],
+) {
+    match (a, dtype == DataType::Bf16, S::F16C) {
+        (Some(a), true, _) => by_op!(op, |f| into_loop::<Bf, 2>(&f, out, vals, known, a, b)),
+        (None, true, _) => by_op!(op, |f| in_place_loop::<Bf, 2>(&f, out, vals, known, b)),
+        (Some(a), false, false) => {
+            by_op!(op, |f| into_loop::<FpSoft, 2>(&f, out, vals, known, a, b))
+        }
+        (None, false, false) => {
+            by_op!(op, |f| in_place_loop::<FpSoft, 2>(&f, out, vals, known, b))
+        }
+        (Some(a), false, true) => by_op!(op, |f| staged(s, out, false, [a, b], |i, o, [x, y]| {
+            let e = i * STAGE..i * STAGE + o.len() / 4;
+            into_loop::<Wide, 4>(&f, o, &mut vals[e.clone()], &mut known[e], x, y);
+        })),
+        (None, false, true) => by_op!(op, |f| staged(s, out, true, [b], |i, o, [y]| {
+            let e = i * STAGE..i * STAGE + o.len() / 4;
+            in_place_loop::<Wide, 4>(&f, o, &mut vals[e.clone()], &mut known[e], y);
+        })),
+    }
 }
 
 /// `dst = dst / divisor` from the kept values where there are any (an
@@ -390,62 +450,59 @@ pub fn divide_kept(
     parts: &mut Partials,
     divisor: u32,
 ) -> Result<(), KernelError> {
+    divide_kept_on(Isa::best(), dtype, dst, at, parts, divisor)
+}
+
+/// [`divide_kept`] on `isa`.
+pub(super) fn divide_kept_on(
+    isa: Isa,
+    dtype: DataType,
+    dst: &mut [u8],
+    at: usize,
+    parts: &mut Partials,
+    divisor: u32,
+) -> Result<(), KernelError> {
     check(dtype, &[("dst", dst.len())])?;
     if divisor == 0 {
         return Err(KernelError::ZeroDivisor { dtype });
     }
     let div = divisor as f32;
     let (vals, known) = parts.slot(at / 2, dst.len() / 2);
-    if dtype == DataType::Bf16 {
-        divide_loop::<Bf>(dst, vals, known, div);
-    } else {
-        divide_loop::<Fp>(dst, vals, known, div);
-    }
+    kernel!(struct DivideKept<'a> {
+        dtype: DataType, dst: &'a mut [u8], vals: &'a [f32], known: &'a mut [bool], div: f32,
+    } -> () = |s| {
+        if dtype == DataType::Bf16 {
+            divide_loop::<Bf, 2>(dst, vals, known, div)
+        } else if !S::F16C {
+            divide_loop::<FpSoft, 2>(dst, vals, known, div)
+        } else {
+            staged(s, dst, true, [], |i, d, []| {
+                let e = i * STAGE..i * STAGE + d.len() / 4;
+                divide_loop::<Wide, 4>(d, &vals[e.clone()], &mut known[e], div);
+            })
+        }
+    });
+    simd::run(
+        isa,
+        DivideKept {
+            dtype,
+            dst,
+            vals,
+            known,
+            div,
+        },
+    );
     Ok(())
 }
 
 /// fp16/bf16 elements widened into f32 elements (`out` holds twice the
-/// bytes of `src`; lengths already checked): bf16 by a shift, fp16 in
-/// blocks through the `half` crate's F16C slice conversion.
+/// bytes of `src`; lengths already checked).
 pub(crate) fn widen_all(dtype: DataType, src: &[u8], out: &mut [u8]) {
-    if dtype == DataType::Bf16 {
-        for (o, c) in out.chunks_exact_mut(4).zip(src.chunks_exact(2)) {
-            o.copy_from_slice(&Bf::widen(pair(c)).to_le_bytes());
-        }
-        return;
-    }
-    let mut x = [0f32; BLOCK];
-    for (s, o) in src.chunks(2 * BLOCK).zip(out.chunks_mut(4 * BLOCK)) {
-        let n = s.len() / 2;
-        widen_fp16(s, &mut x[..n]);
-        for (b, v) in o.chunks_exact_mut(4).zip(&x[..n]) {
-            b.copy_from_slice(&v.to_le_bytes());
-        }
-    }
+    widen_on(Isa::best(), dtype, src, out)
 }
 
 /// f32 elements rounded into fp16/bf16 elements (`out` holds half the
 /// bytes of `src`; lengths already checked).
 pub(crate) fn narrow_all(dtype: DataType, src: &[u8], out: &mut [u8]) {
-    let f32_at = |c: &[u8]| f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-    if dtype == DataType::Bf16 {
-        // On the bits, as `f32_to_bf16` but with an integer NaN test: the
-        // float compare kept this loop scalar (a fifth of a widened op's time).
-        for (o, c) in out.chunks_exact_mut(2).zip(src.chunks_exact(4)) {
-            let x = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-            let nan = (x >> 16) | 0x0040;
-            let rounded = x.wrapping_add(0x7FFF + ((x >> 16) & 1)) >> 16;
-            let is_nan = (x & 0x7FFF_FFFF) > 0x7F80_0000;
-            o.copy_from_slice(&((if is_nan { nan } else { rounded }) as u16).to_le_bytes());
-        }
-        return;
-    }
-    let mut x = [0f32; BLOCK];
-    for (s, o) in src.chunks(4 * BLOCK).zip(out.chunks_mut(2 * BLOCK)) {
-        let n = s.len() / 4;
-        for (v, c) in x[..n].iter_mut().zip(s.chunks_exact(4)) {
-            *v = f32_at(c);
-        }
-        narrow_fp16(&x[..n], o);
-    }
+    narrow_on(Isa::best(), dtype, src, out)
 }

@@ -5,7 +5,8 @@
 use half::{bf16, f16};
 use proptest::prelude::*;
 
-use super::half_float::{bf16_to_f32, f32_to_bf16};
+use super::half_float::{bf16_to_f32, f16_probe_bits, f32_to_bf16, f32_to_fp16, fp16_to_f32};
+use super::partials::{divide_kept_on, fold_kept_on, narrow_on, reduce_kept_on, widen_on};
 use super::*;
 
 fn bytes_i8(v: &[i8]) -> Vec<u8> {
@@ -274,8 +275,12 @@ fn bf16_rounds_once_to_nearest_even() {
 /// 19 bits (sign, exponent, top mantissa bits) with low bits at and around
 /// the fp16 and bf16 rounding points, plus specials.
 fn rounding_probe_bits() -> impl Iterator<Item = u32> {
-    const LOW: [u32; 10] = [
-        0, 1, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x7FFF, 0x8000, 0x8001, 0xFFFF,
+    // fp16 keeps bits 13.. of a normal result (ties at 0x1000, the kept
+    // bit 0x2000 even or odd), fewer of a subnormal one (ties at 0x4000,
+    // 0x8000, or in the top half); bf16 keeps bits 16.. (ties at 0x8000).
+    const LOW: [u32; 17] = [
+        0, 1, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x2FFF, 0x3000, 0x3001, 0x3FFF, 0x4000, 0x4001,
+        0x7FFF, 0x8000, 0x8001, 0xC000, 0xFFFF,
     ];
     let specials = [
         0x7F80_0000u32,
@@ -288,6 +293,46 @@ fn rounding_probe_bits() -> impl Iterator<Item = u32> {
     (0u32..1 << 16)
         .flat_map(|top| LOW.into_iter().map(move |low| (top << 16) | low))
         .chain(specials)
+}
+
+/// The software fp16 conversions (the portable path's) against the `half`
+/// crate: every fp16 value widened, NaNs included bit for bit (quiet bit
+/// set, payload kept, as F16C and `half` do); the rounding probes narrowed.
+#[test]
+fn fp16_conversions_match_the_half_crate() {
+    for h in 0..=u16::MAX {
+        let want = f16::from_bits(h).to_f32().to_bits();
+        assert_eq!(fp16_to_f32(h).to_bits(), want, "fp16 {h:#06x}");
+    }
+    for bits in rounding_probe_bits().chain(f16_probe_bits()) {
+        let v = f32::from_bits(bits);
+        assert_eq!(
+            f32_to_fp16(v),
+            f16::from_f32(v).to_bits(),
+            "f32 {bits:#010x}"
+        );
+    }
+}
+
+/// Every f32 narrowed to fp16 and bf16 against `half`: 2^32 values,
+/// about 90 s in a release build (`cargo test --release -p hccl-algos
+/// -- --ignored every_f32`), so not part of the default run.
+#[test]
+#[ignore = "2^32 values: run in release"]
+fn every_f32_narrows_as_the_half_crate_does() {
+    for bits in 0..=u32::MAX {
+        let v = f32::from_bits(bits);
+        assert_eq!(
+            f32_to_fp16(v),
+            f16::from_f32(v).to_bits(),
+            "fp16 {bits:#010x}"
+        );
+        assert_eq!(
+            f32_to_bf16(v),
+            bf16::from_f32(v).to_bits(),
+            "bf16 {bits:#010x}"
+        );
+    }
 }
 
 #[test]
@@ -677,4 +722,152 @@ fn kept_kernels_match_the_plain_ones_and_fold_from_the_kept_values() {
         bf16::from_f32(260.0).to_le_bytes(),
         "258 + 1 = 259, a tie: 260"
     );
+}
+
+/// Element bit patterns for the every-path check: random bits (so NaNs,
+/// infinities, subnormals of every type) mixed with each float type's
+/// specials: ±0, the smallest and largest subnormal and normal, ±inf,
+/// quiet and signalling NaNs with payloads, and values whose sums and
+/// products round on a tie.
+fn special_bits(dtype: DataType) -> Vec<u64> {
+    match dtype {
+        DataType::Fp16 => vec![
+            0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x7BFF, 0xFBFF, 0x7C00, 0xFC00, 0x7C01,
+            0x7E00, 0xFE01, 0x7FFF, 0x3C00, 0x3C01, 0x1000, 0x1400, 0x0200,
+        ],
+        DataType::Bf16 => vec![
+            0x0000, 0x8000, 0x0001, 0x8001, 0x007F, 0x0080, 0x7F7F, 0xFF7F, 0x7F80, 0xFF80, 0x7F81,
+            0x7FC0, 0xFFC1, 0x7FFF, 0x3F80, 0x3F81, 0x3B80, 0x3C00, 0x0040,
+        ],
+        DataType::Fp32 => vec![
+            0,
+            0x8000_0000,
+            1,
+            0x007F_FFFF,
+            0x0080_0000,
+            0x7F7F_FFFF,
+            0x7F80_0000,
+            0xFF80_0000,
+            0x7F80_0001,
+            0x7FC0_0000,
+            0xFFC0_0001,
+            0x3F80_0000,
+            0x3380_0000,
+            0x3F80_0001,
+        ],
+        DataType::Fp64 => vec![
+            0,
+            0x8000_0000_0000_0000,
+            1,
+            0x0010_0000_0000_0000,
+            0x7FF0_0000_0000_0000,
+            0xFFF0_0000_0000_0000,
+            0x7FF0_0000_0000_0001,
+            0x7FF8_0000_0000_0000,
+            0x3FF0_0000_0000_0000,
+            0x3CA0_0000_0000_0000,
+        ],
+        _ => vec![
+            0,
+            1,
+            u64::MAX,
+            1 << (dtype.size() * 8 - 1),
+            (1 << (dtype.size() * 8 - 1)) - 1,
+        ],
+    }
+}
+
+/// `n` elements of `dtype`: each a special (half of them) or random bits.
+fn mixed_elems(dtype: DataType, n: usize, seed: u64) -> Vec<u8> {
+    let size = dtype.size() as usize;
+    let specials = special_bits(dtype);
+    let mut state = seed | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    (0..n)
+        .flat_map(|_| {
+            let r = next();
+            let bits = if r & 1 == 0 {
+                specials[(r >> 8) as usize % specials.len()]
+            } else {
+                next()
+            };
+            bits.to_le_bytes()[..size].to_vec()
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(if cfg!(debug_assertions) { 48 } else { 256 }))]
+
+    /// Every instruction set this CPU has gives the portable path's bits,
+    /// for every kernel, type and op, on lengths around the vector widths
+    /// and the fp16 staging block (128) and an unaligned start.
+    #[test]
+    fn every_isa_gives_the_same_bits(
+        dtype_i in 0usize..12,
+        op_i in 0usize..5,
+        elems in prop_oneof![0usize..40, 120usize..140, 250usize..262],
+        skew in 0usize..3,
+        divisor in prop_oneof![Just(1u32), Just(3), Just(7), 1u32..1000],
+        seed in any::<u64>(),
+    ) {
+        let dtype = DataType::ALL[dtype_i];
+        let op = ReduceOp::ALL[op_i];
+        let n = elems * dtype.size() as usize;
+        let a_buf = [vec![0u8; skew], mixed_elems(dtype, elems, seed)].concat();
+        let b_buf = [vec![0u8; skew], mixed_elems(dtype, elems, seed ^ 0x9E37_79B9)].concat();
+        let (a, b) = (&a_buf[skew..], &b_buf[skew..]);
+        let run = |isa: Isa| {
+            let mut d = a.to_vec();
+            reduce_with(isa, dtype, op, &mut d, b).unwrap();
+            let mut o = vec![0xAB; n];
+            reduce_into_on(isa, dtype, op, &mut o, a, b);
+            let mut q = a.to_vec();
+            divide_on(isa, dtype, &mut q, divisor);
+            let mut kept = Vec::new();
+            if keeps_partials(dtype) {
+                // A RecvReduce, then a fold of the kept values, an Avg's
+                // divide of them, and the widen / narrow of the fp32 precision.
+                let mut parts = Partials::new();
+                let mut k = a.to_vec();
+                reduce_kept_on(isa, dtype, op, &mut k, 2, &mut parts, b).unwrap();
+                let vals = values(dtype, b, 0, None).unwrap();
+                fold_kept_on(isa, dtype, op, &mut k, 2, &mut parts, &vals).unwrap();
+                let kept_vals = values(dtype, &k, 2, Some(&parts)).unwrap();
+                divide_kept_on(isa, dtype, &mut k, 2, &mut parts, divisor).unwrap();
+                let mut wide = vec![0u8; 2 * n];
+                widen_on(isa, dtype, a, &mut wide);
+                let mut narrow = vec![0u8; n];
+                narrow_on(isa, dtype, &wide, &mut narrow);
+                let wide_bits: Vec<u8> = kept_vals.iter().flat_map(|v| v.to_le_bytes()).collect();
+                kept = [k, wide, narrow, wide_bits].concat();
+            }
+            (d, o, q, kept)
+        };
+        let want = run(Isa::Portable);
+        for isa in Isa::available() {
+            let got = run(isa);
+            prop_assert!(got == want, "{dtype} {op} on {isa} differs from portable");
+        }
+    }
+}
+
+/// The dispatcher picks the widest level this CPU has, and on a CPU with
+/// AVX2 and F16C that is not the portable path (so the check above
+/// compares two different code paths; on this project's machines the
+/// CPU has AVX-512).
+#[test]
+fn best_isa_is_the_widest_available() {
+    let avail = Isa::available();
+    assert_eq!(avail.first(), Some(&Isa::Portable));
+    assert_eq!(Isa::best(), *avail.last().unwrap());
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("f16c") {
+        assert!(Isa::best() >= Isa::Avx2);
+    }
 }

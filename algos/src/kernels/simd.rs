@@ -1,0 +1,239 @@
+//! Run-time choice of the instruction set a kernel runs on: the crate's
+//! one `unsafe` module.
+//!
+//! Every kernel is written once, as plain Rust over byte slices (see
+//! `native` and `half_float`), generic over a [`Simd`] token. [`run`]
+//! compiles that code three times: for the portable target (SSE2 on
+//! x86-64), for AVX2 + F16C and for AVX-512 (F and BW), and calls the
+//! widest one the CPU has ([`Isa::best`], detected by `std` at run time and
+//! cached there). LLVM vectorizes each copy for its own registers; the only
+//! code written per instruction set is the fp16 conversion, which F16C does
+//! in one instruction per 8 elements and SSE2 has to compute.
+//!
+//! Every path gives the same bits: they run the same Rust (Rust never
+//! contracts `a * b + c` into an FMA, and x86's scalar and vector float
+//! instructions round alike), and the portable fp16 conversion is written to
+//! match F16C bit for bit (tested against it and against the `half` crate;
+//! `kernels::tests::every_isa_gives_the_same_bits`).
+//!
+//! `unsafe` is needed for two things, both here: calling a function
+//! compiled for features the build does not assume (sound once they are
+//! detected), and nothing else; loads and stores go through `bytemuck`'s
+//! safe casts.
+#![allow(unsafe_code)]
+
+use std::fmt;
+
+/// An instruction-set level the reduce kernels are compiled for.
+///
+/// [`Isa::best`] is what [`super::reduce`] and the other kernels use; the
+/// others exist so that tests and benchmarks can run each path
+/// ([`super::reduce_with`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum Isa {
+    /// The build's own target features (SSE2 only on a default `x86_64`
+    /// build; whatever `-C target-cpu` adds): runs everywhere.
+    Portable,
+    /// x86-64 AVX2 and F16C (Intel Haswell, AMD Excavator and later).
+    Avx2,
+    /// x86-64 AVX-512 F and BW, with AVX2 and F16C (Intel Skylake-SP, AMD
+    /// Zen 4 and later).
+    Avx512,
+}
+
+impl Isa {
+    /// Every level, narrowest first.
+    pub const ALL: [Isa; 3] = [Isa::Portable, Isa::Avx2, Isa::Avx512];
+
+    /// True if this CPU can run the level (checked at run time; `std`
+    /// caches the CPUID answer, so this costs a load and a test).
+    pub fn is_available(self) -> bool {
+        match self {
+            Isa::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => {
+                std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("f16c")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => {
+                Isa::Avx2.is_available()
+                    && std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512bw")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => false,
+        }
+    }
+
+    /// The widest level this CPU can run.
+    pub fn best() -> Isa {
+        Isa::ALL
+            .into_iter()
+            .rev()
+            .find(|i| i.is_available())
+            .unwrap_or(Isa::Portable)
+    }
+
+    /// The levels this CPU can run, narrowest first.
+    pub fn available() -> Vec<Isa> {
+        Isa::ALL.into_iter().filter(|i| i.is_available()).collect()
+    }
+
+    /// Lower-case name: `portable`, `avx2`, `avx512`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Portable => "portable",
+            Isa::Avx2 => "avx2",
+            Isa::Avx512 => "avx512",
+        }
+    }
+}
+
+impl fmt::Display for Isa {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What differs between the instruction sets inside a kernel: the fp16
+/// conversions, 8 elements at a time. Implementations are `Copy` tokens
+/// that exist only where their instructions may run.
+pub(super) trait Simd: Copy {
+    /// True if the conversions below are instructions (F16C), so that the
+    /// fp16 kernels convert in staged blocks; false: they are software and
+    /// the kernels convert per element in their fused loops instead.
+    const F16C: bool;
+    /// 8 little-endian fp16 elements widened to 8 little-endian f32
+    /// (exact; NaN quieted, payload kept).
+    fn fp16_widen8(self, b: &[u8; 16]) -> [u8; 32];
+    /// 8 little-endian f32 rounded to fp16 (nearest, ties to even;
+    /// overflow to infinity; NaN quieted with its top 10 payload bits).
+    fn fp16_narrow8(self, v: &[u8; 32]) -> [u8; 16];
+}
+
+/// A kernel call: its arguments, and its body as a function generic over
+/// the [`Simd`] token. Implementations mark `run` `#[inline(always)]` (and
+/// everything it calls), so that the body compiles inside each
+/// `#[target_feature]` entry point below.
+pub(super) trait Kernel {
+    /// What the kernel returns.
+    type Output;
+    /// The kernel's body.
+    fn run<S: Simd>(self, simd: S) -> Self::Output;
+}
+
+/// The portable token: software fp16 conversion (branch-free, so it
+/// vectorizes with SSE2).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Portable;
+
+impl Simd for Portable {
+    const F16C: bool = false;
+    #[inline(always)]
+    fn fp16_widen8(self, b: &[u8; 16]) -> [u8; 32] {
+        use super::half_float::{FpSoft, Half};
+        let mut out = [0u8; 32];
+        for (o, c) in out
+            .as_chunks_mut::<4>()
+            .0
+            .iter_mut()
+            .zip(b.as_chunks::<2>().0)
+        {
+            *o = FpSoft::widen(*c).to_le_bytes();
+        }
+        out
+    }
+    #[inline(always)]
+    fn fp16_narrow8(self, v: &[u8; 32]) -> [u8; 16] {
+        use super::half_float::{FpSoft, Half};
+        let mut out = [0u8; 16];
+        for (o, c) in out
+            .as_chunks_mut::<2>()
+            .0
+            .iter_mut()
+            .zip(v.as_chunks::<4>().0)
+        {
+            *o = FpSoft::narrow(f32::from_le_bytes(*c));
+        }
+        out
+    }
+}
+
+/// Runs `kernel` on `isa`, or on the portable path if this CPU lacks `isa`.
+#[inline]
+pub(super) fn run<K: Kernel>(isa: Isa, kernel: K) -> K::Output {
+    #[cfg(target_arch = "x86_64")]
+    match isa {
+        Isa::Avx512 if isa.is_available() => {
+            // SAFETY: `run_avx512` needs AVX-512 F/BW, AVX2 and F16C, which
+            // `is_available` has just detected on this CPU.
+            return unsafe { x86::run_avx512(kernel) };
+        }
+        Isa::Avx2 if isa.is_available() => {
+            // SAFETY: `run_avx2` needs AVX2 and F16C, just detected.
+            return unsafe { x86::run_avx2(kernel) };
+        }
+        _ => {}
+    }
+    let _ = isa;
+    kernel.run(Portable)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::{
+        __m128i, __m256, _mm256_cvtph_ps, _mm256_cvtps_ph, _MM_FROUND_TO_NEAREST_INT,
+    };
+
+    use super::{Kernel, Simd};
+
+    /// Proof that AVX2 and F16C are present: made only by the entry points
+    /// below, which are entered only after detection.
+    #[derive(Clone, Copy, Debug)]
+    pub(super) struct Avx2(());
+
+    impl Simd for Avx2 {
+        const F16C: bool = true;
+        #[inline(always)]
+        fn fp16_widen8(self, b: &[u8; 16]) -> [u8; 32] {
+            // SAFETY: an `Avx2` exists only inside `run_avx2`/`run_avx512`,
+            // which run only once AVX2 and F16C were detected.
+            unsafe { widen8_f16c(b) }
+        }
+        #[inline(always)]
+        fn fp16_narrow8(self, v: &[u8; 32]) -> [u8; 16] {
+            // SAFETY: as above: the token proves F16C.
+            unsafe { narrow8_f16c(v) }
+        }
+    }
+
+    // Little-endian bytes are the lanes' memory order on x86-64, so the
+    // casts are the vector loads and stores.
+    #[target_feature(enable = "avx2,f16c")]
+    #[inline]
+    fn widen8_f16c(b: &[u8; 16]) -> [u8; 32] {
+        let h: __m128i = bytemuck::cast(*b);
+        bytemuck::cast::<__m256, [u8; 32]>(_mm256_cvtph_ps(h))
+    }
+
+    #[target_feature(enable = "avx2,f16c")]
+    #[inline]
+    fn narrow8_f16c(v: &[u8; 32]) -> [u8; 16] {
+        let x: __m256 = bytemuck::cast(*v);
+        bytemuck::cast(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x))
+    }
+
+    /// `kernel` compiled for AVX2 + F16C.
+    #[target_feature(enable = "avx2,f16c")]
+    pub(super) fn run_avx2<K: Kernel>(kernel: K) -> K::Output {
+        kernel.run(Avx2(()))
+    }
+
+    /// `kernel` compiled for AVX-512 F/BW (with AVX2 + F16C).
+    #[target_feature(enable = "avx512f,avx512bw,avx2,f16c")]
+    pub(super) fn run_avx512<K: Kernel>(kernel: K) -> K::Output {
+        kernel.run(Avx2(()))
+    }
+}
