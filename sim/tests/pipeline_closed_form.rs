@@ -3,7 +3,7 @@
 //! with both times equal to hand-derived closed forms.
 //!
 //! Fabric (`hccl_topology` preset `atlas800t-a2`, 2 servers): every pair of
-//! NPUs in a server has its own HCCS link (56 GB/s, 300 ns); every NPU has
+//! NPUs in a server has its own HCCS link (28 GB/s, 300 ns); every NPU has
 //! its own 200 GbE RoCE port to the one leaf switch (25 GB/s, 1000 ns per
 //! hop), so a cross-server message crosses 2 hops (2000 ns) at 25 GB/s. In
 //! both plans no two concurrent flows share a link, so each message of `B`
@@ -16,18 +16,18 @@
 //!   other server and, at the same time, to the 7 server mates (distinct
 //!   links); step 1 forwards the block received from the other server to
 //!   the 7 mates once it has arrived:
-//!   `T_pipe = (α + ⌈B/25⌉ + 2000) + (α + ⌈B/56⌉ + 300)`
+//!   `T_pipe = (α + ⌈B/25⌉ + 2000) + (α + ⌈B/28⌉ + 300)`
 //!   — HCCL's `(S−1)·max(inter, intra) + intra` with S = 2.
 //! - **Hierarchical** (`level0:mesh;level1:ring`, hccl-rs's composition):
 //!   a mesh AllGather inside the server, a fence, then a one-step ring
 //!   between servers carrying the whole server's 8 blocks:
-//!   `T_hier = (α + ⌈B/56⌉ + 300) + (α + ⌈8B/25⌉ + 2000)`.
+//!   `T_hier = (α + ⌈B/28⌉ + 300) + (α + ⌈8B/25⌉ + 2000)`.
 //!
 //! `T_hier − T_pipe = ⌈8B/25⌉ − ⌈B/25⌉ ≈ 7B/25 ns`: the pipeline sends each
 //! block across servers once per rank pair (HCCL's level-1-first order),
 //! the intra-first composition sends 8 × as much over RoCE. Against an
-//! inter-first hierarchy (`(α + ⌈B/25⌉ + 2000) + (α + ⌈2B/56⌉ + 300)`) the
-//! gain would be the hidden intra step, `⌈2B/56⌉ − ⌈B/56⌉ ≈ B/56`.
+//! inter-first hierarchy (`(α + ⌈B/25⌉ + 2000) + (α + ⌈2B/28⌉ + 300)`) the
+//! gain would be the hidden intra step, `⌈2B/28⌉ − ⌈B/28⌉ ≈ B/28`.
 
 use hccl_algos::algo::{AlgoSpec, Algorithm, Levels};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
@@ -83,12 +83,12 @@ fn pipeline_allgather_beats_hierarchical_on_a2_2x8() {
     let b = 4 * n;
     let t_pipe = allgather_ns(AlgoSpec::Flat(Algorithm::Pipeline), n, 64);
     let t_hier = allgather_ns(hierarchical(), n, 64);
-    // By hand: ⌈16777216/25⌉ = 671089, ⌈16777216/56⌉ = 299594,
+    // By hand: ⌈16777216/25⌉ = 671089, ⌈16777216/28⌉ = 599187,
     // ⌈8·16777216/25⌉ = 5368710.
-    let want_pipe = (ALPHA + ceil(b, 25.0) + 2000) + (ALPHA + ceil(b, 56.0) + 300);
-    let want_hier = (ALPHA + ceil(b, 56.0) + 300) + (ALPHA + ceil(8 * b, 25.0) + 2000);
-    assert_eq!(want_pipe, 975_983);
-    assert_eq!(want_hier, 5_673_604);
+    let want_pipe = (ALPHA + ceil(b, 25.0) + 2000) + (ALPHA + ceil(b, 28.0) + 300);
+    let want_hier = (ALPHA + ceil(b, 28.0) + 300) + (ALPHA + ceil(8 * b, 25.0) + 2000);
+    assert_eq!(want_pipe, 1_275_576);
+    assert_eq!(want_hier, 5_973_197);
     assert_eq!(t_pipe, want_pipe, "pipeline vs closed form (ns)");
     assert_eq!(t_hier, want_hier, "hierarchical vs closed form (ns)");
     // The ordering, with the margin the formulas predict (≈ 7B/25 ns).
@@ -105,7 +105,7 @@ fn pipeline_runs_and_still_wins_with_a_window_of_8() {
     let b = 4 * n;
     let t_pipe = allgather_ns(AlgoSpec::Flat(Algorithm::Pipeline), n, 8);
     let t_hier = allgather_ns(hierarchical(), n, 8);
-    let chain = (ALPHA + ceil(b, 25.0) + 2000) + (ALPHA + ceil(b, 56.0) + 300);
+    let chain = (ALPHA + ceil(b, 25.0) + 2000) + (ALPHA + ceil(b, 28.0) + 300);
     assert!(t_pipe >= chain, "{t_pipe} < {chain}");
     assert!(
         t_pipe < t_hier,

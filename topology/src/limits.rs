@@ -17,7 +17,8 @@ pub const MAX_TIME_NS: u64 = 2_147_483_647 * 1_000_000_000;
 pub const MIN_GBPS: f64 = 1e-3;
 
 /// The largest bandwidth accepted, GB/s: 1 PB/s, over a thousand times any
-/// link or memory of the machines modelled (HCCS 56 GB/s, UB 392 GB/s).
+/// link or memory of the machines modelled (HCCS 28 GB/s, UB 196 GB/s, HBM
+/// 1.6 TB/s).
 pub const MAX_GBPS: f64 = 1e6;
 
 /// Memory assumed when the machine's cannot be read (not Linux), bytes:

@@ -17,50 +17,98 @@ use crate::rank_table::{RankTable, Version};
 pub mod sources {
     //! Preset parameters and where they come from.
     //!
-    //! "Verified" means the figure was read in the cited document; "derived"
-    //! means computed from verified figures; "unverified" means a commonly
-    //! quoted figure whose primary source was not available; "assumption"
-    //! means a modelling choice with no published figure. Replace assumptions
-    //! with measurements when they exist.
+    //! "Verified" means the figure was read in the cited document or source
+    //! file; "derived" means computed from verified figures; "unverified"
+    //! means a commonly quoted figure whose primary source was not available;
+    //! "assumption" means a modelling choice with no published figure.
+    //! Replace assumptions with measurements when they exist.
+    //!
+    //! The sources, as read (commits are the snapshots read):
+    //! - **msprof**: Huawei's profiler, `github.com/Ascend/msprof` (commit
+    //!   9ba1ac7b), `analysis/common_func/ms_constant/number_constant.py`: the
+    //!   "standard bandwidth" per link that its communication analysis divides
+    //!   measured link bandwidth by (`msparser/cluster/meta_parser.py`,
+    //!   `HcclAnalysisTool.StandardBandWidth`). Chip v2.1.0 (chip id 1) is
+    //!   Ascend910A and chip v4.1.0 (id 5) Ascend910B
+    //!   (`analysis/csrc/application/database/db_constant.h`).
+    //! - **msmodeling**: Huawei's performance model, `github.com/Ascend/msmodeling`
+    //!   (commit 84fec853), `tensor_cast/device.py`: `ATLAS_800.A2_INTERCONNECT`,
+    //!   `A3_INTERCONNECT`, `STATIC_COST`; how it uses them:
+    //!   `tensor_cast/performance_model/comm_analytic.py` (a full-mesh tier's
+    //!   bandwidth is the NPU's aggregate, scaled by (group − 1)/(tier − 1),
+    //!   i.e. one peer link gets 1/7 of it on 8 NPUs; every bandwidth is
+    //!   multiplied by `comm_efficiency` = 0.7, and latency and efficiency
+    //!   carry a "TODO: double-confirm" there).
+    //! - **HCCL cost model**: `github.com/hicann/hccl` (commit 09300b70),
+    //!   `src/ops/op_common/selector/cost_model.cc`: the cost model of the
+    //!   open-source HCCL's V2 (`ins_*`) executors, whose README news is about
+    //!   Ascend 950 operators; it does not say that it models the 910B, so it
+    //!   is cited for orders of magnitude only.
+    //!
+    //! Where they disagree: HCCS per 910B link is 28 GB/s in msprof and in
+    //! msmodeling (196 / 7), 56 GB/s in the HCCL cost model (`crossChipBw_`)
+    //! and in unsourced community write-ups; the presets take 28: the two
+    //! Huawei tools that name the 910B agree on it. Per-step latency is
+    //! 0.5 µs (HCCS) and 1.5 µs (RoCE) in msmodeling, 2 µs per task in the HCCL
+    //! cost model; the presets keep α = 2 µs per message plus the hop
+    //! latencies below. None of these figures was fitted to a measurement
+    //! (bench/README.md).
 
     /// NPUs per Atlas 800T A2 server: 8 × Ascend 910B (DESIGN.md / issue 2;
     /// HCCL docs: the A2 intra-server HCCS domain is 8 ranks, also MindSpeed
-    /// `auto_settings` `HccsDev.hccs_dev_num_910b = 8`). Verified.
+    /// `auto_settings` `HccsDev.hccs_dev_num_910b = 8`; msmodeling
+    /// `A2_INTERCONNECT` grid 128 × 8 with an 8-NPU full-mesh tier; msprof
+    /// `RANK_NUM_PER_SERVER = 8`). Verified.
     pub const A2_NPUS_PER_SERVER: u32 = 8;
     /// HCCS bandwidth per link and direction between two 910B NPUs, GB/s.
-    /// Unverified: the brief's 56 GB/s; consistent with 7 peer links × 56 GB/s
-    /// = 392 GB/s, the per-NPU unidirectional figure quoted for the UB/HCCS
-    /// ports of the 910C generation (CloudMatrix384 paper, Zuo et al. 2025,
-    /// arXiv:2506.12708, as summarised in public write-ups). No Huawei
-    /// datasheet with a per-link figure was found in the stored corpus.
-    pub const A2_HCCS_GBPS: f64 = 56.0;
-    /// One 200 GbE RoCE port per NPU (DESIGN.md / issue 2, Atlas 800T A2
-    /// "8 × 200GE"): 200 Gbit/s / 8 = 25 GB/s per direction. Derived.
+    /// Verified: msprof `HCCS_BANDWIDTH_V4_1_0 = 28` (Ascend910B); msmodeling
+    /// `A2_INTERCONNECT` full mesh `bandwidth_bytes_ps = 196e9` per NPU
+    /// (unidirectional), 196 / 7 peers = 28 per link. The HCCL cost model's
+    /// `crossChipBw_ = 56 GB/s` does not say it is for the 910B (see the
+    /// module docs). 56 was this preset's value before, without a source; it
+    /// is twice the figure above, as a both-directions total would be.
+    pub const A2_HCCS_GBPS: f64 = 28.0;
+    /// One 200 GbE RoCE port per NPU: 25 GB/s per direction. Verified: msprof
+    /// `RDMA_BANDWIDTH_V4_1_0 = 25` (Ascend910B); msmodeling `A2_INTERCONNECT`
+    /// CLOS tier `25e9` B/s; 200 Gbit/s / 8 (Atlas 800T A2 "8 × 200GE",
+    /// DESIGN.md / issue 2).
     pub const A2_ROCE_GBPS: f64 = 25.0;
     /// Atlas 800 (model 9000) with 910A: two HCCS full-mesh groups of four
     /// (DESIGN.md / issue 2; HCCL's 910 "4P mesh" server topology). Verified
     /// by the HCCL environment docs (HCCL_INTRA_PCIE_ENABLE: intra-server
-    /// traffic that is not HCCS goes over PCIe by default).
+    /// traffic that is not HCCS goes over PCIe by default) and Huawei Cloud
+    /// CCE's scheduling docs ("eight NPU1980 chips ... two groups, the four
+    /// chips in one group are interconnected through HCCS",
+    /// support.huaweicloud.com/intl/en-us/drawer-cce/Cluster_cce-gpu-topology-predicate.html).
     pub const A910_GROUP: u32 = 4;
     /// HCCS per link and direction between two 910A NPUs of one group, GB/s.
-    /// Unverified: the commonly quoted 30 GB/s per HCCS link of Ascend 910.
-    pub const A910_HCCS_GBPS: f64 = 30.0;
-    /// PCIe 4.0 x16 per direction: 16 GT/s × 16 lanes × 128/130 / 8 bits =
-    /// 31.5 GB/s (PCI-SIG PCIe 4.0 signalling rate and 128b/130b encoding).
-    /// Derived; that the 910A attaches over PCIe 4.0 x16 is unverified.
-    pub const PCIE4_X16_GBPS: f64 = 31.5;
+    /// Verified: msprof `HCCS_BANDWIDTH_V2_1_0 = 18` (Ascend910A). Was 30, the
+    /// commonly quoted HCCS figure of Ascend 910, which has no primary source
+    /// here.
+    pub const A910_HCCS_GBPS: f64 = 18.0;
+    /// PCIe per direction between a 910A and its PCIe switch, and from the
+    /// switch to the CPU, GB/s. Verified: msprof `PCIE_BANDWIDTH_V2_1_0 = 20`
+    /// (Ascend910A). The PCIe 4.0 x16 line rate, 16 GT/s × 16 lanes ×
+    /// 128/130 / 8 = 31.5 GB/s (PCI-SIG), was the value before; msprof's
+    /// figure is the rate a transfer is expected to reach.
+    pub const A910_PCIE_GBPS: f64 = 20.0;
     /// One 100 GbE RoCE port per 910A NPU (Atlas 800 model 9000: 8 × 100GE):
-    /// 12.5 GB/s per direction. Unverified.
+    /// 12.5 GB/s per direction. Verified: msprof `RDMA_BANDWIDTH_V2_1_0 = 12.5`
+    /// (Ascend910A).
     pub const A910_ROCE_GBPS: f64 = 12.5;
     /// Atlas A3 server: 16 Ascend processors (dies) = 8 HiAM modules of two
     /// dies joined by SIO; modules joined by HCCS-L1 inside the node, nodes by
     /// HCCS-L2 (UB switches) inside a super pod, super pods by RoCE.
     /// Verified: MindCluster scheduling guide, "Atlas 900 A3 SuperPoD"
-    /// affinity pages (hiascend.com dl_affinity_0007 / dl_affinity_0040).
+    /// affinity pages (hiascend.com dl_affinity_0007 / dl_affinity_0040);
+    /// msmodeling `A3_INTERCONNECT` grid 48 × 8 × 2 (dies).
     pub const A3_NPUS_PER_SERVER: u32 = 16;
-    /// UB bandwidth per die and direction to the node's L1 UB switch, GB/s:
-    /// 392 GB/s unidirectional per 910C package (CloudMatrix384 paper, as
-    /// summarised publicly) / 2 dies. Derived from an unverified figure.
+    /// UB bandwidth per die and direction to the node's L1 UB switch, GB/s.
+    /// Verified: msmodeling `A3_INTERCONNECT` gives 196e9 B/s per die for both
+    /// the in-node ("1-level CLOS") and the in-pod ("2-level CLOS") tier; also
+    /// 392 GB/s per 910C package (CloudMatrix384 paper, Zuo et al. 2025,
+    /// arXiv:2506.12708, as summarised publicly) / 2 dies. Not modelled: the
+    /// SIO link between a package's two dies (msmodeling: 224 GB/s).
     pub const A3_UB_GBPS: f64 = 196.0;
     /// Number of L2 UB switch planes a node's L1 connects to. Unverified:
     /// CloudMatrix384 has seven L1 UB switches per node, one per L2 plane;
@@ -68,10 +116,13 @@ pub mod sources {
     /// per-node UB switch figure quoted in public analyses (non-blocking).
     pub const A3_UB_PLANES: u32 = 7;
     /// Servers per A3 super pod: 48 nodes × 8 × 910C = 384 NPUs
-    /// (CloudMatrix384 / Atlas 900 A3 SuperPoD). Unverified.
+    /// (CloudMatrix384 / Atlas 900 A3 SuperPoD). Verified: msmodeling
+    /// `A3_INTERCONNECT` grid 48 × 8 × 2 ("up to 768 devices (dies)").
     pub const A3_SERVERS_PER_SUPER_POD: u32 = 48;
-    /// RoCE per die between super pods: 400 Gbit/s RDMA per 910C package
-    /// (CloudMatrix384 RDMA plane) / 2 dies = 25 GB/s. Derived, unverified.
+    /// RoCE per die between super pods, GB/s: 400 Gbit/s RDMA per 910C
+    /// package (CloudMatrix384 RDMA plane) / 2 dies = 25 GB/s. msmodeling's
+    /// `A3_INTERCONNECT_ROCE` uses 196 / 8 = 24.5 GB/s per die (2% lower);
+    /// kept at 25, the line rate.
     pub const A3_ROCE_GBPS: f64 = 25.0;
 
     /// Servers under one RoCE leaf (16 × 8 = 128 NPU ports). Assumption.
@@ -79,10 +130,14 @@ pub mod sources {
     /// Spine switches in a two-level scale-out network. Assumption.
     pub const SPINES: u32 = 8;
 
-    /// Hop latencies, ns. All assumptions (no per-hop figure is published):
-    /// HCCS and UB hops of a few hundred ns (the CloudMatrix384 write-ups give
+    /// Hop latencies, ns. Assumptions: no per-hop figure is published. HCCS
+    /// and UB hops of a few hundred ns (the CloudMatrix384 write-ups give
     /// "sub-microsecond" NPU-to-NPU latency across the UB fabric: 4 hops ×
     /// 200 ns), a PCIe hop 600 ns, NIC + leaf port 1 µs, leaf–spine 600 ns.
+    /// msmodeling uses per-step latencies instead (A2: 0.5 µs full mesh,
+    /// 1.5 µs RoCE; A3: 0.5 µs in a node, 5.5 µs across nodes), which stand
+    /// for everything a step costs besides bandwidth; here that is α
+    /// ([`MSG_OVERHEAD_NS`]) plus these hop latencies.
     pub const HCCS_LATENCY_NS: u64 = 300;
     /// See [`HCCS_LATENCY_NS`].
     pub const UB_LATENCY_NS: u64 = 200;
@@ -93,22 +148,39 @@ pub mod sources {
     /// See [`HCCS_LATENCY_NS`].
     pub const SWITCH_LINK_LATENCY_NS: u64 = 600;
 
-    /// HBM bandwidth per 910B/910C die, GB/s: 3.2 TB/s per two-die 910C
-    /// package (CloudMatrix384 paper, as summarised publicly) / 2. Unverified.
+    /// HBM bandwidth per 910B/910C die, GB/s. Verified: msmodeling gives
+    /// every A2 and A3-die profile `memory_bandwidth_bytes_ps = 1.6 *
+    /// (1024**4)` (it reads "1.6 T" as binary, 1759 GB/s; the presets read it
+    /// as the decimal 1.6 TB/s); also 3.2 TB/s per two-die 910C package
+    /// (CloudMatrix384 paper, as summarised publicly) / 2.
     pub const HBM_910B_GBPS: f64 = 1600.0;
-    /// HBM bandwidth of the 910A, GB/s. Unverified (commonly quoted 1.2 TB/s).
+    /// HBM bandwidth of the 910A, GB/s. Unverified (commonly quoted 1.2 TB/s;
+    /// msmodeling has no 910A profile).
     pub const HBM_910A_GBPS: f64 = 1200.0;
-    /// Per-message overhead α, ns. Assumption: 2 µs, the order of a
-    /// collective step's task launch and completion; replace with a measured
-    /// value from `hccl_test` when available.
+    /// Per-message overhead α, ns: 2 µs, the HCCL cost model's per-task
+    /// latency (`CalcLatencyParams`: 2 µs per task on the AI CPU and CCU
+    /// engines, 1 µs on AIV; see the module docs). msmodeling charges 0.5 µs per
+    /// HCCS step on A2 instead (see [`HCCS_LATENCY_NS`]). Unverified for 910B.
     pub const MSG_OVERHEAD_NS: u64 = 2000;
+    /// A fixed device-side cost per collective op, ns: msmodeling's
+    /// `ATLAS_800.STATIC_COST.comm_op_cost_s = 10e-6` for its A2 and A3
+    /// profiles ("TODO(jgong5): double-confirm static cost"; 5 µs for its A5
+    /// class). Not charged by the presets (their `op_overhead_ns` is 0, the
+    /// fabric time alone); bench/README.md shows predictions with and
+    /// without it (`hccl test --op-overhead 10`).
+    pub const COMM_OP_COST_NS: u64 = 10_000;
 }
 
 use sources::*;
 
 /// γ and copy bandwidth from HBM bandwidth: a reduce reads two operands and
 /// writes one (HBM/3 bytes of output per second), a copy reads one and writes
-/// one (HBM/2). Derived.
+/// one (HBM/2). Derived; for the 910B that is 533 and 800 GB/s. For scale
+/// (not applied): the HCCL cost model takes 483 GB/s reduce and 750 GB/s
+/// local copy (`localReduceBw_`, `localCopyBw_`; not said to be the 910B's),
+/// and msprof-analyze's cluster guide shows an on-chip ("LOCAL") copy of
+/// 16.78 MB in 24.62 µs, 681 GB/s (`docs/en/user_guide/cluster_analyse_instruct.md`
+/// in github.com/Ascend/msprof-analyze; hardware not named).
 fn params_from_hbm(hbm_gbps: f64) -> DeviceParams {
     DeviceParams {
         msg_overhead_ns: MSG_OVERHEAD_NS,
@@ -499,12 +571,12 @@ fn build_for_cluster(
                         );
                     }
                     let psw = b.node(format!("s{s}.pcie{g}"), NodeKind::PcieSwitch);
-                    b.duplex(psw, cpu, PCIE4_X16_GBPS, PCIE_LATENCY_NS, &LinkClass::Pcie);
+                    b.duplex(psw, cpu, A910_PCIE_GBPS, PCIE_LATENCY_NS, &LinkClass::Pcie);
                     for &r in group {
                         b.duplex(
                             npus[r as usize],
                             psw,
-                            PCIE4_X16_GBPS,
+                            A910_PCIE_GBPS,
                             PCIE_LATENCY_NS,
                             &LinkClass::Pcie,
                         );

@@ -284,7 +284,7 @@ mod tests {
         assert_eq!(c.fabric.world_size(), 8);
         assert_eq!(shape(&c.fabric), (2, Some(4)));
         let costs = cost_model(&c.fabric);
-        assert_eq!(costs.level0.bandwidth_gbps, 56.0);
+        assert_eq!(costs.level0.bandwidth_gbps, 28.0);
         assert_eq!(costs.level1.bandwidth_gbps, 25.0);
         let l = layout(&c.fabric);
         assert_eq!((l.server_of(3), l.server_of(4)), (0, 1));
