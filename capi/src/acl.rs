@@ -957,6 +957,12 @@ pub extern "C" fn aclrtEventElapsedTime(
                 "an event was not recorded, or its stream has not reached it",
             ));
         };
+        // HCCL_TIMING=sim: the simulated time of the ops between them.
+        if crate::timing::enabled() {
+            if let (Some(x), Some(y)) = (s.sim_time(), e.sim_time()) {
+                return out(f, "ms", ms, (y as f64 - x as f64) as f32 / 1e6);
+            }
+        }
         out(f, "ms", ms, stream::elapsed_ms(a, b))
     })())
 }

@@ -190,8 +190,27 @@ pub(crate) fn submit(
     stream: &Stream,
     op: impl FnOnce(&Comm) -> Result<(), CommError> + Send + 'static,
 ) {
+    submit_timed(f, c, stream, None, op);
+}
+
+/// [`submit`] of a collective: under `HCCL_TIMING=sim`, once it succeeded
+/// it advances the stream's simulated clock by its simulated time.
+pub(crate) fn submit_timed(
+    f: &'static str,
+    c: Arc<CommEntry>,
+    stream: &Stream,
+    args: Option<hccl_algos::collective::CollectiveArgs>,
+    op: impl FnOnce(&Comm) -> Result<(), CommError> + Send + 'static,
+) {
+    let clock = stream.clock();
+    let args = args.filter(|_| crate::timing::enabled());
     stream.enqueue(Box::new(move || match op(&c.comm) {
-        Ok(()) => Ok(()),
+        Ok(()) => {
+            if let Some(t) = args.as_ref().and_then(crate::timing::op_ns) {
+                clock.fetch_add(t, std::sync::atomic::Ordering::SeqCst);
+            }
+            Ok(())
+        }
         Err(e) => {
             let code = e.hccl_result();
             log::fail(f, code, &e);

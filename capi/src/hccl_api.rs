@@ -465,7 +465,8 @@ fn collective(
     let esz = a.dtype.size() as usize;
     let sb = span(f, "sendBuf", send, inb as usize, esz)?;
     let rb = span(f, "recvBuf", recv, outb as usize, esz)?;
-    comms::submit(f, c, &s, move |comm| {
+    let timed = Some(a.clone());
+    comms::submit_timed(f, c, &s, timed, move |comm| {
         if sb.overlaps(&rb) {
             let staged = sb.bytes().to_vec();
             comm.collective(&a, &staged, rb.bytes_mut())
@@ -700,7 +701,8 @@ pub extern "C" fn HcclBroadcast(
             bytes_of(f, "count", count, dt)?,
             dt.size() as usize,
         )?;
-        comms::submit(f, c, &s, move |comm| {
+        let timed = Some(a.clone());
+        comms::submit_timed(f, c, &s, timed, move |comm| {
             comm.collective_in_place(&a, b.bytes_mut())
         });
         Ok(())
@@ -849,7 +851,8 @@ pub extern "C" fn HcclAllGatherV(
             bytes_of(f, "recvCounts", rlen, dt)?,
             esz,
         )?;
-        comms::submit(f, c, &s, move |comm| {
+        let timed = CollectiveArgs::v_counts(false, rc.clone(), dt).ok();
+        comms::submit_timed(f, c, &s, timed, move |comm| {
             let staged = sb.overlaps(&rb).then(|| sb.bytes().to_vec());
             typed!(dt, T => {
                 let send: &[T] = match &staged { Some(v) => bytemuck::cast_slice(v), None => elems(&sb) };
@@ -900,7 +903,10 @@ pub extern "C" fn HcclReduceScatterV(
             bytes_of(f, "recvCount", recv_count, dt)?,
             esz,
         )?;
-        comms::submit(f, c, &s, move |comm| {
+        let timed = CollectiveArgs::v_counts(true, sc.clone(), dt)
+            .ok()
+            .map(|a| a.with_op(rop));
+        comms::submit_timed(f, c, &s, timed, move |comm| {
             let staged = sb.overlaps(&rb).then(|| sb.bytes().to_vec());
             typed!(dt, T => {
                 let send: &[T] = match &staged { Some(v) => bytemuck::cast_slice(v), None => elems(&sb) };
@@ -970,7 +976,10 @@ pub extern "C" fn HcclAlltoAllV(
             bytes_of(f, "recvCounts", rlen, dt)?,
             esz,
         )?;
-        comms::submit(f, c, &s, move |comm| {
+        // The whole matrix is known only inside the op: timed as if every
+        // rank sent what this one sends (hccl_test's alltoallv does).
+        let timed = CollectiveArgs::all_to_all_v(vec![sc.clone(); n as usize], dt).ok();
+        comms::submit_timed(f, c, &s, timed, move |comm| {
             let staged = sb.overlaps(&rb).then(|| sb.bytes().to_vec());
             typed!(dt, T => {
                 let send: &[T] = match &staged { Some(v) => bytemuck::cast_slice(v), None => elems(&sb) };

@@ -22,6 +22,7 @@
 //! | `comms`, `group`, `hccl_api` | the `Hccl*` entry points: checks, then an op enqueued on the stream |
 //! | [`codes`] | `HcclResult` and `aclError` numbers |
 //! | [`prefix`] | the install layout |
+//! | [`timing`] | `HCCL_TIMING=sim`: events measure the collectives' simulated time on a modelled cluster |
 //!
 //! Settings: `HCCL_HOST_DEVICES` (devices, default 8), `HCCL_HOST_SOC_NAME`
 //! (default `Ascend910B1`), and every variable `Comm` reads
@@ -42,6 +43,7 @@ mod log;
 mod memory;
 pub mod prefix;
 mod stream;
+pub mod timing;
 
 pub use hccl_api::{
     comm_ref, CommRef, COMM_NAME_MAX_LENGTH, HCCL_COMM_CONFIG_MAGIC_WORD, HCCL_ROOT_INFO_BYTES,

@@ -7,6 +7,7 @@
 //! when the stream reaches it, and keeps the time it did.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -46,7 +47,12 @@ pub(crate) struct Stream {
     inner: Arc<Inner>,
     worker: Mutex<Option<JoinHandle<()>>>,
     id: i32,
+    /// Simulated ns of the ops run so far (`HCCL_TIMING=sim`).
+    clock: Arc<AtomicU64>,
 }
+
+/// A stream's simulated clock, ns: HCCL ops add their simulated time.
+pub(crate) type Clock = Arc<AtomicU64>;
 
 impl Stream {
     /// A stream with a running worker; `Err` if no thread can start.
@@ -64,7 +70,13 @@ impl Stream {
             inner,
             worker: Mutex::new(Some(worker)),
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            clock: Arc::new(AtomicU64::new(0)),
         })
+    }
+
+    /// The simulated clock of this stream.
+    pub(crate) fn clock(&self) -> Clock {
+        Arc::clone(&self.clock)
     }
 
     /// `aclrtStreamGetId`'s number: streams in creation order.
@@ -164,6 +176,8 @@ struct EventState {
     reached: u64,
     /// When the stream reached the last record.
     at: Option<Instant>,
+    /// The stream's simulated clock then, ns.
+    sim_at: Option<u64>,
 }
 
 /// An event (`aclrtCreateEvent`).
@@ -183,11 +197,13 @@ impl Event {
             st.recorded
         };
         let ev = Arc::clone(self);
+        let clock = stream.clock();
         stream.enqueue(Box::new(move || {
             let mut st = lock(&ev.st);
             if st.reached < n {
                 st.reached = n;
                 st.at = Some(Instant::now().max(epoch()));
+                st.sim_at = Some(clock.load(Ordering::SeqCst));
             }
             ev.cv.notify_all();
             Ok(())
@@ -199,6 +215,7 @@ impl Event {
         let mut st = lock(&self.st);
         st.reached = st.recorded;
         st.at = None;
+        st.sim_at = None;
     }
 
     /// True when the last record was reached (or nothing was recorded:
@@ -250,6 +267,13 @@ impl Event {
     pub(crate) fn time(&self) -> Option<Instant> {
         let st = lock(&self.st);
         st.at.filter(|_| st.reached >= st.recorded)
+    }
+
+    /// The stream's simulated clock (ns) when it reached the event's last
+    /// record.
+    pub(crate) fn sim_time(&self) -> Option<u64> {
+        let st = lock(&self.st);
+        st.sim_at.filter(|_| st.reached >= st.recorded)
     }
 }
 

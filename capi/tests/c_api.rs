@@ -415,3 +415,26 @@ fn a_dead_peer_is_an_async_error_and_fails_the_next_op_on_its_stream() {
     assert!(out.contains("async error 13 (tcp transfer fail)"), "{out}");
     let _ = std::fs::remove_file(&file);
 }
+
+#[test]
+fn simulated_timing_events_measure_the_collectives_on_the_modelled_cluster() {
+    if !have("gcc") {
+        return;
+    }
+    let exe = build("gcc", "timing.c", &gcc_c99());
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        let (code, out, err) = run(
+            Command::new(&exe)
+                .env("HCCL_TIMING", "sim")
+                .env("HCCL_BACKEND", "tcp"),
+            Duration::from_secs(60),
+        );
+        assert_eq!(code, Some(0), "{out}\n{err}");
+        seen.push(out);
+    }
+    // Simulated, so the same in both runs whatever the machine's load
+    // (wall times of two runs differ in their last digits).
+    assert_eq!(seen[0], seen[1]);
+    assert!(seen[0].starts_with("allreduce 1 MiB: 0.0"), "{}", seen[0]);
+}
