@@ -436,5 +436,5 @@ fn simulated_timing_events_measure_the_collectives_on_the_modelled_cluster() {
     // Simulated, so the same in both runs whatever the machine's load
     // (wall times of two runs differ in their last digits).
     assert_eq!(seen[0], seen[1]);
-    assert!(seen[0].starts_with("allreduce 1 MiB: 0.0"), "{}", seen[0]);
+    assert!(seen[0].starts_with("allreduce 64 KiB: 0.0"), "{}", seen[0]);
 }
