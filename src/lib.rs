@@ -53,8 +53,8 @@
 //! # Ok::<(), hccl::CommError>(())
 //! ```
 
-// No crate of the workspace holds unsafe code (hccl-hw's same-host path uses
-// nix's safe wrappers); the facade forbids it.
+// No unsafe code here (hccl-hw's same-host path uses nix's safe wrappers;
+// docs/DESIGN.md lists the modules that have some); the facade forbids it.
 #![forbid(unsafe_code)]
 // Items of private modules say `pub(crate)`: what is `pub` is the API.
 #![warn(unreachable_pub)]

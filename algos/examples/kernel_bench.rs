@@ -4,7 +4,9 @@
 //! Optional arguments: milliseconds per measurement (default 200), then a
 //! filter: only kernels whose label (`fp32 sum`, `bf16 max`, ...) contains
 //! it (`""` for all), then the sizes as a comma-separated list (`64K,64M`,
-//! the default).
+//! the default), then the instruction set of the kernels (`portable`,
+//! `avx2`, `avx512`; default: the widest this CPU has, as the library
+//! picks; the kept-partials table always uses that one).
 //!
 //! For each buffer size it times `dst.copy_from_slice(src)` (memcpy) and
 //! the in-place kernel `reduce(dtype, op, dst, src)` on the same sizes and
@@ -22,7 +24,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use hccl_algos::kernels::{fold_kept, reduce, reduce_kept, values, Partials};
+use hccl_algos::kernels::{fold_kept, reduce, reduce_kept, reduce_with, values, Isa, Partials};
 use hccl_algos::{DataType, ReduceOp};
 
 /// Default buffer sizes: one in L2 (64 KiB per buffer, the three
@@ -108,6 +110,16 @@ fn main() {
             .collect(),
         None => SIZES.to_vec(),
     };
+    let isa = match std::env::args().nth(4) {
+        Some(name) => *Isa::ALL
+            .iter()
+            .find(|i| i.name() == name)
+            .unwrap_or_else(|| panic!("instruction set {name:?}: use portable, avx2 or avx512")),
+        None => Isa::best(),
+    };
+    if !isa.is_available() {
+        println!("{isa} is not available on this CPU: the kernels run portable");
+    }
     let cases: Vec<(DataType, ReduceOp)> = cases()
         .into_iter()
         .filter(|(d, o)| format!("{d} {o}").contains(&filter))
@@ -121,7 +133,9 @@ fn main() {
                 .map(|m| m.trim().to_string())
         })
         .unwrap_or_else(|| "unknown CPU".into());
-    println!("kernel_bench: {cpu}; GB/s = buffer bytes / time, G = 1e9; ratio = kernel / memcpy");
+    println!(
+        "kernel_bench: {cpu}; kernels on {isa}; GB/s = buffer bytes / time, G = 1e9; ratio = kernel / memcpy"
+    );
     println!("{:<10}{:<14}{:>10}{:>9}", "size", "kernel", "GB/s", "ratio");
     for &len in &sizes {
         let label = size_label(len);
@@ -137,7 +151,7 @@ fn main() {
             let src: Vec<u8> = unit.iter().copied().cycle().take(len).collect();
             let mut dst = src.clone();
             let gbs = measure(len, batch, || {
-                reduce(dtype, op, black_box(&mut dst), black_box(&src))
+                reduce_with(isa, dtype, op, black_box(&mut dst), black_box(&src))
                     .expect("lengths are whole elements");
             });
             println!(

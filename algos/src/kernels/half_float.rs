@@ -193,28 +193,28 @@ fn divide_elems<H: Half<N>, const N: usize>(dst: &mut [u8], d: f32) {
 pub(super) const STAGE: usize = 128;
 
 /// fp16 bytes widened into the f32 bytes `out` (twice as long) by the
-/// token's F16C instructions, 8 at a time; the last `len % 8` in software
-/// (the same bits).
+/// token's F16C instructions, 16 at a time; the last `len % 16` in
+/// software (the same bits).
 #[inline(always)]
 pub(super) fn stage_widen<S: Simd>(s: S, bytes: &[u8], out: &mut [u8]) {
-    let (ob, ot) = out.as_chunks_mut::<32>();
-    let (bb, bt) = bytes.as_chunks::<16>();
+    let (ob, ot) = out.as_chunks_mut::<64>();
+    let (bb, bt) = bytes.as_chunks::<32>();
     for (o, b) in ob.iter_mut().zip(bb) {
-        *o = s.fp16_widen8(b);
+        *o = s.fp16_widen16(b);
     }
     for (o, b) in ot.chunks_exact_mut(4).zip(bt.chunks_exact(2)) {
         o.copy_from_slice(&FpSoft::widen(load(b)).to_le_bytes());
     }
 }
 
-/// f32 bytes `wide` rounded into the fp16 bytes `out` (half as long), 8 at
-/// a time by F16C, the rest in software.
+/// f32 bytes `wide` rounded into the fp16 bytes `out` (half as long), 16
+/// at a time by F16C, the rest in software.
 #[inline(always)]
 pub(super) fn stage_narrow<S: Simd>(s: S, wide: &[u8], out: &mut [u8]) {
-    let (ob, ot) = out.as_chunks_mut::<16>();
-    let (wb, wt) = wide.as_chunks::<32>();
+    let (ob, ot) = out.as_chunks_mut::<32>();
+    let (wb, wt) = wide.as_chunks::<64>();
     for (o, w) in ob.iter_mut().zip(wb) {
-        *o = s.fp16_narrow8(w);
+        *o = s.fp16_narrow16(w);
     }
     for (o, w) in ot.chunks_exact_mut(2).zip(wt.chunks_exact(4)) {
         o.copy_from_slice(&FpSoft::narrow(f32::from_le_bytes(load(w))));

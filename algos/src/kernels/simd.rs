@@ -98,19 +98,19 @@ impl fmt::Display for Isa {
 }
 
 /// What differs between the instruction sets inside a kernel: the fp16
-/// conversions, 8 elements at a time. Implementations are `Copy` tokens
+/// conversions, 16 elements at a time. Implementations are `Copy` tokens
 /// that exist only where their instructions may run.
 pub(super) trait Simd: Copy {
     /// True if the conversions below are instructions (F16C), so that the
     /// fp16 kernels convert in staged blocks; false: they are software and
     /// the kernels convert per element in their fused loops instead.
     const F16C: bool;
-    /// 8 little-endian fp16 elements widened to 8 little-endian f32
+    /// 16 little-endian fp16 elements widened to 16 little-endian f32
     /// (exact; NaN quieted, payload kept).
-    fn fp16_widen8(self, b: &[u8; 16]) -> [u8; 32];
-    /// 8 little-endian f32 rounded to fp16 (nearest, ties to even;
+    fn fp16_widen16(self, b: &[u8; 32]) -> [u8; 64];
+    /// 16 little-endian f32 rounded to fp16 (nearest, ties to even;
     /// overflow to infinity; NaN quieted with its top 10 payload bits).
-    fn fp16_narrow8(self, v: &[u8; 32]) -> [u8; 16];
+    fn fp16_narrow16(self, v: &[u8; 64]) -> [u8; 32];
 }
 
 /// A kernel call: its arguments, and its body as a function generic over
@@ -132,9 +132,9 @@ pub(super) struct Portable;
 impl Simd for Portable {
     const F16C: bool = false;
     #[inline(always)]
-    fn fp16_widen8(self, b: &[u8; 16]) -> [u8; 32] {
+    fn fp16_widen16(self, b: &[u8; 32]) -> [u8; 64] {
         use super::half_float::{FpSoft, Half};
-        let mut out = [0u8; 32];
+        let mut out = [0u8; 64];
         for (o, c) in out
             .as_chunks_mut::<4>()
             .0
@@ -146,9 +146,9 @@ impl Simd for Portable {
         out
     }
     #[inline(always)]
-    fn fp16_narrow8(self, v: &[u8; 32]) -> [u8; 16] {
+    fn fp16_narrow16(self, v: &[u8; 64]) -> [u8; 32] {
         use super::half_float::{FpSoft, Half};
-        let mut out = [0u8; 16];
+        let mut out = [0u8; 32];
         for (o, c) in out
             .as_chunks_mut::<2>()
             .0
@@ -184,45 +184,87 @@ pub(super) fn run<K: Kernel>(isa: Isa, kernel: K) -> K::Output {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::{
-        __m128i, __m256, _mm256_cvtph_ps, _mm256_cvtps_ph, _MM_FROUND_TO_NEAREST_INT,
+        __m128i, __m256, __m256i, __m512, _mm256_cvtph_ps, _mm256_cvtps_ph, _mm512_cvtph_ps,
+        _mm512_cvtps_ph, _MM_FROUND_NO_EXC, _MM_FROUND_TO_NEAREST_INT,
     };
 
     use super::{Kernel, Simd};
 
-    /// Proof that AVX2 and F16C are present: made only by the entry points
-    /// below, which are entered only after detection.
+    /// Proof that AVX2 and F16C are present: made only by `run_avx2`,
+    /// which is entered only after detection.
     #[derive(Clone, Copy, Debug)]
     pub(super) struct Avx2(());
+
+    /// Proof that AVX-512 F/BW, AVX2 and F16C are present: made only by
+    /// `run_avx512`, entered only after detection.
+    #[derive(Clone, Copy, Debug)]
+    pub(super) struct Avx512(());
 
     impl Simd for Avx2 {
         const F16C: bool = true;
         #[inline(always)]
-        fn fp16_widen8(self, b: &[u8; 16]) -> [u8; 32] {
-            // SAFETY: an `Avx2` exists only inside `run_avx2`/`run_avx512`,
-            // which run only once AVX2 and F16C were detected.
-            unsafe { widen8_f16c(b) }
+        fn fp16_widen16(self, b: &[u8; 32]) -> [u8; 64] {
+            // SAFETY: an `Avx2` exists only inside `run_avx2`, which runs
+            // only once AVX2 and F16C were detected.
+            unsafe { widen16_f16c(b) }
         }
         #[inline(always)]
-        fn fp16_narrow8(self, v: &[u8; 32]) -> [u8; 16] {
+        fn fp16_narrow16(self, v: &[u8; 64]) -> [u8; 32] {
             // SAFETY: as above: the token proves F16C.
-            unsafe { narrow8_f16c(v) }
+            unsafe { narrow16_f16c(v) }
+        }
+    }
+
+    impl Simd for Avx512 {
+        const F16C: bool = true;
+        #[inline(always)]
+        fn fp16_widen16(self, b: &[u8; 32]) -> [u8; 64] {
+            // SAFETY: an `Avx512` exists only inside `run_avx512`, which
+            // runs only once AVX-512 F was detected.
+            unsafe { widen16_avx512(b) }
+        }
+        #[inline(always)]
+        fn fp16_narrow16(self, v: &[u8; 64]) -> [u8; 32] {
+            // SAFETY: as above: the token proves AVX-512 F.
+            unsafe { narrow16_avx512(v) }
         }
     }
 
     // Little-endian bytes are the lanes' memory order on x86-64, so the
-    // casts are the vector loads and stores.
+    // casts are the vector loads and stores. (One 512-bit conversion, not
+    // two 256-bit ones, in the AVX-512 path: the staged loops then store
+    // and reload whole registers, which the CPU forwards.)
     #[target_feature(enable = "avx2,f16c")]
     #[inline]
-    fn widen8_f16c(b: &[u8; 16]) -> [u8; 32] {
-        let h: __m128i = bytemuck::cast(*b);
-        bytemuck::cast::<__m256, [u8; 32]>(_mm256_cvtph_ps(h))
+    fn widen16_f16c(b: &[u8; 32]) -> [u8; 64] {
+        let [lo, hi]: [__m128i; 2] = bytemuck::cast(*b);
+        bytemuck::cast::<[__m256; 2], [u8; 64]>([_mm256_cvtph_ps(lo), _mm256_cvtph_ps(hi)])
     }
 
     #[target_feature(enable = "avx2,f16c")]
     #[inline]
-    fn narrow8_f16c(v: &[u8; 32]) -> [u8; 16] {
-        let x: __m256 = bytemuck::cast(*v);
-        bytemuck::cast(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x))
+    fn narrow16_f16c(v: &[u8; 64]) -> [u8; 32] {
+        let [lo, hi]: [__m256; 2] = bytemuck::cast(*v);
+        bytemuck::cast::<[__m128i; 2], [u8; 32]>([
+            _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(lo),
+            _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(hi),
+        ])
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx2,f16c")]
+    #[inline]
+    fn widen16_avx512(b: &[u8; 32]) -> [u8; 64] {
+        let h: __m256i = bytemuck::cast(*b);
+        bytemuck::cast::<__m512, [u8; 64]>(_mm512_cvtph_ps(h))
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx2,f16c")]
+    #[inline]
+    fn narrow16_avx512(v: &[u8; 64]) -> [u8; 32] {
+        let x: __m512 = bytemuck::cast(*v);
+        bytemuck::cast(_mm512_cvtps_ph::<
+            { _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC },
+        >(x))
     }
 
     /// `kernel` compiled for AVX2 + F16C.
@@ -234,6 +276,6 @@ mod x86 {
     /// `kernel` compiled for AVX-512 F/BW (with AVX2 + F16C).
     #[target_feature(enable = "avx512f,avx512bw,avx2,f16c")]
     pub(super) fn run_avx512<K: Kernel>(kernel: K) -> K::Output {
-        kernel.run(Avx2(()))
+        kernel.run(Avx512(()))
     }
 }
