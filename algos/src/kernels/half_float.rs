@@ -289,6 +289,68 @@ pub(super) fn reduce_into<H: Half<2>>(op: ReduceOp, out: &mut [u8], a: &[u8], b:
     by_op!(op, |f| zip_into::<H, 2>(out, a, b, &f))
 }
 
+/// bf16 `dst = dst (op) src` two elements at a time (see [`bf16_pair`]).
+#[inline(always)]
+pub(super) fn bf16_reduce(op: ReduceOp, dst: &mut [u8], src: &[u8]) {
+    by_op!(op, |f| {
+        let (dp, dt) = dst.as_chunks_mut::<4>();
+        let (sp, st) = src.as_chunks::<4>();
+        for (d, s) in dp.iter_mut().zip(sp) {
+            let (x0, x1) = bf16_pair(*d);
+            let (y0, y1) = bf16_pair(*s);
+            *d = bf16_unpair(f(x0, y0), f(x1, y1));
+        }
+        zip_in_place::<Bf, 2>(dt, st, &f)
+    })
+}
+
+/// bf16 `out = a (op) b` two elements at a time.
+#[inline(always)]
+pub(super) fn bf16_reduce_into(op: ReduceOp, out: &mut [u8], a: &[u8], b: &[u8]) {
+    by_op!(op, |f| {
+        let (op_, ot) = out.as_chunks_mut::<4>();
+        let (ap, at) = a.as_chunks::<4>();
+        let (bp, bt) = b.as_chunks::<4>();
+        for ((o, x), y) in op_.iter_mut().zip(ap).zip(bp) {
+            let (x0, x1) = bf16_pair(*x);
+            let (y0, y1) = bf16_pair(*y);
+            *o = bf16_unpair(f(x0, y0), f(x1, y1));
+        }
+        zip_into::<Bf, 2>(ot, at, bt, &f)
+    })
+}
+
+/// Two bf16 elements (4 little-endian bytes, read as one `u32`) widened:
+/// the first is the low half shifted up, the second the high half masked.
+/// Pairs need no unpacking or packing of lanes (a vector of `u32`s holds
+/// both halves in place): with SSE2 or AVX-512 alike the loop is shifts,
+/// masks and adds only.
+#[inline(always)]
+fn bf16_pair(b: [u8; 4]) -> (f32, f32) {
+    let w = u32::from_le_bytes(b);
+    (f32::from_bits(w << 16), f32::from_bits(w & 0xFFFF_0000))
+}
+
+/// Two f32 rounded to bf16 and put back in place (see [`bf16_pair`]).
+#[inline(always)]
+fn bf16_unpair(lo: f32, hi: f32) -> [u8; 4] {
+    ((bf16_round_high(lo) >> 16) | (bf16_round_high(hi) & 0xFFFF_0000)).to_le_bytes()
+}
+
+/// `v` rounded as [`f32_to_bf16`] does, the bf16 in the top 16 bits (the
+/// low 16 are left over).
+#[inline(always)]
+fn bf16_round_high(v: f32) -> u32 {
+    let x = v.to_bits();
+    let is_nan = ((x & 0x7FFF_FFFF) as i32) > 0x7F80_0000;
+    let rounded = x.wrapping_add(0x7FFF + ((x >> 16) & 1));
+    if is_nan {
+        x | 0x0040_0000
+    } else {
+        rounded
+    }
+}
+
 /// bf16 / software fp16 `dst = dst / divisor` in f32, rounded once.
 #[inline(always)]
 pub(super) fn divide<H: Half<2>>(dst: &mut [u8], divisor: u32) {
