@@ -128,6 +128,7 @@ impl Comm {
                     turn: 0,
                     p2p_sent: vec![0; size as usize],
                     p2p_received: vec![0; size as usize],
+                    ran: None,
                 }),
                 turn_cv: Condvar::new(),
                 tickets: Mutex::new(Tickets::default()),

@@ -131,6 +131,9 @@ pub(crate) struct State {
     p2p_sent: Vec<u64>,
     /// Point-to-point messages received from each rank.
     p2p_received: Vec<u64>,
+    /// What the backend said about the collective that just ran, for its
+    /// flight record (taken by the run path as the op ends).
+    ran: Option<recorder::Ran>,
 }
 
 pub(crate) struct Shared {

@@ -384,15 +384,15 @@ fn p2p_at(
             }
             _ => format!("{op} ({} items)", items.len()),
         };
-        if let (Some(f), Some(id)) = (&sh.flight, id) {
-            f.running(id, None);
-        }
+        recorder::running(sh, id);
         backend.p2p(sh, &name, items, &numbers)
     });
-    if let (Some(f), Some(id), Err(e)) = (&sh.flight, id, &r) {
-        f.waits(id, recorder::waits_of(e, Vec::new()));
-    }
-    recorder::ended(sh, id, &r);
+    let ran = r.as_ref().err().map(|e| recorder::Ran {
+        algo: None,
+        time: None,
+        waits: recorder::waits_of(e, Vec::new()),
+    });
+    recorder::ended(sh, id, &r, ran);
     r
 }
 

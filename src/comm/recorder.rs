@@ -2,21 +2,25 @@
 //! last ops (`HCCL_FLIGHT_RECORDER_ENTRIES`), and its dumps to
 //! `HCCL_FLIGHT_RECORDER_DIR` (format: [`crate::flight`]).
 //!
-//! An op costs three short lock holds (queued, running, ended) of the
-//! ring's own mutex, never the communicator's state lock, so a dump from
-//! another thread (a signal, an abort) never waits for a running op.
-//! Strings are made only when a dump is taken.
+//! An op costs two short holds of the ring's own mutex (queued, ended),
+//! never the communicator's state lock, so a dump from another thread (a
+//! signal, an abort) never waits for a running op; "running" is one
+//! atomic store (ops of a communicator run one at a time). It reads the
+//! clock once, when the op is called: the start and end of a collective
+//! are the instants the backend measured anyway. Strings are made only
+//! when a dump is taken.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use hccl_algos::algo::AlgoSpec;
 use hccl_algos::collective::CollectiveArgs;
 use hccl_algos::{DataType, ReduceOp};
 
+use super::profile::OpTime;
 use super::{lock, BackendError, CommError, Shared};
 use crate::flight::{
     self, Dump, DumpReason, ErrorKind, FlightError, Header, OpError, OpRecord, OpState, WaitKind,
@@ -113,6 +117,11 @@ pub(crate) struct Recorder {
     cap: usize,
     ring: Mutex<Ring>,
     created_us: u64,
+    /// The instant of `created_us`, to turn the backend's instants into
+    /// wall-clock µs.
+    created: Instant,
+    /// Id + 1 of the op on the backend now (0: none).
+    current: AtomicU64,
     /// `HCCL_FLIGHT_RECORDER_DIR` when the communicator was made.
     dir: Option<PathBuf>,
     /// Set by the first failed op's dump: later failures (every op of a
@@ -168,6 +177,8 @@ impl Recorder {
             cap,
             ring: Mutex::new(Ring::default()),
             created_us: now_us(),
+            created: Instant::now(),
+            current: AtomicU64::new(0),
             dir,
             failure_dumped: AtomicBool::new(false),
         })
@@ -196,59 +207,45 @@ impl Recorder {
         id
     }
 
-    /// Op `id` runs now, with `algo` (`None` for point-to-point).
-    pub(crate) fn running(&self, id: u64, algo: Option<AlgoSpec>) {
-        let t = now_us();
-        if let Some(e) = lock(&self.ring).get(id) {
-            e.state = OpState::Started;
-            e.started_us = Some(t);
-            e.algorithm = algo;
-        }
+    /// Op `id` runs now (its turn came).
+    pub(crate) fn running(&self, id: u64) {
+        self.current.store(id + 1, Ordering::Release);
     }
 
-    /// The running collective with sequence number `seq`, from the back
-    /// (the run path knows its seq, not its id).
-    pub(crate) fn running_seq(&self, seq: u64, algo: AlgoSpec) {
-        let t = now_us();
-        let mut r = lock(&self.ring);
-        if let Some(e) = r.ops.iter_mut().rev().find(|e| e.desc.seq == Some(seq)) {
-            e.state = OpState::Started;
-            e.started_us = Some(t);
-            e.algorithm = Some(algo);
-        }
+    /// `t` as µs since the Unix epoch.
+    fn us(&self, t: Instant) -> u64 {
+        self.created_us + t.saturating_duration_since(self.created).as_micros() as u64
     }
 
-    /// The peers failed op `id` waited on.
-    pub(crate) fn waits(&self, id: u64, waits: Vec<WaitOn>) {
-        if let Some(e) = lock(&self.ring).get(id) {
-            e.waits = waits;
-        }
-    }
-
-    /// [`Recorder::waits`] of the collective with sequence number `seq`.
-    pub(crate) fn waits_seq(&self, seq: u64, waits: Vec<WaitOn>) {
-        let mut r = lock(&self.ring);
-        if let Some(e) = r.ops.iter_mut().rev().find(|e| e.desc.seq == Some(seq)) {
-            e.waits = waits;
-        }
-    }
-
-    /// Op `id` ended with `r`.
-    pub(crate) fn end<T>(&self, id: u64, r: &Result<T, CommError>) {
-        let t = now_us();
+    /// Op `id` ended with `r`; `ran` is what the backend said about it.
+    pub(crate) fn end<T>(&self, id: u64, r: &Result<T, CommError>, ran: Option<Ran>) {
+        let _ = self
+            .current
+            .compare_exchange(id + 1, 0, Ordering::AcqRel, Ordering::Relaxed);
         let error = r.as_ref().err().map(|e| OpError {
             kind: error_kind(e),
             text: e.to_string(),
         });
+        let (algo, time, waits) = match ran {
+            Some(Ran { algo, time, waits }) => (algo, time, waits),
+            None => (None, None, Vec::new()),
+        };
+        // The backend's own instants when it timed the op; else now.
+        let (started, ended) = match time {
+            Some((a, b)) => (Some(self.us(a)), self.us(b)),
+            None => (None, now_us()),
+        };
         if let Some(e) = lock(&self.ring).get(id) {
-            e.ended_us = Some(t);
-            e.started_us.get_or_insert(t);
+            e.ended_us = Some(ended);
+            e.started_us = started;
+            e.algorithm = algo.or(e.algorithm);
             e.state = if error.is_some() {
                 OpState::Failed
             } else {
                 OpState::Done
             };
             e.error = error;
+            e.waits = waits;
         }
     }
 
@@ -259,11 +256,7 @@ impl Recorder {
 
     /// The ring now, as a dump of `sh` for `reason`.
     pub(crate) fn snapshot(&self, sh: &Shared, reason: DumpReason, detail: Option<String>) -> Dump {
-        let (ops, recorded) = {
-            let r = lock(&self.ring);
-            let ops: Vec<OpRecord> = r.ops.iter().map(record).collect();
-            (ops, r.recorded)
-        };
+        let (ops, recorded) = self.ops();
         Dump {
             header: Header {
                 format: flight::FORMAT.into(),
@@ -291,6 +284,22 @@ impl Recorder {
             ops,
             path: None,
         }
+    }
+
+    /// The ring's records (the op on the backend now `started`) and the
+    /// count of ops recorded.
+    fn ops(&self) -> (Vec<OpRecord>, u64) {
+        let running = self.current.load(Ordering::Acquire).checked_sub(1);
+        let r = lock(&self.ring);
+        let mut ops: Vec<OpRecord> = r.ops.iter().map(record).collect();
+        if let (Some(id), Some(first)) = (running, r.ops.front().map(|e| e.id)) {
+            if let Some(o) = id.checked_sub(first).and_then(|i| ops.get_mut(i as usize)) {
+                if o.state == OpState::Queued {
+                    o.state = OpState::Started;
+                }
+            }
+        }
+        (ops, r.recorded)
     }
 
     /// Writes the dump of `sh` for `reason` to the directory, if one is
@@ -362,13 +371,51 @@ fn record(e: &Entry) -> OpRecord {
     }
 }
 
+/// What the backend said about an op that ran, for its record.
+pub(crate) struct Ran {
+    /// The algorithm (`None`: point-to-point).
+    pub(crate) algo: Option<AlgoSpec>,
+    /// Its start and end as the backend measured them.
+    pub(crate) time: Option<(Instant, Instant)>,
+    /// For a failure: the peers it waited on.
+    pub(crate) waits: Vec<WaitOn>,
+}
+
+impl Ran {
+    /// A collective run with `algo` that returned `r`; `never` asks the
+    /// backend which ranks never started it (called on failure only).
+    pub(crate) fn of(
+        algo: AlgoSpec,
+        r: &Result<OpTime, CommError>,
+        never: impl FnOnce() -> Vec<u32>,
+    ) -> Ran {
+        let (time, waits) = match r {
+            Ok(OpTime::Measured(a, b)) => (Some((*a, *b)), Vec::new()),
+            Ok(OpTime::Simulated(..)) => (None, Vec::new()),
+            Err(e) => (None, waits_of(e, never())),
+        };
+        Ran {
+            algo: Some(algo),
+            time,
+            waits,
+        }
+    }
+}
+
+/// Marks op `id` of `sh` (if recorded) as running.
+pub(crate) fn running(sh: &Shared, id: Option<u64>) {
+    if let (Some(f), Some(id)) = (&sh.flight, id) {
+        f.running(id);
+    }
+}
+
 /// Records the end of op `id` of `sh` (if recorded) with `r`; the
 /// communicator's first failed op writes a dump.
-pub(crate) fn ended<T>(sh: &Shared, id: Option<u64>, r: &Result<T, CommError>) {
+pub(crate) fn ended<T>(sh: &Shared, id: Option<u64>, r: &Result<T, CommError>, ran: Option<Ran>) {
     let (Some(f), Some(id)) = (&sh.flight, id) else {
         return;
     };
-    f.end(id, r);
+    f.end(id, r, ran);
     let Err(e) = r else {
         return;
     };
@@ -516,7 +563,8 @@ mod tests {
         let r = Recorder::new(2, None).unwrap();
         for t in 0..5 {
             let id = r.queue(desc(t));
-            r.end::<()>(id, &Ok(()));
+            r.running(id);
+            r.end::<()>(id, &Ok(()), None);
         }
         let ring = lock(&r.ring);
         assert_eq!(ring.recorded, 5);
@@ -538,14 +586,35 @@ mod tests {
     fn a_failed_op_keeps_its_error_and_waits() {
         let r = Recorder::new(4, None).unwrap();
         let id = r.queue(desc(0));
-        r.running_seq(0, AlgoSpec::Flat(hccl_algos::algo::Algorithm::Ring));
+        let queued = r.queue(desc(1));
+        r.running(id);
+        // A dump while it runs shows it started, the next one queued.
+        let states: Vec<OpState> = r.ops().0.iter().map(|o| o.state).collect();
+        assert_eq!(states, [OpState::Started, OpState::Queued]);
         let e: Result<(), _> = Err(CommError::Broken("gone".into()));
         let w = vec![WaitOn {
             peer: 1,
             why: flight::WaitKind::Lost,
         }];
-        r.waits_seq(0, w.clone());
-        r.end(id, &e);
+        let algo = AlgoSpec::Flat(hccl_algos::algo::Algorithm::Ring);
+        let ran = Ran::of(algo, &Err(e.clone().unwrap_err()), || vec![1]);
+        assert_eq!(
+            ran.waits,
+            [WaitOn {
+                peer: 1,
+                why: flight::WaitKind::NeverCalled
+            }]
+        );
+        r.end(
+            id,
+            &e,
+            Some(Ran {
+                algo: Some(algo),
+                time: None,
+                waits: w.clone(),
+            }),
+        );
+        let _ = queued;
         let ring = lock(&r.ring);
         let rec = record(&ring.ops[0]);
         assert_eq!(rec.state, OpState::Failed);
@@ -553,4 +622,49 @@ mod tests {
         assert_eq!(rec.error.unwrap().kind, ErrorKind::Broken);
         assert!(rec.algorithm.is_some());
     }
+}
+
+/// The recorder's own cost per op (`cargo test --release -p hccl --lib
+/// recorder_cost -- --ignored --nocapture`): prints the CPU time per op
+/// of this thread (Linux's schedstat, so time spent waiting for a CPU on
+/// a loaded machine does not count) and the wall time; asserts nothing
+/// (bench/tcp.md has the figures).
+#[cfg(test)]
+#[test]
+#[ignore = "a measurement, not a check"]
+fn recorder_cost() {
+    let cpu_ns = || -> u64 {
+        std::fs::read_to_string("/proc/thread-self/schedstat")
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let args = CollectiveArgs::new(
+        hccl_algos::collective::CollectiveKind::AllReduce,
+        2048,
+        DataType::Fp32,
+        2,
+    );
+    let algo = AlgoSpec::Flat(hccl_algos::algo::Algorithm::Ring);
+    let r = Recorder::new(flight::DEFAULT_ENTRIES, None).unwrap();
+    let n = 1_000_000u64;
+    let (mut cpu, mut wall) = (Vec::new(), Vec::new());
+    let (a, b) = (Instant::now(), Instant::now());
+    for _ in 0..5 {
+        let (t, c) = (Instant::now(), cpu_ns());
+        for seq in 0..n {
+            let id = r.queue(OpDesc::collective(seq, seq, &args));
+            r.running(id);
+            let ran = Ran::of(algo, &Ok(OpTime::Measured(a, b)), Vec::new);
+            r.end::<()>(id, &Ok(()), Some(ran));
+        }
+        cpu.push((cpu_ns() - c) as f64 / n as f64);
+        wall.push(t.elapsed().as_nanos() as f64 / n as f64);
+    }
+    cpu.sort_by(f64::total_cmp);
+    wall.sort_by(f64::total_cmp);
+    println!(
+        "recorder: {:.0} ns CPU per op, {:.0} ns wall (medians of 5 x {n}; CPU {cpu:.0?})",
+        cpu[2], wall[2]
+    );
 }

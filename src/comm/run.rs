@@ -124,10 +124,14 @@ impl Comm {
         user: UserBufs<'_>,
     ) -> Result<(), CommError> {
         let id = (shared.flight.as_ref()).map(|f| f.queue(OpDesc::collective(turn, seq, args)));
+        let mut ran = None;
         let r = Comm::at_turn(shared, turn, |st| {
-            Comm::run_locked(shared, st, seq, args, user)
+            recorder::running(shared, id);
+            let r = Comm::run_locked(shared, st, seq, args, user);
+            ran = st.ran.take();
+            r
         });
-        recorder::ended(shared, id, &r);
+        recorder::ended(shared, id, &r, ran);
         r
     }
 
@@ -251,14 +255,12 @@ impl Comm {
             return Err(CommError::Broken("the communicator was aborted".into()));
         };
         let (seq, called, spec) = (op.seq, op.called, op.planned.algo);
-        if let Some(f) = &shared.flight {
-            f.running_seq(seq, spec);
+        let r = backend.run(shared, op, user);
+        if shared.flight.is_some() {
+            let ran = recorder::Ran::of(spec, &r, || backend.never_started(seq));
+            st.ran = Some(ran);
         }
-        let time = backend.run(shared, op, user).inspect_err(|e| {
-            if let Some(f) = &shared.flight {
-                f.waits_seq(seq, recorder::waits_of(e, backend.never_started(seq)));
-            }
-        })?;
+        let time = r?;
         if let Some(p) = &shared.profile {
             p.record(&shared.name, seq, called, &spec, time);
         }

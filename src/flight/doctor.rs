@@ -74,9 +74,10 @@ pub enum Cause {
         /// The op (sequence number) each of them waits in.
         seqs: Vec<u64>,
     },
-    /// Two ranks in the same op each wait for data from the other and
-    /// both called it: the link between them carries nothing (cut,
-    /// firewalled, or a switch port down).
+    /// Two ranks that both called an op wait for each other's data (or
+    /// one waits for data the other sent, having finished the op): the
+    /// link between them carries nothing (cut, firewalled, or a switch
+    /// port down).
     DeadLink {
         /// The communicator.
         comm: String,
@@ -187,6 +188,18 @@ pub struct Diagnosis {
     pub dumps: Vec<Dump>,
 }
 
+/// Why a rank in op `seq` waits on `w.peer`, given the peer's dump: a
+/// peer that "never called" the op by this rank's view but recorded it
+/// itself did call it, and its start never arrived (a link that carries
+/// nothing): data.
+fn effective(w: &WaitOn, seq: Option<u64>, peer: Option<&Dump>) -> WaitKind {
+    let called = |d: &Dump| d.ops.iter().any(|o| o.seq.is_some() && o.seq == seq);
+    match (w.why, peer) {
+        (WaitKind::NeverCalled, Some(p)) if called(p) => WaitKind::Data,
+        (why, _) => why,
+    }
+}
+
 /// The op a rank is in or failed: its first op not done.
 fn current(d: &Dump) -> Option<&OpRecord> {
     d.ops.iter().find(|o| o.state != OpState::Done)
@@ -256,7 +269,7 @@ pub fn diagnose(dumps: Vec<Dump>) -> Diagnosis {
                     to: globals.get(w.peer as usize).copied().unwrap_or(w.peer),
                     comm: name.clone(),
                     seq: c.seq,
-                    why: w.why,
+                    why: effective(w, c.seq, at(w.peer)),
                 });
             }
             // A dumped peer whose record ends before this op never called it.
@@ -318,7 +331,7 @@ pub fn diagnose(dumps: Vec<Dump>) -> Diagnosis {
             let Some(k) = c.seq else { continue };
             let r = d.header.rank;
             for w in &c.waits {
-                match w.why {
+                match effective(w, Some(k), at(w.peer)) {
                     WaitKind::NeverCalled if at(w.peer).is_some() => {
                         let e = never
                             .entry((name.clone(), k, w.peer))
@@ -327,21 +340,31 @@ pub fn diagnose(dumps: Vec<Dump>) -> Diagnosis {
                             e.1.push(r);
                         }
                     }
-                    WaitKind::Data if w.peer > r => {
-                        // Both in this op, each waiting for the other's data.
+                    WaitKind::Data => {
                         let Some(pd) = at(w.peer) else { continue };
-                        let Some(pc) = current(pd) else { continue };
-                        let back = pc
-                            .waits
+                        // Both in this op, each waiting for the other's
+                        // data; or the peer finished it, so it sent all it
+                        // had to and what this rank waits for was lost on
+                        // the way.
+                        let mutual = current(pd).is_some_and(|pc| {
+                            pc.seq == Some(k)
+                                && pc.waits.iter().any(|x| {
+                                    x.peer == r && effective(x, Some(k), Some(d)) == WaitKind::Data
+                                })
+                        });
+                        let peer_done = pd
+                            .ops
                             .iter()
-                            .any(|x| x.peer == r && x.why == WaitKind::Data);
-                        if pc.seq == Some(k) && back {
-                            links.push(Cause::DeadLink {
-                                comm: name.clone(),
-                                seq: k,
-                                ranks: [r, w.peer],
-                                hosts: [d.header.host.clone(), pd.header.host.clone()],
-                            });
+                            .any(|o| o.seq == Some(k) && o.state == OpState::Done);
+                        let (lo, hi) = if r < w.peer { (*d, pd) } else { (pd, *d) };
+                        let link = Cause::DeadLink {
+                            comm: name.clone(),
+                            seq: k,
+                            ranks: [lo.header.rank, hi.header.rank],
+                            hosts: [lo.header.host.clone(), hi.header.host.clone()],
+                        };
+                        if (mutual || peer_done) && !links.contains(&link) {
+                            links.push(link);
                         }
                     }
                     _ => {}
@@ -390,7 +413,15 @@ pub fn diagnose(dumps: Vec<Dump>) -> Diagnosis {
             .get(rank as usize)
             .copied()
             .unwrap_or(rank);
-        if in_cycle.contains(&global) || info.missing.contains(&rank) {
+        let stuck_before = by_comm[&comm]
+            .iter()
+            .find(|d| d.header.rank == rank)
+            .and_then(|d| current(d))
+            .is_some_and(|c| c.seq.is_some_and(|s| s < seq));
+        // A rank stuck in an earlier op of the communicator is explained
+        // by that op (a cause of its own above), not as a rank that never
+        // called this one.
+        if in_cycle.contains(&global) || info.missing.contains(&rank) || stuck_before {
             continue;
         }
         by.sort_unstable();
@@ -648,6 +679,21 @@ mod tests {
         assert!(d
             .to_text()
             .contains("check the network between a (rank 0) and b (rank 1)"));
+    }
+
+    #[test]
+    fn ranks_whose_starts_never_arrived_but_that_both_called_the_op_are_a_dead_link() {
+        let t = Some(ErrorKind::Timeout);
+        let nc = WaitKind::NeverCalled;
+        let d = diagnose(vec![
+            dump(0, "a", vec![op(1, OpState::Failed, &[(1, nc)], t)]),
+            dump(1, "b", vec![op(1, OpState::Failed, &[(0, nc)], t)]),
+        ]);
+        assert!(
+            matches!(&d.root_causes[..], [Cause::DeadLink { ranks: [0, 1], .. }]),
+            "{}",
+            d.to_text()
+        );
     }
 
     #[test]

@@ -220,14 +220,17 @@ pub struct OpRecord {
     /// most collectives).
     pub bytes: u64,
     /// The algorithm it ran with (`ring`, `level0:ring;level1:H-D_R`);
-    /// `None` until planned, and for point-to-point ops.
+    /// set when the op ends; `None` for point-to-point ops.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub algorithm: Option<String>,
     /// Where the op is.
     pub state: OpState,
     /// When it was called, µs since the Unix epoch.
     pub queued_us: u64,
-    /// When it started running (`None` while queued).
+    /// When the backend started it, as the backend measured it; `None`
+    /// while it runs, for point-to-point ops, on the simulator backend and
+    /// for a failed op (then `queued_us` is its start, to within the wait
+    /// for its turn).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_us: Option<u64>,
     /// When it ended here, done or failed.

@@ -236,8 +236,8 @@ impl Diagnosis {
                 ranks,
                 hosts,
             } => format!(
-                "dead link: ranks {} ({}) and {} ({}) both called comm '{comm}' op #{seq} and each waits for the other's data",
-                ranks[0], hosts[0], ranks[1], hosts[1]
+                "dead link between {} (rank {}) and {} (rank {}): in comm '{comm}' op #{seq}, which both called, their messages stopped arriving with no error from either side",
+                hosts[0], ranks[0], hosts[1], ranks[1]
             ),
             Cause::MissingDump {
                 comm,

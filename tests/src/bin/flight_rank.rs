@@ -15,7 +15,10 @@
 //!   communicators alive: a hung rank, to be dumped by `SIGUSR1`;
 //! - `swap`: the victim calls the sub-communicator's second op before the
 //!   world's op #3, the others after it;
-//! - `count`: the victim calls op #3 with 2049 elements, the others 2048.
+//! - `count`: the victim calls op #3 with 2049 elements, the others 2048;
+//! - `loop`: every rank runs 8 KiB AllReduces on the world for up to 20 s
+//!   (a link cut from outside stops them); after the first it creates the
+//!   file `HCCL_TEST_MARK` if set, to say it is running.
 //!
 //! Prints `OPOK` and exits 0, or `OPERR <error>` and exits 3 a second
 //! later. Bootstrap
@@ -55,6 +58,17 @@ fn run(world: &Comm, sub: &Comm, fault: &str, victim: bool) -> Result<(), hccl::
             all_reduce(sub, 2048)
         }
         ("count", true) => all_reduce(world, 2049),
+        ("loop", _) => {
+            let end = std::time::Instant::now() + Duration::from_secs(20);
+            all_reduce(world, 2048)?;
+            if let Some(mark) = var("HCCL_TEST_MARK") {
+                let _ = std::fs::write(mark, b"");
+            }
+            while std::time::Instant::now() < end {
+                all_reduce(world, 2048)?;
+            }
+            Ok(())
+        }
         _ => all_reduce(world, 2048),
     }
 }
