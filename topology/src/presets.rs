@@ -51,8 +51,11 @@ pub mod sources {
     //! Huawei tools that name the 910B agree on it. Per-step latency is
     //! 0.5 µs (HCCS) and 1.5 µs (RoCE) in msmodeling, 2 µs per task in the HCCL
     //! cost model; the presets keep α = 2 µs per message plus the hop
-    //! latencies below. None of these figures was fitted to a measurement
-    //! (bench/README.md).
+    //! latencies below. None of these figures was fitted to a measurement;
+    //! bench/README.md compares the presets with the published ones (a
+    //! torch.distributed run on one 910B server is over-predicted by about
+    //! half at 28 GB/s, and matched within a few percent with msmodeling's
+    //! 0.7 efficiency, which the presets do not apply).
 
     /// NPUs per Atlas 800T A2 server: 8 × Ascend 910B (DESIGN.md / issue 2;
     /// HCCL docs: the A2 intra-server HCCS domain is 8 ranks, also MindSpeed
@@ -60,7 +63,10 @@ pub mod sources {
     /// `A2_INTERCONNECT` grid 128 × 8 with an 8-NPU full-mesh tier; msprof
     /// `RANK_NUM_PER_SERVER = 8`). Verified.
     pub const A2_NPUS_PER_SERVER: u32 = 8;
-    /// HCCS bandwidth per link and direction between two 910B NPUs, GB/s.
+    /// HCCS bandwidth per link and direction between two 910B NPUs, GB/s; one
+    /// link per pair, a full mesh of 8 (a published `npu-smi info -t topo` of
+    /// an 8 × 910B server shows HCCS between every pair:
+    /// <https://www.meemx.com/p/hccl-contest-log-overall>).
     /// Verified: msprof `HCCS_BANDWIDTH_V4_1_0 = 28` (Ascend910B); msmodeling
     /// `A2_INTERCONNECT` full mesh `bandwidth_bytes_ps = 196e9` per NPU
     /// (unidirectional), 196 / 7 peers = 28 per link. The HCCL cost model's
