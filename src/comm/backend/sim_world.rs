@@ -362,16 +362,7 @@ impl SimWorld {
         }
         if p.arrived == n && p.result.is_none() {
             let r = self.run_pending(comm, &name, seq, p);
-            let hung = matches!(r, Err(CommError::Hang(_)));
-            if let Some(p) = s.ops.get_mut(&seq) {
-                p.result = Some(r);
-            }
-            self.cv.notify_all();
-            if hung {
-                drop(s);
-                self.cluster.wake_all();
-                s = lock(&self.state);
-            }
+            s = self.settle(s, seq, r);
         }
         if me.fate == Fate::Skip {
             return Ok(None);
@@ -411,14 +402,7 @@ impl SimWorld {
                 });
             if crashed_all && p.result.is_none() {
                 let r = self.run_pending(comm, &name, seq, p);
-                let hung = matches!(r, Err(CommError::Hang(_)));
-                p.result = Some(r);
-                self.cv.notify_all();
-                if hung {
-                    drop(s);
-                    self.cluster.wake_all();
-                    s = lock(&self.state);
-                }
+                s = self.settle(s, seq, r);
                 continue;
             }
             let lost = s.ops.get(&seq).and_then(|p| {
@@ -513,6 +497,27 @@ impl SimWorld {
         }
         let source = PlannedCollective::new(call, plans).with_aliases(p.aliases.clone());
         self.simulate((comm, seq, 0), &members, source, inputs)
+    }
+
+    /// Gives op `seq` its result `r` and wakes its ranks; a hang broke the
+    /// tree, so every world of it is woken too (with this world unlocked).
+    fn settle<'a>(
+        &'a self,
+        mut s: std::sync::MutexGuard<'a, SimState>,
+        seq: u64,
+        r: Outputs,
+    ) -> std::sync::MutexGuard<'a, SimState> {
+        let hung = matches!(r, Err(CommError::Hang(_)));
+        if let Some(p) = s.ops.get_mut(&seq) {
+            p.result = Some(r);
+        }
+        self.cv.notify_all();
+        if hung {
+            drop(s);
+            self.cluster.wake_all();
+            s = lock(&self.state);
+        }
+        s
     }
 
     fn global_of(&self, r: u32) -> u32 {
