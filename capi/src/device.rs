@@ -28,14 +28,17 @@ thread_local! {
     static CURRENT: Cell<Option<i32>> = const { Cell::new(None) };
 }
 
-/// `HCCL_HOST_DEVICES` read (bad values: the default, with a warning).
+/// `HCCL_HOST_DEVICES` read (0 allowed; bad values: the default, with a
+/// warning).
 pub(crate) fn count() -> u32 {
     match std::env::var(ENV_DEVICES) {
         Ok(v) => match v.trim().parse::<u32>() {
-            Ok(n) if n > 0 => n,
+            // 0 is a host without devices (every aclrtSetDevice fails),
+            // what CANN reports when no driver sees an NPU.
+            Ok(n) => n,
             _ => {
                 tracing::warn!(
-                    "{ENV_DEVICES}={v:?} is not a positive integer; using {DEFAULT_DEVICES}"
+                    "{ENV_DEVICES}={v:?} is not a number of devices; using {DEFAULT_DEVICES}"
                 );
                 DEFAULT_DEVICES
             }

@@ -29,9 +29,15 @@ pub const HEADERS: [(&str, &str); 6] = [
 ];
 
 /// The library file cargo builds (`libhccl_capi.so`) beside `exe_dir`
-/// (`target/<profile>/`).
+/// (`target/<profile>/`), or in its `deps/` (where a build of only some
+/// targets leaves it).
 pub fn built_library(exe_dir: &Path) -> PathBuf {
-    exe_dir.join("libhccl_capi.so")
+    let lib = exe_dir.join("libhccl_capi.so");
+    let deps = exe_dir.join("deps").join("libhccl_capi.so");
+    if !lib.exists() && deps.exists() {
+        return deps;
+    }
+    lib
 }
 
 /// `set_env.sh` for `prefix` (CANN's names: `ASCEND_HOME_PATH`,

@@ -317,6 +317,12 @@ fn every_bad_argument_gets_its_code_and_a_log_line() {
     );
     assert_eq!(code, Some(0), "{out}\n{err}");
     // The log lines name the function and the argument.
+    let (code0, out0, err0) = run(
+        Command::new(&exe).env("HCCL_HOST_DEVICES", "0"),
+        Duration::from_secs(30),
+    );
+    assert_eq!(code0, Some(0), "HCCL_HOST_DEVICES=0: {out0}\n{err0}");
+    assert!(out0.contains("bad_args: no devices"), "{out0}");
     for line in [
         "HcclAllReduce: sendBuf is NULL",
         "aclrtFree: ",

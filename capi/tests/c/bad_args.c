@@ -30,6 +30,16 @@ int main(void)
     uint64_t counts[2] = {1, 1}, displs[2] = {0, 1};
     const aclError none = ACL_SUCCESS;
 
+    /* HCCL_HOST_DEVICES=0: a host without devices. */
+    if (getenv("HCCL_HOST_DEVICES") && strcmp(getenv("HCCL_HOST_DEVICES"), "0") == 0) {
+        EXPECT_CODE(aclrtGetDeviceCount(&n), none);
+        EXPECT(n == 0, "no devices, got %u", n);
+        EXPECT_CODE(aclrtSetDevice(0), ACL_ERROR_INVALID_DEVICE);
+        free(host);
+        printf("bad_args: no devices\n");
+        return failures ? 1 : 0;
+    }
+
     /* ACL */
     EXPECT_CODE(aclrtGetDeviceCount(&n), none); /* works before aclInit (hccl_test calls it first) */
     EXPECT(n == 8, "8 devices by default, got %u", n);
