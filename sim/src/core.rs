@@ -228,16 +228,9 @@ impl<'a> Core<'a> {
         hooks: &'a mut dyn Hooks,
         fold: Option<Fold>,
     ) -> Core<'a> {
-        let links: Vec<LinkSpec> = match &fold {
-            Some(f) => f.links.clone(),
-            None => fabric
-                .graph()
-                .edge_weights()
-                .map(|l| LinkSpec {
-                    bandwidth_gbps: l.bandwidth_gbps,
-                    latency_ns: l.latency_ns,
-                })
-                .collect(),
+        let link_count = match &fold {
+            Some(f) => f.links.len(),
+            None => fabric.graph().edge_count(),
         };
         let slack = fold.as_ref().map_or(0, |f| f.slack_chans as usize);
         let world = fabric.world_size();
@@ -251,7 +244,7 @@ impl<'a> Core<'a> {
             now: 0,
             queue: EventQueue::default(),
             rng: ChaCha8Rng::seed_from_u64(seed),
-            net: FlowNet::new(&links),
+            net: FlowNet::new(link_count),
             ranks: (0..world)
                 .map(|_| RankState {
                     status: Status::Idle,
@@ -577,7 +570,9 @@ impl<'a> Core<'a> {
                         dst,
                         reason: "not among the channels of the symmetry analysis".into(),
                     })?;
-                    let id = self.net.add_route_with_latency(&r.links, r.latency);
+                    let id = self
+                        .net
+                        .add_route_with_latency(&r.links, r.latency, |l| f.links[l as usize]);
                     self.route_slack.push(r.slack);
                     id
                 } else {
@@ -589,7 +584,9 @@ impl<'a> Core<'a> {
                     self.route_buf.clear();
                     self.route_buf
                         .extend(route.edges().iter().map(|e| e.index() as LinkId));
-                    self.net.add_route(&self.route_buf)
+                    let fabric = self.fabric;
+                    self.net
+                        .add_route(&self.route_buf, |l| fabric_spec(fabric, l))
                 };
                 self.ranks[src as usize].chans.insert(
                     i,
@@ -637,7 +634,7 @@ impl<'a> Core<'a> {
             // The route goes to the hook by reference: no allocation per message.
             let mut route_links = std::mem::take(&mut self.route_buf);
             route_links.clear();
-            route_links.extend_from_slice(self.net.route(route));
+            route_links.extend(self.net.route(route));
             let info = MessageInfo {
                 op: op_index as usize,
                 comm: ctx.comm,
@@ -958,6 +955,22 @@ impl Core<'_> {
             .flat_map(|(r, rs)| rs.pending.iter().map(move |p| (r as u32, p)))
     }
 
+    /// Bandwidth and latency of link `l` as the fabric (or the folded
+    /// network) gives it, before any fault.
+    pub(crate) fn link_spec(&self, l: LinkId) -> LinkSpec {
+        match &self.fold {
+            Some(f) => f.links[l as usize],
+            None => fabric_spec(self.fabric, l),
+        }
+    }
+
+    /// Link `l`'s current bandwidth, GB/s.
+    pub(crate) fn link_bandwidth(&self, l: LinkId) -> f64 {
+        self.net
+            .bandwidth(l)
+            .unwrap_or_else(|| self.link_spec(l).bandwidth_gbps)
+    }
+
     /// Messages on the fabric that cross a link of bandwidth 0.
     pub(crate) fn stalled_flows(&self) -> Vec<crate::report::StalledFlow> {
         self.msgs
@@ -967,9 +980,7 @@ impl Core<'_> {
                 let dead: Vec<LinkId> = self
                     .net
                     .route(m.route)
-                    .iter()
-                    .copied()
-                    .filter(|&l| self.net.bandwidth(l) <= 0.0)
+                    .filter(|&l| self.link_bandwidth(l) <= 0.0)
                     .collect();
                 if dead.is_empty() {
                     return None;
@@ -1004,5 +1015,14 @@ impl Core<'_> {
             + self.msg_data.capacity() * size_of::<(Op, Vec<u8>)>()
             + self.data_ops.capacity() * size_of::<Op>()
             + self.flow_msg.capacity() * 4
+    }
+}
+
+/// Bandwidth and latency of fabric edge `l`.
+fn fabric_spec(fabric: &Fabric, l: LinkId) -> LinkSpec {
+    let link = fabric.link(petgraph::graph::EdgeIndex::new(l as usize));
+    LinkSpec {
+        bandwidth_gbps: link.bandwidth_gbps,
+        latency_ns: link.latency_ns,
     }
 }

@@ -53,10 +53,14 @@ pub struct LinkUsage {
     pub bytes: u64,
 }
 
+/// State of a link some route uses (links no route crosses have none: a
+/// fabric has many more links than a collective touches).
 #[derive(Debug)]
 struct LinkState {
     /// Current capacity, bytes per ns.
     cap: f64,
+    /// The link's id (fabric edge) outside the network.
+    id: LinkId,
     flows: IdList,
     busy_since: u64,
     usage: LinkUsage,
@@ -99,12 +103,16 @@ struct Routes {
     spans: Vec<(u32, u32, u64)>,
 }
 
-/// The links, the routes in use and the active flows.
+/// The links, the routes in use and the active flows. Links are known by
+/// their id outside (`LinkId`, `0..link_count`) and by a dense index
+/// inside (state only for links that some route uses).
 #[derive(Debug)]
 pub(crate) struct FlowNet {
+    /// Dense index of each link id, `u32::MAX` while no route uses it.
+    slot: Vec<u32>,
+    /// Used links, by dense index; routes, dirty lists and the solver use
+    /// dense indices.
     links: Vec<LinkState>,
-    /// Hop latency of each link, ns (read only when a route is interned).
-    latency: Vec<u64>,
     routes: Routes,
     flows: Vec<Flow>,
     free: Vec<u32>,
@@ -118,23 +126,14 @@ pub(crate) struct FlowNet {
     largest_component: usize,
 }
 
+const NO_SLOT: u32 = u32::MAX;
+
 impl FlowNet {
-    pub(crate) fn new(links: &[LinkSpec]) -> FlowNet {
+    /// A network of `link_count` links, none used yet.
+    pub(crate) fn new(link_count: usize) -> FlowNet {
         FlowNet {
-            links: links
-                .iter()
-                .map(|l| LinkState {
-                    cap: l.bandwidth_gbps,
-                    flows: IdList::default(),
-                    busy_since: 0,
-                    usage: LinkUsage::default(),
-                    epoch: 0,
-                    dirty: false,
-                    rem: 0.0,
-                    unfrozen: 0,
-                })
-                .collect(),
-            latency: links.iter().map(|l| l.latency_ns).collect(),
+            slot: vec![NO_SLOT; link_count],
+            links: Vec::new(),
             routes: Routes::default(),
             flows: Vec::new(),
             free: Vec::new(),
@@ -150,26 +149,52 @@ impl FlowNet {
     }
 
     pub(crate) fn link_count(&self) -> usize {
-        self.links.len()
+        self.slot.len()
     }
 
-    /// Interns a route; returns its id. Link ids must be `< link_count()`.
-    pub(crate) fn add_route(&mut self, links: &[LinkId]) -> u32 {
-        let start = self.routes.links.len() as u32;
+    /// Dense index of link `l`, its state made from `spec` on first use.
+    fn dense(&mut self, l: LinkId, spec: LinkSpec) -> u32 {
+        let s = &mut self.slot[l as usize];
+        if *s == NO_SLOT {
+            *s = self.links.len() as u32;
+            self.links.push(LinkState {
+                cap: spec.bandwidth_gbps,
+                id: l,
+                flows: IdList::default(),
+                busy_since: 0,
+                usage: LinkUsage::default(),
+                epoch: 0,
+                dirty: false,
+                rem: 0.0,
+                unfrozen: 0,
+            });
+        }
+        *s
+    }
+
+    /// Interns a route; returns its id. Link ids must be `< link_count()`;
+    /// `spec` gives a link's bandwidth and latency.
+    pub(crate) fn add_route(&mut self, links: &[LinkId], spec: impl Fn(LinkId) -> LinkSpec) -> u32 {
         let latency = links
             .iter()
-            .map(|&l| self.latency[l as usize])
+            .map(|&l| spec(l).latency_ns)
             .fold(0u64, u64::saturating_add);
-        self.routes.links.extend_from_slice(links);
-        self.routes.spans.push((start, links.len() as u32, latency));
-        (self.routes.spans.len() - 1) as u32
+        self.add_route_with_latency(links, latency, spec)
     }
 
     /// Interns a route whose latency is given (a folded route leaves out
     /// links whose latency still counts).
-    pub(crate) fn add_route_with_latency(&mut self, links: &[LinkId], latency: u64) -> u32 {
+    pub(crate) fn add_route_with_latency(
+        &mut self,
+        links: &[LinkId],
+        latency: u64,
+        spec: impl Fn(LinkId) -> LinkSpec,
+    ) -> u32 {
         let start = self.routes.links.len() as u32;
-        self.routes.links.extend_from_slice(links);
+        for &l in links {
+            let d = self.dense(l, spec(l));
+            self.routes.links.push(d);
+        }
         self.routes.spans.push((start, links.len() as u32, latency));
         (self.routes.spans.len() - 1) as u32
     }
@@ -189,9 +214,11 @@ impl FlowNet {
         self.routes.spans[route as usize].1 as usize
     }
 
-    /// The links of `route`, in order.
-    pub(crate) fn route(&self, route: u32) -> &[LinkId] {
+    /// The links (ids) of `route`, in order.
+    pub(crate) fn route(&self, route: u32) -> impl Iterator<Item = LinkId> + '_ {
         Self::route_links(&self.routes, route)
+            .iter()
+            .map(|&d| self.links[d as usize].id)
     }
 
     /// Starts a flow of `bytes` (> 0) on a route with at least one link.
@@ -259,19 +286,23 @@ impl FlowNet {
         self.active -= 1;
     }
 
-    /// Sets a link's capacity (a fault: degraded or down at 0 GB/s).
-    pub(crate) fn set_bandwidth(&mut self, link: LinkId, gbps: f64) {
-        let l = &mut self.links[link as usize];
+    /// Sets a link's capacity (a fault: degraded or down at 0 GB/s);
+    /// `spec` is the link's own (for its state, if it has none yet).
+    pub(crate) fn set_bandwidth(&mut self, link: LinkId, gbps: f64, spec: LinkSpec) {
+        let d = self.dense(link, spec);
+        let l = &mut self.links[d as usize];
         l.cap = gbps.max(0.0);
         if !l.dirty && !l.flows.is_empty() {
             l.dirty = true;
-            self.dirty.push(link);
+            self.dirty.push(d);
         }
     }
 
-    /// A link's current capacity, GB/s.
-    pub(crate) fn bandwidth(&self, link: LinkId) -> f64 {
-        self.links[link as usize].cap
+    /// A link's current capacity, GB/s, if it has state (a route used it
+    /// or a fault set it); otherwise it is the fabric's.
+    pub(crate) fn bandwidth(&self, link: LinkId) -> Option<f64> {
+        let d = *self.slot.get(link as usize)?;
+        (d != NO_SLOT).then(|| self.links[d as usize].cap)
     }
 
     pub(crate) fn has_dirty(&self) -> bool {
@@ -424,18 +455,17 @@ impl FlowNet {
         self.flows[flow as usize].rate
     }
 
-    /// Busy time and bytes of every link, up to `now`.
+    /// Busy time and bytes of every link (by id), up to `now`.
     pub(crate) fn usage(&self, now: u64) -> Vec<LinkUsage> {
-        self.links
-            .iter()
-            .map(|l| {
-                let mut u = l.usage;
-                if !l.flows.is_empty() {
-                    u.busy_ns = u.busy_ns.saturating_add(now - l.busy_since);
-                }
-                u
-            })
-            .collect()
+        let mut out = vec![LinkUsage::default(); self.slot.len()];
+        for l in &self.links {
+            let mut u = l.usage;
+            if !l.flows.is_empty() {
+                u.busy_ns = u.busy_ns.saturating_add(now - l.busy_since);
+            }
+            out[l.id as usize] = u;
+        }
+        out
     }
 
     pub(crate) fn peak_active(&self) -> usize {
@@ -450,7 +480,7 @@ impl FlowNet {
     pub(crate) fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
         self.links.capacity() * size_of::<LinkState>()
-            + self.latency.capacity() * 8
+            + self.slot.capacity() * 4
             + self
                 .links
                 .iter()
@@ -476,18 +506,44 @@ fn share_key(rem: f64, unfrozen: u32) -> u64 {
 mod tests {
     use super::*;
 
-    fn net(caps: &[f64]) -> FlowNet {
-        let specs: Vec<LinkSpec> = caps
-            .iter()
-            .map(|&c| LinkSpec {
-                bandwidth_gbps: c,
-                latency_ns: 0,
-            })
-            .collect();
-        FlowNet::new(&specs)
+    /// A network of links with capacities `caps` (latency 0), and a way
+    /// to intern routes over them.
+    struct Net {
+        net: FlowNet,
+        caps: Vec<f64>,
     }
 
-    fn rates(n: &mut FlowNet, flows: &[u32]) -> Vec<f64> {
+    impl std::ops::Deref for Net {
+        type Target = FlowNet;
+        fn deref(&self) -> &FlowNet {
+            &self.net
+        }
+    }
+
+    impl std::ops::DerefMut for Net {
+        fn deref_mut(&mut self) -> &mut FlowNet {
+            &mut self.net
+        }
+    }
+
+    impl Net {
+        fn add_route(&mut self, links: &[LinkId]) -> u32 {
+            let caps = &self.caps;
+            self.net.add_route(links, |l| LinkSpec {
+                bandwidth_gbps: caps[l as usize],
+                latency_ns: 0,
+            })
+        }
+    }
+
+    fn net(caps: &[f64]) -> Net {
+        Net {
+            net: FlowNet::new(caps.len()),
+            caps: caps.to_vec(),
+        }
+    }
+
+    fn rates(n: &mut Net, flows: &[u32]) -> Vec<f64> {
         let mut out = Vec::new();
         n.reallocate(0, &mut out);
         flows.iter().map(|&f| n.rate(f)).collect()

@@ -185,7 +185,7 @@ impl Ctl<'_, '_> {
 
     /// Current bandwidth of a link, GB/s (`None` for an unknown id).
     pub fn link_bandwidth(&self, link: LinkId) -> Option<f64> {
-        ((link as usize) < self.core.net.link_count()).then(|| self.core.net.bandwidth(link))
+        ((link as usize) < self.core.net.link_count()).then(|| self.core.link_bandwidth(link))
     }
 
     /// Sets a link's bandwidth from now on, GB/s (0 = down: flows on it stop
@@ -194,7 +194,8 @@ impl Ctl<'_, '_> {
         if (link as usize) >= self.core.net.link_count() {
             return false;
         }
-        self.core.net.set_bandwidth(link, gbps);
+        let spec = self.core.link_spec(link);
+        self.core.net.set_bandwidth(link, gbps, spec);
         true
     }
 

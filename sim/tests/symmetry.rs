@@ -128,3 +128,13 @@ fn a_fault_on_one_server_runs_in_full_with_the_full_result() {
     let clean = scenario(&f, count, hier(), true).run().unwrap();
     assert!(clean.stats.folded_period > 0);
 }
+
+/// The benchmark's default Atlas 800T A2 fabric (16 servers per leaf, 8
+/// spines) at 4,096 ranks: 32 leaves, folded to one. Slow in debug builds:
+/// `cargo test --release -p hccl-sim --test symmetry -- --ignored`.
+#[test]
+#[ignore]
+fn hier_4096_on_the_default_atlas_fabric_folds_exactly() {
+    let f = hccl_topology::build_preset(Preset::Atlas800tA2, 512).unwrap();
+    assert_eq!(both_ways(&f, 1 << 28, hier()), 128);
+}
