@@ -31,7 +31,7 @@ use hccl_algos::DataType;
 use hccl_sim::{CostParams, Scenario};
 use hccl_topology::{build_preset, build_preset_with, Fabric, Preset, PresetOptions};
 
-const ALL: [&str; 12] = [
+const ALL: [&str; 13] = [
     "ring-64",
     "hier-64",
     "ring-512",
@@ -43,6 +43,7 @@ const ALL: [&str; 12] = [
     "astra-1024",
     "astra-2048",
     "hier-16384-sym",
+    "ring-16384-sym",
     "hier-131072-sym",
 ];
 

@@ -138,3 +138,42 @@ fn hier_4096_on_the_default_atlas_fabric_folds_exactly() {
     let f = hccl_topology::build_preset(Preset::Atlas800tA2, 512).unwrap();
     assert_eq!(both_ways(&f, 1 << 28, hier()), 128);
 }
+
+#[test]
+fn several_ops_fold_together() {
+    // A ring then a hierarchical AllReduce on the world: both shift
+    // symmetric, the second starts on each rank when its first ends.
+    let f = atlas(8, 2);
+    let n = f.world_size();
+    let run = |symmetry: bool| {
+        let mut sc = Scenario::new(&f).window(4).symmetry(symmetry);
+        let w = sc.world();
+        for (count, algo) in [
+            (n as u64 * 300, AlgoSpec::Flat(Algorithm::Ring)),
+            (n as u64 * 700, hier()),
+        ] {
+            let args = CollectiveArgs::new(CollectiveKind::AllReduce, count, DataType::Fp32, n);
+            sc.collective(w, args, algo).unwrap();
+        }
+        sc.run().unwrap()
+    };
+    let (full, folded) = (run(false), run(true));
+    assert_eq!(folded.stats.folded_period, 16);
+    assert_eq!(full.ops.len(), 2);
+    assert_eq!(system(&folded), system(&full));
+}
+
+#[test]
+fn spines_that_can_limit_a_rate_run_in_full() {
+    // One server per leaf and 8 spines: each leaf–spine link has one
+    // port's bandwidth, and the 8 level-1 flows of a server pair hash onto
+    // the spines unevenly, so some share a spine link (the spine choice
+    // differs per pair: the servers' runs are not images of each other).
+    let opts = PresetOptions {
+        servers_per_leaf: Some(1),
+        spines: Some(8),
+        ..PresetOptions::default()
+    };
+    let f = build_preset_with(Preset::Atlas800tA2, 8, &opts).unwrap();
+    assert_eq!(both_ways(&f, 64 * 1024, hier()), 0);
+}
