@@ -374,7 +374,17 @@ impl<'a> Core<'a> {
         match *op {
             Op::Send { peer, tag, .. } => {
                 let dst = self.member(rank, step, peer)?;
-                self.post_comm(rank, dst, rank, step, tag, true, op)
+                match &self.fold {
+                    // Folded: the pair moved into the frame of the
+                    // receiver's representative (a receive is posted by
+                    // one already).
+                    Some(f) => {
+                        let (d, shift) = f.rep(dst);
+                        let src = f.unshift(rank, shift);
+                        self.post_comm(rank, d, src, step, tag, true, op)
+                    }
+                    None => self.post_comm(rank, dst, rank, step, tag, true, op),
+                }
             }
             Op::Recv { peer, tag, .. } | Op::RecvReduce { peer, tag, .. } => {
                 let src = self.member(rank, step, peer)?;
@@ -457,15 +467,6 @@ impl<'a> Core<'a> {
         op: &Op,
     ) -> Result<(), SimError> {
         let ctx = self.ranks[poster as usize].ctx;
-        // Folded: the pair moved into the frame of the receiver's
-        // representative (a receive is posted by one already).
-        let (dst, src) = match &self.fold {
-            Some(f) => {
-                let (d, shift) = f.rep(dst);
-                (d, f.unshift(src, shift))
-            }
-            None => (dst, src),
-        };
         let list = &mut self.ranks[dst as usize].pending;
         let found = list.iter().position(|p| {
             p.is_send != is_send
