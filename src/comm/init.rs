@@ -39,6 +39,7 @@ fn settings() -> Result<TcpConfig, CommError> {
 
 /// Checks the process's `HCCL_*` settings as [`Comm`]'s constructors do
 /// (`HCCL_BACKEND`, the transport's, `HCCL_ALGO`, profiling,
+/// `HCCL_FLIGHT_RECORDER_ENTRIES`,
 /// `HCCL_DETERMINISTIC` and the other HCCL switches,
 /// `HCCL_REDUCE_PRECISION`), without building a communicator: for tools
 /// that run the simulator directly and must refuse the same bad values.
