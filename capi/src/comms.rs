@@ -206,8 +206,8 @@ pub(crate) fn submit_timed(
     let args = args.filter(|_| crate::timing::enabled());
     stream.enqueue(Box::new(move || match op(&c.comm) {
         Ok(()) => {
-            if let Some(t) = args.as_ref().and_then(crate::timing::op_ns) {
-                clock.fetch_add(t, std::sync::atomic::Ordering::SeqCst);
+            if let Some(a) = &args {
+                clock.add(crate::timing::op_ns(a));
             }
             Ok(())
         }

@@ -48,11 +48,38 @@ pub(crate) struct Stream {
     worker: Mutex<Option<JoinHandle<()>>>,
     id: i32,
     /// Simulated ns of the ops run so far (`HCCL_TIMING=sim`).
-    clock: Arc<AtomicU64>,
+    clock: Clock,
 }
 
-/// A stream's simulated clock, ns: HCCL ops add their simulated time.
-pub(crate) type Clock = Arc<AtomicU64>;
+/// A stream's simulated clock (`HCCL_TIMING=sim`): HCCL ops add their
+/// simulated time, ns; an op that could not be simulated makes it
+/// invalid, and events recorded after that keep wall time only.
+#[derive(Default)]
+pub(crate) struct SimClock {
+    ns: AtomicU64,
+    invalid: std::sync::atomic::AtomicBool,
+}
+
+impl SimClock {
+    /// Adds an op's simulated time (`None`: it has none; the clock is no
+    /// longer valid).
+    pub(crate) fn add(&self, ns: Option<u64>) {
+        match ns {
+            Some(t) => {
+                self.ns.fetch_add(t, Ordering::SeqCst);
+            }
+            None => self.invalid.store(true, Ordering::SeqCst),
+        }
+    }
+
+    /// The clock, if valid.
+    fn read(&self) -> Option<u64> {
+        (!self.invalid.load(Ordering::SeqCst)).then(|| self.ns.load(Ordering::SeqCst))
+    }
+}
+
+/// A shared [`SimClock`].
+pub(crate) type Clock = Arc<SimClock>;
 
 impl Stream {
     /// A stream with a running worker; `Err` if no thread can start.
@@ -70,7 +97,7 @@ impl Stream {
             inner,
             worker: Mutex::new(Some(worker)),
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            clock: Arc::new(AtomicU64::new(0)),
+            clock: Arc::new(SimClock::default()),
         })
     }
 
@@ -203,7 +230,7 @@ impl Event {
             if st.reached < n {
                 st.reached = n;
                 st.at = Some(Instant::now().max(epoch()));
-                st.sim_at = Some(clock.load(Ordering::SeqCst));
+                st.sim_at = clock.read();
             }
             ev.cv.notify_all();
             Ok(())

@@ -443,4 +443,15 @@ fn simulated_timing_events_measure_the_collectives_on_the_modelled_cluster() {
     // (wall times of two runs differ in their last digits).
     assert_eq!(seen[0], seen[1]);
     assert!(seen[0].starts_with("allreduce 64 KiB: 0.0"), "{}", seen[0]);
+    // 4 ranks do not fill an Atlas 800T A2 server: wall times (> 0, the C
+    // program checks), not a clock that never moved.
+    let (code, out, err) = run(
+        Command::new(&exe)
+            .arg("4")
+            .env("HCCL_TIMING", "sim")
+            .env("HCCL_BACKEND", "tcp"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(err.contains("do not fill"), "{err}");
 }
