@@ -246,6 +246,8 @@ impl Comm {
         if async_op {
             let done = Arc::new(Done::default());
             let d = Arc::clone(&done);
+            // `op` owns the buffers: they are released (with the GIL) when
+            // it returns, before `set` wakes the waiters.
             self.stream
                 .submit(Box::new(move || d.set(op(&comm))))
                 .map_err(|m| hccl_error(py, 4, &m))?;

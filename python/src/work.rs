@@ -16,6 +16,8 @@ struct State {
     result: Option<Result<(), CommError>>,
     /// Called (with the GIL) when it finishes.
     callbacks: Vec<Py<PyAny>>,
+    /// The result is in and the callbacks have run: `wait` returns.
+    finished: bool,
 }
 
 /// Where an op's result lands.
@@ -30,15 +32,17 @@ impl Done {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records the result and runs the callbacks (on this thread, with
-    /// the GIL; an exception in one is reported as unraisable).
+    /// Records the result, runs the callbacks (on this thread, with the
+    /// GIL; an exception in one is reported as unraisable), then wakes
+    /// `wait`: a program that waited may exit, and this thread must not
+    /// take the GIL after that (a thread taking it while the interpreter
+    /// finalizes is ended by CPython in the middle of its frames).
     pub(crate) fn set(&self, r: Result<(), CommError>) {
         let callbacks = {
             let mut s = self.lock();
             s.result = Some(r);
             std::mem::take(&mut s.callbacks)
         };
-        self.cv.notify_all();
         if !callbacks.is_empty() {
             // None once the interpreter is finalizing: nobody waits then.
             let _ = Python::try_attach(|py| {
@@ -49,6 +53,8 @@ impl Done {
                 }
             });
         }
+        self.lock().finished = true;
+        self.cv.notify_all();
     }
 }
 
@@ -73,7 +79,7 @@ impl Work {
             let mut s = done.lock();
             let until =
                 timeout.map(|t| std::time::Instant::now() + Duration::from_secs_f64(t.max(0.0)));
-            while s.result.is_none() {
+            while !s.finished {
                 match until {
                     None => s = done.cv.wait(s).unwrap_or_else(|p| p.into_inner()),
                     Some(u) => {

@@ -12,7 +12,7 @@ import pytest
 from conftest import need
 
 np = need("numpy")
-hccl_rs = pytest.importorskip("hccl_rs")
+hccl_rs = need("hccl_rs")
 
 # (numpy dtype, hccl dtype= or None): bf16 travels as its uint16 bits.
 DTYPES = [("float32", None), ("float64", None), ("int32", None), ("int8", None), ("float16", None), ("uint16", "bf16")]
