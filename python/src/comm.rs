@@ -372,7 +372,7 @@ impl Comm {
         }
     }
 
-    /// AllReduce: recv[i] = op over ranks of send[i]; recv=None (or the
+    /// AllReduce: `recv[i]` = op over ranks of `send[i]`; recv=None (or the
     /// same buffer) reduces in place. op: sum, prod, max, min, avg.
     #[pyo3(signature = (send, recv=None, op="sum", *, dtype=None, async_op=false))]
     fn all_reduce(
@@ -566,8 +566,8 @@ impl Comm {
         self.go(py, "Barrier", async_op, Box::new(|c| c.barrier()))
     }
 
-    /// AllGatherV (HCCL's HcclAllGatherV): rank i's send (recv_counts[i]
-    /// elements) lands in every rank's recv at element recv_displs[i].
+    /// AllGatherV (HCCL's HcclAllGatherV): rank i's send (`recv_counts[i]`
+    /// elements) lands in every rank's recv at element `recv_displs[i]`.
     #[pyo3(signature = (send, recv, recv_counts, recv_displs, *, dtype=None, async_op=false))]
     #[allow(clippy::too_many_arguments)]
     fn all_gather_v(
@@ -597,8 +597,8 @@ impl Comm {
     }
 
     /// ReduceScatterV (HCCL's HcclReduceScatterV): rank i's recv = op over
-    /// ranks of their send block i (send_counts[i] elements at
-    /// send_displs[i]).
+    /// ranks of their send block i (`send_counts[i]` elements at
+    /// `send_displs[i]`).
     #[pyo3(signature = (send, send_counts, send_displs, recv, op="sum", *, dtype=None, async_op=false))]
     #[allow(clippy::too_many_arguments)]
     fn reduce_scatter_v(
@@ -630,9 +630,9 @@ impl Comm {
         self.go(py, "ReduceScatterV", async_op, f)
     }
 
-    /// AllToAllV (HCCL's HcclAlltoAllV): send_counts[j] elements at
-    /// send_displs[j] of send go to rank j; recv_counts[i] elements from
-    /// rank i land at recv_displs[i] of recv.
+    /// AllToAllV (HCCL's HcclAlltoAllV): `send_counts[j]` elements at
+    /// `send_displs[j]` of send go to rank j; `recv_counts[i]` elements from
+    /// rank i land at `recv_displs[i]` of recv.
     #[pyo3(signature = (send, send_counts, send_displs, recv, recv_counts, recv_displs, *, dtype=None, async_op=false))]
     #[allow(clippy::too_many_arguments)]
     fn all_to_all_v(
