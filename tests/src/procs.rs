@@ -1,10 +1,12 @@
 //! Ranks as child processes: free loopback ports and bounded waits, shared
 //! by the suites that spawn `conformance_rank` (`tests/tcp.rs`,
-//! `tests/bootstrap_procs.rs`).
+//! `tests/bootstrap_procs.rs`) and `flight_rank` (`tests/flight_doctor.rs`,
+//! `tests/flight_replay.rs`).
 
 use std::net::TcpListener;
 use std::ops::Range;
-use std::process::Child;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A free loopback port in `ports` (steps of 16 from a start picked by the
@@ -50,4 +52,41 @@ pub fn finish(mut child: Child, bound: Duration) -> (Option<i32>, String) {
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
     )
+}
+
+/// Starts rank `rank` of a 2-rank `flight_rank` job (`bin`: its
+/// `CARGO_BIN_EXE_flight_rank`) over loopback TCP on root port `port`,
+/// with `HCCL_TEST_FAULT=fault`, `HCCL_EXEC_TIMEOUT` = 1 s and its flight
+/// recorder dumping into `dir`; the inherited backend, algorithm and ring
+/// size settings are cleared. Its stdout is piped (for [`finish`]) or,
+/// with `stdout` false, dropped.
+pub fn spawn_flight_rank(
+    bin: &str,
+    dir: &Path,
+    port: u16,
+    rank: u32,
+    fault: &str,
+    stdout: bool,
+) -> Child {
+    Command::new(bin)
+        .env("HCCL_IF_IP", "127.0.0.1")
+        .env("HCCL_CONNECT_TIMEOUT", "20")
+        .env("HCCL_EXEC_TIMEOUT", "1")
+        .env("MASTER_ADDR", "127.0.0.1")
+        .env("MASTER_PORT", port.to_string())
+        .env("WORLD_SIZE", "2")
+        .env("RANK", rank.to_string())
+        .env("HCCL_TEST_FAULT", fault)
+        .env(hccl::flight::ENV_DIR, dir)
+        .env_remove(hccl::flight::ENV_ENTRIES)
+        .env_remove("HCCL_BACKEND")
+        .env_remove("HCCL_ALGO")
+        .stdout(if stdout {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn flight_rank")
 }

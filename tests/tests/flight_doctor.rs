@@ -6,7 +6,7 @@
 //! or times). Each job takes about `HCCL_EXEC_TIMEOUT` = 1 s.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use hccl::flight::doctor::Cause;
@@ -21,22 +21,7 @@ fn free_port() -> u16 {
 }
 
 fn spawn(dir: &Path, port: u16, rank: u32, fault: &str) -> Child {
-    Command::new(BIN)
-        .env("HCCL_IF_IP", "127.0.0.1")
-        .env("HCCL_CONNECT_TIMEOUT", "20")
-        .env("HCCL_EXEC_TIMEOUT", "1")
-        .env("MASTER_ADDR", "127.0.0.1")
-        .env("MASTER_PORT", port.to_string())
-        .env("WORLD_SIZE", "2")
-        .env("RANK", rank.to_string())
-        .env("HCCL_TEST_FAULT", fault)
-        .env(flight::ENV_DIR, dir)
-        .env_remove(flight::ENV_ENTRIES)
-        .env_remove("HCCL_BACKEND")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn flight_rank")
+    procs::spawn_flight_rank(BIN, dir, port, rank, fault, true)
 }
 
 /// Runs the job with `fault` and returns its diagnosis and report text
