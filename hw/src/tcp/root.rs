@@ -206,8 +206,10 @@ impl FromStr for RootInfo {
     }
 }
 
-/// How long [`holds_a_root`] waits to connect and for the answer.
-const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long [`holds_a_root`] waits to connect and for the answer. Only the
+/// port-in-use error path waits; 500 ms was too short on a loaded host (a
+/// busy root answered late and the user got the generic "address in use").
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Whether the listener at `addr` answers as an hccl-rs root. It is asked
 /// with a join in a random session: a root refuses that at once (in the
