@@ -121,7 +121,7 @@ impl Compression {
     }
 
     /// A stable description for plan hashes and messages
-    /// (`none`, `topk ratio=0.01 exact`, `int8 block=256`).
+    /// (`none`, `topk ratio=0.01 exact`, `topk ratio=0.01 sampled 0.01 momentum=0.9`, `int8 block=256`).
     pub fn describe(&self) -> String {
         match self {
             Compression::None => "none".into(),
@@ -130,7 +130,10 @@ impl Compression {
                     Selection::Exact => "exact".to_string(),
                     Selection::Sampled { sample_ratio } => format!("sampled {sample_ratio}"),
                 };
-                format!("topk ratio={} {sel}", t.ratio())
+                match t.momentum() {
+                    Some(m) => format!("topk ratio={} {sel} momentum={m}", t.ratio()),
+                    None => format!("topk ratio={} {sel}", t.ratio()),
+                }
             }
             Compression::Int8(q) => format!("int8 block={}", q.block()),
         }

@@ -160,6 +160,11 @@ impl TopK {
         self.ratio
     }
 
+    /// The momentum-correction factor, if any.
+    pub fn momentum(&self) -> Option<f32> {
+        self.momentum
+    }
+
     /// The selection method.
     pub fn selection(&self) -> Selection {
         self.selection
