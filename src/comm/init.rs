@@ -94,11 +94,12 @@ fn precision_from_env() -> Result<ReducePrecision, CommError> {
 impl Comm {
     /// Rank `rank` of `size` of the communicator `name`, run by `backend`.
     pub(crate) fn new(name: String, rank: u32, size: u32, backend: Box<dyn Backend>) -> Comm {
-        let (interrupt, kind, fit, exec_timeout) = (
+        let (interrupt, kind, fit, exec_timeout, sim) = (
             backend.interrupter(),
             backend.kind(),
             backend.host_fit(),
             backend.exec_timeout(),
+            backend.sim_rank(),
         );
         // `settings()` checked HCCL_PROFILING_* already; should the
         // directory have gone since, every op fails with the message.
@@ -141,6 +142,7 @@ impl Comm {
                 algo,
                 profile,
                 flight,
+                sim,
                 local: OnceLock::new(),
                 asyncs: Arc::default(),
                 exec_timeout,

@@ -97,7 +97,8 @@ impl Comm {
         // Before the interrupt: the record shows the op it ends as running
         // (that op's failure, if the first, writes its own dump after).
         if let Some(f) = &self.shared.flight {
-            f.dump_logged(&self.shared, DumpReason::Abort, Some(reason.clone()));
+            let why = (DumpReason::Abort, super::recorder::Trigger::Asked);
+            f.dump_logged(&self.shared, why, Some(reason.clone()));
         }
         (self.shared.interrupt)(&reason);
         let mut st = lock(&self.shared.state);
@@ -176,14 +177,20 @@ impl Comm {
     /// Writes this rank's flight record to `HCCL_FLIGHT_RECORDER_DIR`
     /// (`hccl_flight_<comm>_rank<r>_<pid>.jsonl`, replacing an earlier
     /// dump of this communicator rank): the file's path, or `None` when
-    /// the recorder is off or no directory is set. Never waits for a
-    /// running op. `hccl doctor DIR` reads the dumps of all ranks.
+    /// the recorder is off, no directory is set, or this is a simulated
+    /// rank that crashed (fault plan: a dead process writes nothing). Never
+    /// waits for a running op. `hccl doctor DIR` reads the dumps of all
+    /// ranks.
     ///
     /// # Errors
     /// [`FlightError::Io`]: the directory or file could not be written.
     pub fn dump_flight_record(&self) -> Result<Option<std::path::PathBuf>, FlightError> {
         match &self.shared.flight {
-            Some(f) => f.dump(&self.shared, DumpReason::OnDemand, None),
+            Some(f) => f.dump(
+                &self.shared,
+                (DumpReason::OnDemand, super::recorder::Trigger::Asked),
+                None,
+            ),
             None => Ok(None),
         }
     }

@@ -36,7 +36,9 @@
 //! `typed.rs` has the typed collectives, `p2p.rs` and `vvar.rs` the
 //! point-to-point and V calls, `lifecycle.rs` queries, abort and destroy;
 //! `recorder.rs` the flight recorder (every op's record, dumps;
-//! [`crate::flight`]) and `signal.rs` its `SIGUSR1` dump;
+//! [`crate::flight`]), `flight_hang.rs` a simulated hang as a rank's
+//! record states it, `signal.rs` its `SIGUSR1` dump and `watch.rs` its
+//! dump on a failure learned between ops;
 //! `backend/` holds the `Backend` trait and one file per backend.
 
 mod backend;
@@ -44,6 +46,7 @@ mod crossed;
 mod drain;
 mod element;
 mod error;
+mod flight_hang;
 mod group;
 mod handle;
 mod hccl_env;
@@ -62,6 +65,7 @@ mod signal;
 mod signature;
 mod typed;
 mod vvar;
+mod watch;
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
@@ -161,6 +165,9 @@ pub(crate) struct Shared {
     profile: Option<CommProfile>,
     /// The flight recorder's ring (`None`: `HCCL_FLIGHT_RECORDER_ENTRIES=0`).
     flight: Option<recorder::Recorder>,
+    /// The simulated cluster's view of this rank (`None` on TCP): a
+    /// crashed simulated rank records and dumps nothing more.
+    sim: Option<backend::sim_cluster::SimRank>,
     /// The other communicators of this process's `init_all`, if it made
     /// this one: a blocking call only this thread could complete fails
     /// with advice ([`local`]).
@@ -188,6 +195,11 @@ impl Shared {
                 source: Box::new(e),
             },
         }
+    }
+
+    /// Whether this rank is a simulated rank that crashed (a dead process).
+    fn crashed(&self) -> bool {
+        self.sim.as_ref().is_some_and(|s| s.crashed())
     }
 
     /// The world rank of this communicator's rank `r`.

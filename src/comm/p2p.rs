@@ -344,10 +344,8 @@ fn p2p_at(
     items: &mut [P2pItem<'_>],
 ) -> Result<(), CommError> {
     let rank = sh.rank;
-    let id = sh
-        .flight
-        .as_ref()
-        .map(|f| f.queue(p2p_desc(turn, op, items)));
+    let id = recorder::queue(sh, p2p_desc(turn, op, items));
+    let mut started = None;
     let r = Comm::at_turn(sh, turn, |st| {
         if let Some(e) = lock(&sh.error).clone() {
             return Err(e.into_broken());
@@ -385,14 +383,18 @@ fn p2p_at(
             _ => format!("{op} ({} items)", items.len()),
         };
         recorder::running(sh, id);
-        backend.p2p(sh, &name, items, &numbers)
+        let r = backend.p2p(sh, &name, items, &numbers);
+        started = backend.started();
+        r
     });
-    let ran = r.as_ref().err().map(|e| recorder::Ran {
-        algo: None,
-        time: None,
-        waits: recorder::waits_of(e, Vec::new()),
-    });
-    recorder::ended(sh, id, &r, ran);
+    let ran = match &r {
+        Ok(()) => recorder::Ran {
+            started,
+            ..recorder::Ran::default()
+        },
+        Err(e) => recorder::Ran::failed(sh, None, e, Vec::new(), started),
+    };
+    recorder::ended(sh, id, &r, Some(ran));
     r
 }
 

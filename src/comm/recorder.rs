@@ -20,12 +20,14 @@ use hccl_algos::algo::AlgoSpec;
 use hccl_algos::collective::CollectiveArgs;
 use hccl_algos::{DataType, ReduceOp};
 
+use super::backend::sim_cluster::{Called, Cluster};
 use super::profile::OpTime;
 use super::{lock, BackendError, CommError, Shared};
 use crate::flight::{
     self, Dump, DumpReason, ErrorKind, FlightError, Header, OpError, OpRecord, OpState, WaitKind,
     WaitOn,
 };
+use hccl_sim::hang::HangReport;
 
 /// Microseconds since the Unix epoch, now.
 pub(crate) fn now_us() -> u64 {
@@ -96,6 +98,9 @@ struct Entry {
     ended_us: Option<u64>,
     waits: Vec<WaitOn>,
     error: Option<OpError>,
+    /// A call the simulator's fault plan skipped: the rank never made it,
+    /// so its dumps leave it out.
+    skipped: bool,
 }
 
 #[derive(Default)]
@@ -103,6 +108,8 @@ struct Ring {
     ops: VecDeque<Entry>,
     /// Ops recorded so far (the next op's id).
     recorded: u64,
+    /// Of those, calls skipped by a fault plan.
+    skipped: u64,
 }
 
 impl Ring {
@@ -127,6 +134,27 @@ pub(crate) struct Recorder {
     /// Set by the first failed op's dump: later failures (every op of a
     /// broken communicator) write none.
     failure_dumped: AtomicBool,
+    /// Set by any dump for a failure (this communicator's, another of the
+    /// rank's, a peer's learned between ops): a failure learned between
+    /// ops ([`Trigger::Event`]) dumps only if none was written before.
+    event_dumped: AtomicBool,
+    /// Held while a dump is taken and written, so that the file on disk is
+    /// the latest snapshot.
+    dumping: Mutex<()>,
+}
+
+/// What makes a dump, which decides whether it is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Trigger {
+    /// Asked for (signal, abort, on demand): always written.
+    Asked,
+    /// A failure of an op of this rank (this communicator's or another
+    /// of the rank's): always written.
+    Failure,
+    /// A failure learned while no op needed it (a lost peer, a peer's
+    /// abort, a simulated cluster's hang): written once, and not after a
+    /// failure's dump.
+    Event,
 }
 
 /// `HCCL_FLIGHT_RECORDER_ENTRIES` (`None`: unset).
@@ -172,6 +200,7 @@ impl Recorder {
     pub(crate) fn new(cap: usize, dir: Option<PathBuf>) -> Option<Recorder> {
         if dir.is_some() {
             super::signal::install();
+            super::watch::install();
         }
         (cap > 0).then(|| Recorder {
             cap,
@@ -181,6 +210,8 @@ impl Recorder {
             current: AtomicU64::new(0),
             dir,
             failure_dumped: AtomicBool::new(false),
+            event_dumped: AtomicBool::new(false),
+            dumping: Mutex::new(()),
         })
     }
 
@@ -203,8 +234,43 @@ impl Recorder {
             ended_us: None,
             waits: Vec::new(),
             error: None,
+            skipped: false,
         });
         id
+    }
+
+    /// The running op was a call the fault plan skipped (the simulator):
+    /// it leaves the record.
+    fn skip_running(&self) {
+        let Some(id) = self.current.load(Ordering::Acquire).checked_sub(1) else {
+            return;
+        };
+        let mut r = lock(&self.ring);
+        let hit = r.get(id).map(|e| !std::mem::replace(&mut e.skipped, true));
+        if hit == Some(true) {
+            r.skipped += 1;
+        }
+    }
+
+    /// The running op is called with `c`'s arguments (a `wrong_args`
+    /// fault of the simulator).
+    fn amend_running(&self, c: Called) {
+        let Some(id) = self.current.load(Ordering::Acquire).checked_sub(1) else {
+            return;
+        };
+        if let Some(e) = lock(&self.ring).get(id) {
+            let d = &mut e.desc;
+            if let Some(count) = c.count {
+                d.bytes = d.bytes / d.count.max(1) * count;
+                d.count = count;
+            }
+            if let Some(t) = c.dtype {
+                d.bytes = d.bytes / d.dtype.size().max(1) * t.size();
+                d.dtype = t;
+            }
+            d.op = c.op.or(d.op);
+            d.root = c.root.or(d.root);
+        }
     }
 
     /// Op `id` runs now (its turn came).
@@ -222,19 +288,15 @@ impl Recorder {
         let _ = self
             .current
             .compare_exchange(id + 1, 0, Ordering::AcqRel, Ordering::Relaxed);
+        let ran = ran.unwrap_or_default();
         let error = r.as_ref().err().map(|e| OpError {
-            kind: error_kind(e),
+            kind: ran.kind.unwrap_or_else(|| error_kind(e)),
             text: e.to_string(),
         });
-        let (algo, time, waits) = match ran {
-            Some(Ran { algo, time, waits }) => (algo, time, waits),
-            None => (None, None, Vec::new()),
-        };
+        let (algo, waits) = (ran.algo, ran.waits);
         // The backend's own instants when it timed the op; else now.
-        let (started, ended) = match time {
-            Some((a, b)) => (Some(self.us(a)), self.us(b)),
-            None => (None, now_us()),
-        };
+        let started = ran.started.map(|a| self.us(a));
+        let ended = ran.ended.map_or_else(now_us, |b| self.us(b));
         if let Some(e) = lock(&self.ring).get(id) {
             e.ended_us = Some(ended);
             e.started_us = started;
@@ -247,6 +309,12 @@ impl Recorder {
             e.error = error;
             e.waits = waits;
         }
+    }
+
+    /// Whether a failure learned between ops would be dumped: a dump
+    /// directory is set and no dump for a failure was written yet.
+    pub(crate) fn wants_event(&self) -> bool {
+        self.dir.is_some() && !self.event_dumped.load(Ordering::Acquire)
     }
 
     /// True the first time it is called: the first failure dumps.
@@ -286,43 +354,56 @@ impl Recorder {
         }
     }
 
-    /// The ring's records (the op on the backend now `started`) and the
-    /// count of ops recorded.
+    /// The ring's records (the op on the backend now `started`; skipped
+    /// calls left out) and the count of ops recorded.
     fn ops(&self) -> (Vec<OpRecord>, u64) {
         let running = self.current.load(Ordering::Acquire).checked_sub(1);
         let r = lock(&self.ring);
-        let mut ops: Vec<OpRecord> = r.ops.iter().map(record).collect();
-        if let (Some(id), Some(first)) = (running, r.ops.front().map(|e| e.id)) {
-            if let Some(o) = id.checked_sub(first).and_then(|i| ops.get_mut(i as usize)) {
-                if o.state == OpState::Queued {
-                    o.state = OpState::Started;
-                }
+        let ops = r.ops.iter().filter(|e| !e.skipped).map(|e| {
+            let mut o = record(e);
+            if Some(e.id) == running && o.state == OpState::Queued {
+                o.state = OpState::Started;
             }
-        }
-        (ops, r.recorded)
+            o
+        });
+        (ops.collect(), r.recorded - r.skipped)
     }
 
     /// Writes the dump of `sh` for `reason` to the directory, if one is
-    /// set: the file's path.
+    /// set and `trigger` calls for it: the file's path. A crashed
+    /// simulated rank writes none (a dead process).
     ///
     /// # Errors
     /// [`FlightError::Io`] if the directory or file cannot be written.
     pub(crate) fn dump(
         &self,
         sh: &Shared,
-        reason: DumpReason,
+        (reason, trigger): (DumpReason, Trigger),
         detail: Option<String>,
     ) -> Result<Option<PathBuf>, FlightError> {
-        let Some(dir) = &self.dir else {
+        let Some(dir) = self.dir.as_ref().filter(|_| !sh.crashed()) else {
             return Ok(None);
         };
+        let _one = lock(&self.dumping);
+        let earlier = match trigger {
+            Trigger::Asked => false,
+            Trigger::Failure | Trigger::Event => self.event_dumped.swap(true, Ordering::AcqRel),
+        };
+        if earlier && trigger == Trigger::Event {
+            return Ok(None);
+        }
         let d = self.snapshot(sh, reason, detail);
         write(dir, &d).map(Some)
     }
 
     /// [`Recorder::dump`] where an error cannot be returned: logged.
-    pub(crate) fn dump_logged(&self, sh: &Shared, reason: DumpReason, detail: Option<String>) {
-        match self.dump(sh, reason, detail) {
+    pub(crate) fn dump_logged(
+        &self,
+        sh: &Shared,
+        why: (DumpReason, Trigger),
+        detail: Option<String>,
+    ) {
+        match self.dump(sh, why, detail) {
             Ok(Some(p)) => tracing::info!("hccl: flight record written to {}", p.display()),
             Ok(None) => {}
             Err(e) => crate::logging::report_error(&format!(
@@ -372,34 +453,75 @@ fn record(e: &Entry) -> OpRecord {
 }
 
 /// What the backend said about an op that ran, for its record.
+#[derive(Default)]
 pub(crate) struct Ran {
     /// The algorithm (`None`: point-to-point).
     pub(crate) algo: Option<AlgoSpec>,
-    /// Its start and end as the backend measured them.
-    pub(crate) time: Option<(Instant, Instant)>,
+    /// Its start as the backend measured it (`None`: not measured).
+    pub(crate) started: Option<Instant>,
+    /// Its end as the backend measured it (`None`: when it is recorded).
+    pub(crate) ended: Option<Instant>,
     /// For a failure: the peers it waited on.
     pub(crate) waits: Vec<WaitOn>,
+    /// For a failure: its kind, where the error alone does not tell it
+    /// (a simulated hang is each rank's own: a lost peer, a timeout).
+    pub(crate) kind: Option<ErrorKind>,
 }
 
 impl Ran {
-    /// A collective run with `algo` that returned `r`; `never` asks the
-    /// backend which ranks never started it (called on failure only).
+    /// Collective `seq` of `sh` run with `algo`, which returned `r`;
+    /// `started` is the backend's start of it, `never` asks the backend
+    /// which ranks never started it (called on failure only).
     pub(crate) fn of(
-        algo: AlgoSpec,
+        sh: &Shared,
+        (seq, algo, started): (u64, AlgoSpec, Option<Instant>),
         r: &Result<OpTime, CommError>,
         never: impl FnOnce() -> Vec<u32>,
     ) -> Ran {
-        let (time, waits) = match r {
-            Ok(OpTime::Measured(a, b)) => (Some((*a, *b)), Vec::new()),
-            Ok(OpTime::Simulated(..)) => (None, Vec::new()),
-            Err(e) => (None, waits_of(e, never())),
+        let mut ran = match r {
+            Ok(OpTime::Measured(a, b)) => Ran {
+                started: Some(*a),
+                ended: Some(*b),
+                ..Ran::default()
+            },
+            Ok(OpTime::Simulated(..)) => Ran::default(),
+            Err(e) => Ran::failed(sh, Some(seq), e, never(), started),
+        };
+        ran.algo = Some(algo);
+        ran
+    }
+
+    /// An op of `sh` (collective `seq`, `None` for point-to-point) that
+    /// the backend started at `started` and that failed with `e`; `never`:
+    /// the ranks that never started it, by the backend.
+    pub(crate) fn failed(
+        sh: &Shared,
+        seq: Option<u64>,
+        e: &CommError,
+        never: Vec<u32>,
+        started: Option<Instant>,
+    ) -> Ran {
+        let (kind, waits) = match super::flight_hang::hang_of(e) {
+            Some(h) => {
+                let (k, w) = super::flight_hang::view(sh, seq, h);
+                (Some(k), w)
+            }
+            None => (None, waits_of(e, never)),
         };
         Ran {
-            algo: Some(algo),
-            time,
+            started,
             waits,
+            kind,
+            ..Ran::default()
         }
     }
+}
+
+/// Records a called op of `sh` (queued); its id for the calls below
+/// (`None`: no recorder, or a crashed simulated rank, whose record ended).
+pub(crate) fn queue(sh: &Shared, desc: OpDesc) -> Option<u64> {
+    let f = sh.flight.as_ref().filter(|_| !sh.crashed())?;
+    Some(f.queue(desc))
 }
 
 /// Marks op `id` of `sh` (if recorded) as running.
@@ -409,20 +531,46 @@ pub(crate) fn running(sh: &Shared, id: Option<u64>) {
     }
 }
 
+/// The running op of `sh` is a call the simulator's fault plan skipped:
+/// the rank never made it, so its record leaves it out.
+pub(crate) fn skipped(sh: &Shared) {
+    if let Some(f) = &sh.flight {
+        f.skip_running();
+    }
+}
+
+/// The running op of `sh` is called with `c`'s arguments (a simulated
+/// `wrong_args` fault): its record shows them.
+pub(crate) fn called_as(sh: &Shared, c: Called) {
+    if let Some(f) = &sh.flight {
+        f.amend_running(c);
+    }
+}
+
 /// Records the end of op `id` of `sh` (if recorded) with `r`; the
-/// communicator's first failed op writes a dump.
+/// communicator's first failed op writes a dump. A simulated rank that
+/// crashed in it records nothing: its record ends there.
 pub(crate) fn ended<T>(sh: &Shared, id: Option<u64>, r: &Result<T, CommError>, ran: Option<Ran>) {
     let (Some(f), Some(id)) = (&sh.flight, id) else {
         return;
     };
+    if sh.crashed() {
+        return;
+    }
+    let kind = r.as_ref().err().map(|e| {
+        ran.as_ref()
+            .and_then(|x| x.kind)
+            .unwrap_or_else(|| error_kind(e))
+    });
     f.end(id, r, ran);
-    let Err(e) = r else {
+    let (Err(e), Some(kind)) = (r, kind) else {
         return;
     };
     if !f.first_failure() {
         return;
     }
-    f.dump_logged(sh, reason_of(e), Some(e.to_string()));
+    let why = (reason_of_kind(kind), Trigger::Failure);
+    f.dump_logged(sh, why, Some(e.to_string()));
     // The same world rank's other communicators of this process too: a
     // rank blocked here has not called their next ops, which `hccl
     // doctor` needs to see (two communicators entered in different
@@ -433,8 +581,8 @@ pub(crate) fn ended<T>(sh: &Shared, id: Option<u64>, r: &Result<T, CommError>, r
             continue;
         }
         if let Some(of) = &other.flight {
-            let why = format!("comm '{}' rank {} failed: {e}", sh.name, sh.rank);
-            of.dump_logged(&other, reason_of(e), Some(why));
+            let detail = format!("comm '{}' rank {} failed: {e}", sh.name, sh.rank);
+            of.dump_logged(&other, why, Some(detail));
         }
     }
 }
@@ -506,7 +654,12 @@ pub(crate) fn error_kind(e: &CommError) -> ErrorKind {
 
 /// The dump reason of an op failing with `e`.
 pub(crate) fn reason_of(e: &CommError) -> DumpReason {
-    match error_kind(e) {
+    reason_of_kind(error_kind(e))
+}
+
+/// The dump reason of an op failing with an error of `kind`.
+fn reason_of_kind(kind: ErrorKind) -> DumpReason {
+    match kind {
         ErrorKind::Timeout => DumpReason::Timeout,
         ErrorKind::Mismatch => DumpReason::Mismatch,
         ErrorKind::Remote => DumpReason::Remote,
@@ -535,7 +688,26 @@ fn host_name() -> String {
 pub(crate) fn dump_all(comms: &[Arc<Shared>], reason: DumpReason) {
     for sh in comms {
         if let Some(r) = &sh.flight {
-            r.dump_logged(sh, reason, None);
+            r.dump_logged(sh, (reason, Trigger::Asked), None);
+        }
+    }
+}
+
+/// Dumps every live rank of the simulated `cluster` that has written no
+/// dump for a failure yet, for its first `hang` (a real job's ranks
+/// learn of a failure even between ops; see [`Trigger::Event`]).
+pub(crate) fn dump_tree(cluster: &Cluster, hang: &HangReport) {
+    let text = hang.to_text();
+    let first = text.lines().next().unwrap_or("");
+    let detail = format!("the simulated cluster hung: {first}");
+    for sh in super::crossed::live() {
+        let on = sh.sim.as_ref().is_some_and(|s| s.on(cluster));
+        if let Some(f) = sh.flight.as_ref().filter(|_| on) {
+            f.dump_logged(
+                &sh,
+                (DumpReason::Remote, Trigger::Event),
+                Some(detail.clone()),
+            );
         }
     }
 }
@@ -597,7 +769,10 @@ mod tests {
             why: flight::WaitKind::Lost,
         }];
         let algo = AlgoSpec::Flat(hccl_algos::algo::Algorithm::Ring);
-        let ran = Ran::of(algo, &Err(e.clone().unwrap_err()), || vec![1]);
+        let ran = Ran {
+            waits: waits_of(&e.clone().unwrap_err(), vec![1]),
+            ..Ran::default()
+        };
         assert_eq!(
             ran.waits,
             [WaitOn {
@@ -610,8 +785,9 @@ mod tests {
             &e,
             Some(Ran {
                 algo: Some(algo),
-                time: None,
+                started: Some(r.created),
                 waits: w.clone(),
+                ..Ran::default()
             }),
         );
         let _ = queued;
@@ -621,6 +797,8 @@ mod tests {
         assert_eq!(rec.waits, w);
         assert_eq!(rec.error.unwrap().kind, ErrorKind::Broken);
         assert!(rec.algorithm.is_some());
+        // A failed op keeps the start the backend measured.
+        assert_eq!(rec.started_us, Some(r.created_us));
     }
 }
 
@@ -655,7 +833,12 @@ fn recorder_cost() {
         for seq in 0..n {
             let id = r.queue(OpDesc::collective(seq, seq, &args));
             r.running(id);
-            let ran = Ran::of(algo, &Ok(OpTime::Measured(a, b)), Vec::new);
+            let ran = Ran {
+                algo: Some(algo),
+                started: Some(a),
+                ended: Some(b),
+                ..Ran::default()
+            };
             r.end::<()>(id, &Ok(()), Some(ran));
         }
         cpu.push((cpu_ns() - c) as f64 / n as f64);

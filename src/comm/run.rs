@@ -123,7 +123,7 @@ impl Comm {
         args: &CollectiveArgs,
         user: UserBufs<'_>,
     ) -> Result<(), CommError> {
-        let id = (shared.flight.as_ref()).map(|f| f.queue(OpDesc::collective(turn, seq, args)));
+        let id = recorder::queue(shared, OpDesc::collective(turn, seq, args));
         let mut ran = None;
         let r = Comm::at_turn(shared, turn, |st| {
             recorder::running(shared, id);
@@ -257,7 +257,10 @@ impl Comm {
         let (seq, called, spec) = (op.seq, op.called, op.planned.algo);
         let r = backend.run(shared, op, user);
         if shared.flight.is_some() {
-            let ran = recorder::Ran::of(spec, &r, || backend.never_started(seq));
+            let started = backend.started();
+            let ran = recorder::Ran::of(shared, (seq, spec, started), &r, || {
+                backend.never_started(seq)
+            });
             st.ran = Some(ran);
         }
         let time = r?;

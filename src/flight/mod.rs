@@ -227,10 +227,10 @@ pub struct OpRecord {
     pub state: OpState,
     /// When it was called, µs since the Unix epoch.
     pub queued_us: u64,
-    /// When the backend started it, as the backend measured it; `None`
-    /// while it runs, for point-to-point ops, on the simulator backend and
-    /// for a failed op (then `queued_us` is its start, to within the wait
-    /// for its turn).
+    /// When the backend started it, as the backend measured it (done or
+    /// failed); `None` while it runs, on the simulator backend (virtual
+    /// times) and for an op that failed before the backend started it
+    /// (then `queued_us` is its start, to within the wait for its turn).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_us: Option<u64>,
     /// When it ended here, done or failed.

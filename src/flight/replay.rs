@@ -15,9 +15,11 @@
 //!   other in a cycle, as they did);
 //! - a rank that called op #k with another count, data type, reduce op or
 //!   root than the others (the majority) calls it so (`wrong_args`);
-//! - two ranks in one failed op each waiting for the other's data (a link
-//!   that went silent): the route between them goes down when they start
-//!   the op (`link_down`, timed by [`Replay::time_links`]).
+//! - two ranks in one failed op each waiting for the other's data (or its
+//!   start, of an op it recorded), or one waiting so for the other, which
+//!   finished the op (a link that went silent): the route between them
+//!   goes down when they start the op (`link_down`, timed by
+//!   [`Replay::time_links`]).
 //!
 //! Point-to-point ops and the V collectives are left out (scenario files
 //! cannot express them yet), with a note.
@@ -304,27 +306,49 @@ pub fn from_dumps(dumps: &[Dump]) -> Result<Replay, ReplayError> {
         let Some(members) = comms.get(&s.comm) else {
             continue;
         };
+        // A peer this rank saw as never calling the op, but that recorded
+        // it, called it: its start never arrived (`hccl doctor` reads it so).
+        let called = |peer: u32| s.calls.iter().any(|&(r, _)| r == peer);
         let waits_on = |rank: u32, peer: u32| {
             s.calls.iter().any(|&(r, rec)| {
                 r == rank
                     && rec.waits.iter().any(|w| {
-                        w.why == super::WaitKind::Data
-                            && members.get(w.peer as usize) == Some(&peer)
+                        let data = match w.why {
+                            super::WaitKind::Data => true,
+                            super::WaitKind::NeverCalled => called(peer),
+                            _ => false,
+                        };
+                        data && members.get(w.peer as usize) == Some(&peer)
                     })
             })
         };
+        // Or one waited for the other's data and the other finished the
+        // op: all it sent was lost on the way.
+        let done = |peer: u32| {
+            s.calls
+                .iter()
+                .any(|&(r, rec)| r == peer && rec.state == OpState::Done)
+        };
         for &(a, _) in &s.calls {
-            for &(b, _) in s.calls.iter().filter(|&&(b, _)| b > a) {
-                if waits_on(a, b)
-                    && waits_on(b, a)
-                    && !links
-                        .iter()
-                        .any(|l: &(usize, usize, [u32; 2])| l.2 == [a, b])
+            for &(b, _) in s.calls.iter().filter(|&&(b, _)| b != a) {
+                let pair = [a.min(b), a.max(b)];
+                let mutual = waits_on(a, b) && waits_on(b, a);
+                if !(mutual && a < b || waits_on(a, b) && done(b))
+                    || links.iter().any(|l: &(usize, usize, [u32; 2])| l.2 == pair)
                 {
+                    continue;
+                }
+                {
+                    let how = if mutual {
+                        format!("ranks {a} and {b} each waited for the other's data")
+                    } else {
+                        format!("rank {a} waited for rank {b}'s data, which rank {b} had sent (it finished the op),")
+                    };
                     notes.push(format!(
-                        "ranks {a} and {b} each waited for the other's data in op #{i} ('{}' seq {}): replayed as the route between them going down when they start it",
+                        "{how} in op #{i} ('{}' seq {}): replayed as the route between them going down when they start it",
                         s.comm, s.seq
                     ));
+                    let [a, b] = pair;
                     links.push((faults.faults.len(), i, [a, b]));
                     faults.faults.push(Fault::LinkDown {
                         link: hccl_sim::faults::LinkRef::Route { ranks: [a, b] },

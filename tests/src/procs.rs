@@ -90,3 +90,30 @@ pub fn spawn_flight_rank(
         .spawn()
         .expect("spawn flight_rank")
 }
+
+/// Starts the same 2-rank `flight_rank` job on the simulator backend, in
+/// one process (`HCCL_BACKEND=sim`, every rank a thread): `fault` as
+/// [`spawn_flight_rank`]'s, `plan` its `HCCL_SIM_FAULTS` (the fault plan
+/// standing for what a thread cannot do, such as die), `HCCL_EXEC_TIMEOUT`
+/// = 1 s, dumps into `dir`; stdout piped (for [`finish`]).
+pub fn spawn_flight_sim(bin: &str, dir: &Path, fault: &str, plan: Option<&Path>) -> Child {
+    let mut c = Command::new(bin);
+    c.env("HCCL_BACKEND", "sim")
+        .env("HCCL_EXEC_TIMEOUT", "1")
+        .env("WORLD_SIZE", "2")
+        .env("HCCL_TEST_FAULT", fault)
+        .env(hccl::flight::ENV_DIR, dir)
+        .env_remove(hccl::flight::ENV_ENTRIES)
+        .env_remove("HCCL_ALGO")
+        .env_remove("HCCL_SIM_FAULTS")
+        .env_remove("HCCL_SIM_PRESET")
+        .env_remove("HCCL_SIM_SERVERS")
+        .env_remove("HCCL_SIM_RANK_TABLE")
+        .env_remove("HCCL_SIM_SEED")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    if let Some(p) = plan {
+        c.env("HCCL_SIM_FAULTS", p);
+    }
+    c.spawn().expect("spawn flight_rank on the simulator")
+}

@@ -5,7 +5,9 @@
 //! `HCCL_IF_IP` picks a real interface. Mid-run the link goes down (`ip
 //! link set ... down`: no RST arrives, the peer just goes silent); both
 //! ranks time out within `HCCL_EXEC_TIMEOUT`, dump, and `hccl doctor`
-//! names a dead link between the two named hosts.
+//! names a dead link between the two named hosts. The replay of those
+//! dumps (`hccl doctor DIR --replay`'s scenario and fault plan, on a full
+//! mesh of two) hangs on a dead link between the same two ranks.
 //!
 //! Needs root and iproute2: skipped with a printed reason where the
 //! namespaces cannot be made, except under CI (`CI=true`), where it fails.
@@ -17,6 +19,9 @@ use std::time::Duration;
 use hccl::flight::doctor::Cause;
 use hccl::flight::{self};
 use hccl_conformance::procs::finish;
+use hccl_sim::faults::run_with_faults;
+use hccl_sim::hang::RootCause;
+use hccl_topology::{build_preset, Preset};
 
 const BIN: &str = env!("CARGO_BIN_EXE_flight_rank");
 
@@ -169,7 +174,7 @@ fn a_link_cut_mid_run_is_named_as_a_dead_link_between_the_two_hosts() {
     );
     assert!(out0.contains("timed out after 1 s"), "{out0}");
     let dumps = flight::read_dumps(&dir).unwrap();
-    let d = flight::diagnose(dumps);
+    let d = flight::diagnose(dumps.clone());
     let text = d.to_text();
     eprintln!("{text}");
     let hosts = [String::from("node-a"), String::from("node-b")];
@@ -184,4 +189,38 @@ fn a_link_cut_mid_run_is_named_as_a_dead_link_between_the_two_hosts() {
         "{text}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+    replay_names_the_link(&dumps);
+}
+
+/// The replay of the cut-link run's dumps, as `hccl doctor DIR --replay`
+/// makes it (the link goes down when both ranks start the op it stopped),
+/// hangs on a dead link carrying only messages between ranks 0 and 1.
+fn replay_names_the_link(dumps: &[flight::Dump]) {
+    let mut r = flight::replay::from_dumps(dumps).unwrap();
+    assert_eq!(r.ranks, 2);
+    assert_eq!(r.links.len(), 1, "one dead link: {:?}", r.notes);
+    let fabric = build_preset(Preset::FullMesh, 2).unwrap();
+    r.time_links(&fabric).unwrap();
+    let sc = r
+        .scenario
+        .build(&fabric, None)
+        .unwrap()
+        .exec_timeout_ns(Some(1_000_000_000));
+    let run = run_with_faults(&sc, &r.faults).unwrap();
+    let h = run
+        .hang(&sc, "replay")
+        .unwrap_or_else(|| panic!("the replay finished: {:?}", r.notes));
+    let text = h.to_text();
+    eprintln!("the replay:\n{text}");
+    let link = h.root_causes.iter().find_map(|c| match c {
+        RootCause::DeadLink { messages, .. } => Some(messages.clone()),
+        _ => None,
+    });
+    let Some(messages) = link else {
+        panic!("the replay names no dead link:\n{text}")
+    };
+    assert!(
+        !messages.is_empty() && messages.iter().all(|m| matches!(m, (0, 1) | (1, 0))),
+        "{messages:?}\n{text}"
+    );
 }

@@ -21,7 +21,7 @@ pub(crate) mod sim_world;
 mod tcp;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hccl_algos::collective::{CollectiveArgs, OpSignature};
 use hccl_hw::tcp::AbortKind;
@@ -165,6 +165,20 @@ pub(crate) trait Backend: Send {
     /// the backend cannot tell.
     fn never_started(&mut self, _seq: u64) -> Vec<u32> {
         Vec::new()
+    }
+
+    /// When the last op this backend ran started here, as it measured
+    /// it (for the flight record of a failed op). `None` if it does not
+    /// measure (the simulator: its times are virtual).
+    fn started(&self) -> Option<Instant> {
+        None
+    }
+
+    /// The simulated cluster this rank is on, for the flight recorder (a
+    /// crashed simulated rank is a dead process: it records and dumps
+    /// nothing more). `None` on a real transport.
+    fn sim_rank(&self) -> Option<sim_cluster::SimRank> {
+        None
     }
 
     /// The splitter for [`super::Comm::split`].

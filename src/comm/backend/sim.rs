@@ -10,12 +10,13 @@ use std::time::Duration;
 
 use hccl_hw::tcp::AbortKind;
 
-use super::sim_cluster::Fate;
+use super::sim_cluster::{Fate, SimRank};
 use super::sim_world::SimWorld;
 use super::{Backend, Gather, Interrupt, Prepared, SplitInfo, Splitter};
 use crate::comm::p2p::{P2pBuf, P2pItem, P2pKind};
 use crate::comm::plan::HostFit;
 use crate::comm::profile::OpTime;
+use crate::comm::recorder;
 use crate::comm::run::UserBufs;
 use crate::comm::{BackendKind, CommError, Shared};
 
@@ -91,6 +92,14 @@ impl Backend for SimBackend {
         };
         let global = self.world.global_rank(rank);
         let me = self.world.cluster.call(global);
+        // Its flight record shows the call the plan made: none for a
+        // skipped call, the `wrong_args` fault's arguments.
+        if me.fate == Fate::Skip {
+            recorder::skipped(sh);
+        }
+        if let Some(c) = self.world.cluster.wrong_args(global, me.call) {
+            recorder::called_as(sh, c);
+        }
         let Some((out, (start, end))) = self.world.run(&sh.name, rank, me, op, input)? else {
             // Skipped by the fault plan: nothing written, no time taken.
             let now = self.world.cluster.clock(global);
@@ -125,7 +134,10 @@ impl Backend for SimBackend {
         let call = w.cluster.call(w.global_rank(me));
         match call.fate {
             // A rank that never calls send or recv: its peers wait.
-            Fate::Skip => return Ok(()),
+            Fate::Skip => {
+                recorder::skipped(sh);
+                return Ok(());
+            }
             Fate::Crash => return Err(w.wait_broken(name)),
             Fate::Run => {}
         }
@@ -167,6 +179,17 @@ impl Backend for SimBackend {
 
     fn unreceived(&mut self) -> Vec<(u32, u64, u64)> {
         self.world.unreceived(self.rank)
+    }
+
+    fn never_started(&mut self, seq: u64) -> Vec<u32> {
+        self.world.never_called(seq, self.rank)
+    }
+
+    fn sim_rank(&self) -> Option<SimRank> {
+        Some(SimRank {
+            cluster: Arc::clone(&self.world.cluster),
+            global: self.world.global_rank(self.rank),
+        })
     }
 
     fn splitter(&self) -> Box<dyn Splitter> {

@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Mutex, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use hccl_algos::schedule::{BufferSizes, RankSchedule};
 use hccl_algos::DataType;
@@ -87,6 +87,38 @@ struct ClusterState {
     crashed: Vec<u32>,
     /// The first hang report, which broke the tree.
     hang: Option<Box<HangReport>>,
+    /// Whether the flight records of the tree's ranks were dumped for it.
+    hang_dumped: bool,
+}
+
+/// A world rank of a simulated cluster, as the flight recorder sees it:
+/// a crashed rank is a dead process (no more records, no dump), and the
+/// tree's first hang dumps every live rank's record.
+#[derive(Clone)]
+pub(crate) struct SimRank {
+    pub(crate) cluster: Arc<Cluster>,
+    pub(crate) global: u32,
+}
+
+impl SimRank {
+    /// Whether this rank has crashed (fault plan).
+    pub(crate) fn crashed(&self) -> bool {
+        self.cluster.crashed(self.global)
+    }
+
+    /// Whether this rank is on `cluster`.
+    pub(crate) fn on(&self, cluster: &Cluster) -> bool {
+        std::ptr::eq(Arc::as_ptr(&self.cluster), cluster)
+    }
+}
+
+/// What a `wrong_args` fault makes a rank call instead (`None`: as called).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Called {
+    pub(crate) count: Option<u64>,
+    pub(crate) dtype: Option<DataType>,
+    pub(crate) op: Option<hccl_algos::ReduceOp>,
+    pub(crate) root: Option<u32>,
 }
 
 /// The cluster shared by the worlds of one communicator tree.
@@ -163,6 +195,29 @@ impl Cluster {
         }
     }
 
+    /// The arguments the plan's `wrong_args` fault makes world rank
+    /// `global` call its call `call` with (`None`: no such fault), for its
+    /// flight record: the ranks' records then differ as the simulated
+    /// calls do.
+    pub(crate) fn wrong_args(&self, global: u32, call: u64) -> Option<Called> {
+        self.plan.faults.iter().find_map(|f| match f {
+            Fault::WrongArgs {
+                rank,
+                op,
+                count,
+                dtype,
+                reduce_op,
+                root,
+            } if *rank == global && *op as u64 == call => Some(Called {
+                count: *count,
+                dtype: *dtype,
+                op: *reduce_op,
+                root: *root,
+            }),
+            _ => None,
+        })
+    }
+
     /// How many calls world rank `global` has made.
     pub(crate) fn calls_made(&self, global: u32) -> u64 {
         lock(&self.state)
@@ -195,8 +250,18 @@ impl Cluster {
     }
 
     /// Wakes every waiting rank of the tree (after it broke). The caller
-    /// holds no world's state.
+    /// holds no world's state. The first call after a hang first dumps
+    /// every live rank's flight record, as ranks of a real job learn of a
+    /// peer's failure (the ranks in an op dump again as it fails).
     pub(crate) fn wake_all(&self) {
+        let hang = {
+            let mut s = lock(&self.state);
+            let first = s.hang.is_some() && !std::mem::replace(&mut s.hang_dumped, true);
+            s.hang.clone().filter(|_| first)
+        };
+        if let Some(h) = hang {
+            crate::comm::recorder::dump_tree(self, &h);
+        }
         let worlds: Vec<Weak<SimWorld>> = lock(&self.worlds).clone();
         for w in worlds.iter().filter_map(Weak::upgrade) {
             w.wake();

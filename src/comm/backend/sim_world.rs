@@ -603,6 +603,20 @@ impl SimWorld {
         self.timeout.map_or(0.0, |t| t.as_secs_f64())
     }
 
+    /// The ranks other than `me` that have not called op `seq` (while it
+    /// is pending: the flight record of its failure), ascending.
+    pub(crate) fn never_called(&self, seq: u64, me: u32) -> Vec<u32> {
+        let s = lock(&self.state);
+        let Some(p) = s.ops.get(&seq) else {
+            return Vec::new();
+        };
+        (0..self.n)
+            .filter(|&r| {
+                r != me && !matches!(p.members[r as usize], Some(m) if m.fate == Fate::Run)
+            })
+            .collect()
+    }
+
     /// The messages sent to rank `me` that no receive took: (sender,
     /// message number of the pair, bytes), ascending.
     pub(crate) fn unreceived(&self, me: u32) -> Vec<(u32, u64, u64)> {

@@ -28,6 +28,8 @@ pub(crate) struct TcpBackend {
     /// write scratch before reading it (the verifier checks), and zeroing
     /// a one-shot's p − 1 vectors per op costs as much as the op.
     scratch: Vec<u8>,
+    /// When the last op started ([`Backend::started`]).
+    started: Option<std::time::Instant>,
 }
 
 impl TcpBackend {
@@ -47,6 +49,7 @@ impl TcpBackend {
         Ok(TcpBackend {
             rank,
             scratch: Vec::new(),
+            started: None,
         })
     }
 }
@@ -95,6 +98,7 @@ impl Backend for TcpBackend {
             wide,
             planned,
         } = op;
+        self.started = None;
         let kind = format!("{:?}", args.kind);
         let rank = sh.rank;
         let (inb, outb) = args.io_bytes(rank);
@@ -126,10 +130,15 @@ impl Backend for TcpBackend {
             dtype: args.dtype,
         };
         let start = std::time::Instant::now();
+        self.started = Some(start);
         let t = &mut self.rank;
         t.run(&ctx, &info, bufs, planned.plan)
             .map_err(|e| crossed::explain(sh, t, seq, e))?;
         Ok(OpTime::Measured(start, std::time::Instant::now()))
+    }
+
+    fn started(&self) -> Option<std::time::Instant> {
+        self.started
     }
 
     fn never_started(&mut self, seq: u64) -> Vec<u32> {
@@ -150,6 +159,7 @@ impl Backend for TcpBackend {
         numbers: &[u64],
     ) -> Result<(), CommError> {
         let me = sh.rank;
+        self.started = Some(std::time::Instant::now());
         let mut groups: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         for (i, it) in items.iter().enumerate() {
             groups.entry(it.dtype as u32).or_default().push(i);

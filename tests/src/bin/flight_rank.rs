@@ -16,6 +16,9 @@
 //! - `swap`: the victim calls the sub-communicator's second op before the
 //!   world's op #3, the others after it;
 //! - `count`: the victim calls op #3 with 2049 elements, the others 2048;
+//! - `lose`: the victim aborts its process after the sub-communicator's
+//!   op; the others then sleep (up to 20 s) with their communicators
+//!   alive and call nothing more: ranks that lose a peer while idle;
 //! - `loop`: every rank runs 8 KiB AllReduces on the world for up to 20 s
 //!   (a link cut from outside stops them); after the first it creates the
 //!   file `HCCL_TEST_MARK` if set, to say it is running.
@@ -23,10 +26,18 @@
 //! Prints `OPOK` and exits 0, or `OPERR <error>` and exits 3 a second
 //! later. Bootstrap
 //! failures print `INITERR <error>` and exit 2.
+//!
+//! With `HCCL_BACKEND=sim` the same program runs every rank of
+//! `WORLD_SIZE` as a thread of this process on the simulator
+//! (`Comm::init_all`, with the `HCCL_SIM_*` settings: a fault plan in
+//! `HCCL_SIM_FAULTS` stands for the faults a process cannot have there,
+//! such as `kill`). It prints each rank's `OPOK` or `OPERR` and exits 0,
+//! or 3 if a rank failed, with every communicator still alive (as a
+//! process that exits on an error leaves its own).
 
 use std::time::Duration;
 
-use hccl::comm::ReduceOp;
+use hccl::comm::{BackendKind, ReduceOp};
 use hccl::Comm;
 
 fn var(k: &str) -> Option<String> {
@@ -58,6 +69,11 @@ fn run(world: &Comm, sub: &Comm, fault: &str, victim: bool) -> Result<(), hccl::
             all_reduce(sub, 2048)
         }
         ("count", true) => all_reduce(world, 2049),
+        ("lose", true) => std::process::abort(),
+        ("lose", false) => {
+            std::thread::sleep(Duration::from_secs(20));
+            Ok(())
+        }
         ("loop", _) => {
             let end = std::time::Instant::now() + Duration::from_secs(20);
             all_reduce(world, 2048)?;
@@ -73,7 +89,48 @@ fn run(world: &Comm, sub: &Comm, fault: &str, victim: bool) -> Result<(), hccl::
     }
 }
 
+/// Every rank as a thread on the simulator (see the module docs).
+fn on_sim(fault: &str, victim: &str) -> ! {
+    let n: u32 = var("WORLD_SIZE").and_then(|v| v.parse().ok()).unwrap_or(2);
+    let comms = match Comm::init_all(n) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("INITERR {e}");
+            std::process::exit(2);
+        }
+    };
+    let threads: Vec<_> = comms
+        .into_iter()
+        .map(|world| {
+            let (fault, victim) = (fault.to_string(), victim == world.rank().to_string());
+            std::thread::spawn(move || {
+                let sub = match world.split(Some(0), world.rank()) {
+                    Ok(Some(c)) => c,
+                    Ok(None) => unreachable!("every rank has color 0"),
+                    Err(e) => return (format!("INITERR split: {e}"), world, None),
+                };
+                let r = run(&world, &sub, &fault, victim);
+                let line = r.map_or_else(|e| format!("OPERR {e}"), |()| "OPOK".into());
+                (line, world, Some(sub))
+            })
+        })
+        .collect();
+    // Kept until exit: a rank that drops its communicators is a lost peer.
+    let done: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let mut failed = false;
+    for (r, (line, _, _)) in done.iter().enumerate() {
+        println!("rank {r}: {line}");
+        failed |= !line.starts_with("OPOK");
+    }
+    std::process::exit(if failed { 3 } else { 0 });
+}
+
 fn main() {
+    let fault = var("HCCL_TEST_FAULT").unwrap_or_else(|| "none".into());
+    let victim = var("HCCL_TEST_VICTIM").unwrap_or_else(|| "1".into());
+    if matches!(BackendKind::from_env(), Ok(BackendKind::Sim)) {
+        on_sim(&fault, &victim);
+    }
     let world = match Comm::from_env() {
         Ok(c) => c,
         Err(e) => {
@@ -89,8 +146,7 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let fault = var("HCCL_TEST_FAULT").unwrap_or_else(|| "none".into());
-    let victim = var("HCCL_TEST_VICTIM").unwrap_or_else(|| "1".into()) == world.rank().to_string();
+    let victim = victim == world.rank().to_string();
     match run(&world, &sub, &fault, victim) {
         Ok(()) => {
             println!("OPOK");
