@@ -13,8 +13,8 @@
 //! prints GB/s (G = 10^9) of *buffer bytes*, i.e. `len(dst) / time`, so
 //! memcpy moves 1x read + 1x write per byte and a reduce 2x read + 1x
 //! write. `ratio` = kernel GB/s / memcpy GB/s at the same size. Each figure
-//! is the best of 5 batches, each batch running at least a fifth of the
-//! measurement time.
+//! is the best of batches of 200 µs (at least one call each) run for the
+//! measurement time (at least 5).
 //!
 //! A second table times the fp16/bf16 kernels that also keep the f32
 //! result ([`Partials`], issue 13): `reduce_kept` (what a `RecvReduce`
@@ -77,31 +77,41 @@ fn one(dtype: DataType) -> Vec<u8> {
     }
 }
 
-/// Best GB/s of `len` bytes per call over 5 batches of at least `batch`.
+/// Best GB/s of `len` bytes per call over short batches (each at least
+/// [`BATCH`] and one call) run for at least `total`, and at least 5. On a
+/// loaded machine a batch that a context switch cuts into is slow; with
+/// batches much shorter than a scheduler time slice, the best of many is
+/// one that ran alone.
 // A benchmark times by the wall clock; the library itself has none
 // (algos/clippy.toml).
 #[allow(clippy::disallowed_methods)]
-fn measure(len: usize, batch: Duration, mut f: impl FnMut()) -> f64 {
+fn measure(len: usize, total: Duration, mut f: impl FnMut()) -> f64 {
     f(); // warm up: page in the buffers
     let mut best = f64::MAX;
-    for _ in 0..5 {
+    let begin = Instant::now();
+    let mut batches = 0;
+    while batches < 5 || begin.elapsed() < total {
         let start = Instant::now();
         let mut calls = 0u64;
-        while start.elapsed() < batch {
+        while calls == 0 || start.elapsed() < BATCH {
             f();
             calls += 1;
         }
         best = best.min(start.elapsed().as_secs_f64() / calls as f64);
+        batches += 1;
     }
     len as f64 / best / 1e9
 }
+
+/// Length of one timed batch: well under a scheduler time slice (a few ms).
+const BATCH: Duration = Duration::from_micros(200);
 
 fn main() {
     let ms: u64 = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(200);
-    let batch = Duration::from_millis(ms.max(5) / 5);
+    let batch = Duration::from_millis(ms.max(1));
     let filter = std::env::args().nth(2).unwrap_or_default();
     let sizes: Vec<usize> = match std::env::args().nth(3) {
         Some(list) => list

@@ -291,35 +291,183 @@ pub(super) fn reduce_into<H: Half<2>>(op: ReduceOp, out: &mut [u8], a: &[u8], b:
     by_op!(op, |f| zip_into::<H, 2>(out, a, b, &f))
 }
 
-/// bf16 `dst = dst (op) src` two elements at a time (see [`bf16_pair`]).
+/// bf16 `dst = dst (op) src`: `Max`/`Min` on the bits ([`extreme_in_place`]),
+/// `Sum`/`Prod` in the token's 32-element blocks where it has them, else two
+/// elements at a time (see [`bf16_pair`]).
 #[inline(always)]
-pub(super) fn bf16_reduce(op: ReduceOp, dst: &mut [u8], src: &[u8]) {
+pub(super) fn bf16_reduce<S: Simd>(s: S, op: ReduceOp, dst: &mut [u8], src: &[u8]) {
+    match op {
+        ReduceOp::Max => return extreme_in_place::<true>(BF16, dst, src),
+        ReduceOp::Min => return extreme_in_place::<false>(BF16, dst, src),
+        ReduceOp::Sum | ReduceOp::Avg if S::BF16_BLOCKS => {
+            return bf16_blocks(dst, src, |x, y| s.bf16_sum32(x, y))
+        }
+        ReduceOp::Prod if S::BF16_BLOCKS => {
+            return bf16_blocks(dst, src, |x, y| s.bf16_prod32(x, y))
+        }
+        _ => {}
+    }
     by_op!(op, |f| {
         let (dp, dt) = dst.as_chunks_mut::<4>();
         let (sp, st) = src.as_chunks::<4>();
         for (d, s) in dp.iter_mut().zip(sp) {
-            let (x0, x1) = bf16_pair(*d);
-            let (y0, y1) = bf16_pair(*s);
-            *d = bf16_unpair(f(x0, y0), f(x1, y1));
+            *d = bf16_pairs(*d, *s, &f);
         }
         zip_in_place::<Bf, 2>(dt, st, &f)
     })
 }
 
-/// bf16 `out = a (op) b` two elements at a time.
+/// bf16 `out = a (op) b`, as [`bf16_reduce`].
 #[inline(always)]
-pub(super) fn bf16_reduce_into(op: ReduceOp, out: &mut [u8], a: &[u8], b: &[u8]) {
+pub(super) fn bf16_reduce_into<S: Simd>(s: S, op: ReduceOp, out: &mut [u8], a: &[u8], b: &[u8]) {
+    match op {
+        ReduceOp::Max => return extreme_into::<true>(BF16, out, a, b),
+        ReduceOp::Min => return extreme_into::<false>(BF16, out, a, b),
+        ReduceOp::Sum | ReduceOp::Avg if S::BF16_BLOCKS => {
+            return bf16_blocks_into(out, a, b, |x, y| s.bf16_sum32(x, y))
+        }
+        ReduceOp::Prod if S::BF16_BLOCKS => {
+            return bf16_blocks_into(out, a, b, |x, y| s.bf16_prod32(x, y))
+        }
+        _ => {}
+    }
     by_op!(op, |f| {
         let (op_, ot) = out.as_chunks_mut::<4>();
         let (ap, at) = a.as_chunks::<4>();
         let (bp, bt) = b.as_chunks::<4>();
         for ((o, x), y) in op_.iter_mut().zip(ap).zip(bp) {
-            let (x0, x1) = bf16_pair(*x);
-            let (y0, y1) = bf16_pair(*y);
-            *o = bf16_unpair(f(x0, y0), f(x1, y1));
+            *o = bf16_pairs(*x, *y, &f);
         }
         zip_into::<Bf, 2>(ot, at, bt, &f)
     })
+}
+
+/// `dst = block(dst, src)` over 64-byte blocks (32 bf16); the last
+/// `len % 64` bytes two elements at a time, then one, with the same sum or
+/// product as `block` (`block` is the token's `bf16_sum32` or `bf16_prod32`,
+/// which round as [`f32_to_bf16`] does).
+#[inline(always)]
+fn bf16_blocks(dst: &mut [u8], src: &[u8], block: impl Fn(&[u8; 64], &[u8; 64]) -> [u8; 64]) {
+    let (db, dt) = dst.as_chunks_mut::<64>();
+    let (sb, st) = src.as_chunks::<64>();
+    for (d, s) in db.iter_mut().zip(sb) {
+        *d = block(d, s);
+    }
+    tail_in_place(dt, st, &block)
+}
+
+/// `out = block(a, b)` over 64-byte blocks, as [`bf16_blocks`].
+#[inline(always)]
+fn bf16_blocks_into(
+    out: &mut [u8],
+    a: &[u8],
+    b: &[u8],
+    block: impl Fn(&[u8; 64], &[u8; 64]) -> [u8; 64],
+) {
+    let (ob, ot) = out.as_chunks_mut::<64>();
+    let (ab, at) = a.as_chunks::<64>();
+    let (bb, bt) = b.as_chunks::<64>();
+    for ((o, x), y) in ob.iter_mut().zip(ab).zip(bb) {
+        *o = block(x, y);
+    }
+    let n = ot.len();
+    ot.copy_from_slice(at);
+    tail_in_place(ot, &bt[..n], &block)
+}
+
+/// The last `< 64` bytes of a block loop: padded with zeros into one block
+/// (a zero lane's result is dropped), so the tail rounds as the blocks do.
+#[inline(always)]
+fn tail_in_place(dst: &mut [u8], src: &[u8], block: &impl Fn(&[u8; 64], &[u8; 64]) -> [u8; 64]) {
+    if dst.is_empty() {
+        return;
+    }
+    let n = dst.len();
+    let (mut x, mut y) = ([0u8; 64], [0u8; 64]);
+    x[..n].copy_from_slice(dst);
+    y[..n].copy_from_slice(&src[..n]);
+    dst.copy_from_slice(&block(&x, &y)[..n]);
+}
+
+/// Two bf16 elements of `x` and `y` (one `u32` each) combined by `f` and
+/// rounded back in place.
+#[inline(always)]
+pub(super) fn bf16_pairs(x: [u8; 4], y: [u8; 4], f: &impl Fn(f32, f32) -> f32) -> [u8; 4] {
+    let (x0, x1) = bf16_pair(x);
+    let (y0, y1) = bf16_pair(y);
+    bf16_unpair(f(x0, y0), f(x1, y1))
+}
+
+/// A 16-bit float format as its bits: the largest magnitude that is not a
+/// NaN (infinity) and the canonical quiet NaN `Max`/`Min` return.
+#[derive(Clone, Copy)]
+pub(super) struct Bits16 {
+    inf: u16,
+    nan: u16,
+}
+
+/// fp16's bits (infinity 0x7C00, quiet NaN 0x7E00 as f32 NaN narrows to).
+pub(super) const FP16: Bits16 = Bits16 {
+    inf: 0x7C00,
+    nan: 0x7E00,
+};
+/// bf16's bits (infinity 0x7F80, quiet NaN 0x7FC0).
+pub(super) const BF16: Bits16 = Bits16 {
+    inf: 0x7F80,
+    nan: 0x7FC0,
+};
+
+/// A 16-bit float's bits mapped to an `i16` that orders as the values do
+/// (sign-magnitude to two's complement: a negative value's magnitude bits
+/// flipped, so -0.0 sorts just below +0.0); its own inverse.
+#[inline(always)]
+fn ordered(x: u16) -> u16 {
+    x ^ (((x as i16) >> 15) as u16 & 0x7FFF)
+}
+
+/// `Max` (`MAX`) or `Min` of two fp16 or bf16 elements without widening:
+/// the larger (smaller) value's own bits, the canonical NaN if either is a
+/// NaN. The same bits as widening to f32, the f32 `max`/`min` of
+/// `native` and rounding back (exact for a widened value): both order
+/// -0.0 below +0.0 and map every NaN to the canonical one.
+#[inline(always)]
+fn extreme<const MAX: bool>(fmt: Bits16, x: u16, y: u16) -> u16 {
+    let (a, b) = (ordered(x) as i16, ordered(y) as i16);
+    let m = if MAX { a.max(b) } else { a.min(b) };
+    let is_nan = ((x & 0x7FFF) > fmt.inf) | ((y & 0x7FFF) > fmt.inf);
+    if is_nan {
+        fmt.nan
+    } else {
+        ordered(m as u16)
+    }
+}
+
+/// fp16/bf16 `dst = max(dst, src)` (or min) on the bits: integer lanes only,
+/// so it runs as an int16 max does (plus the NaN test).
+#[inline(always)]
+pub(super) fn extreme_in_place<const MAX: bool>(fmt: Bits16, dst: &mut [u8], src: &[u8]) {
+    for (d, s) in dst
+        .as_chunks_mut::<2>()
+        .0
+        .iter_mut()
+        .zip(src.as_chunks::<2>().0)
+    {
+        *d = extreme::<MAX>(fmt, u16::from_le_bytes(*d), u16::from_le_bytes(*s)).to_le_bytes();
+    }
+}
+
+/// fp16/bf16 `out = max(a, b)` (or min) on the bits.
+#[inline(always)]
+pub(super) fn extreme_into<const MAX: bool>(fmt: Bits16, out: &mut [u8], a: &[u8], b: &[u8]) {
+    let elems = out
+        .as_chunks_mut::<2>()
+        .0
+        .iter_mut()
+        .zip(a.as_chunks::<2>().0)
+        .zip(b.as_chunks::<2>().0);
+    for ((o, x), y) in elems {
+        *o = extreme::<MAX>(fmt, u16::from_le_bytes(*x), u16::from_le_bytes(*y)).to_le_bytes();
+    }
 }
 
 /// Two bf16 elements (4 little-endian bytes, read as one `u32`) widened:
@@ -362,6 +510,11 @@ pub(super) fn divide<H: Half<2>>(dst: &mut [u8], divisor: u32) {
 /// fp16 `dst = dst (op) src` on the token's instructions.
 #[inline(always)]
 pub(super) fn fp16_reduce<S: Simd>(s: S, op: ReduceOp, dst: &mut [u8], src: &[u8]) {
+    match op {
+        ReduceOp::Max => return extreme_in_place::<true>(FP16, dst, src),
+        ReduceOp::Min => return extreme_in_place::<false>(FP16, dst, src),
+        _ => {}
+    }
     if !S::F16C {
         return reduce::<FpSoft>(op, dst, src);
     }
@@ -378,6 +531,11 @@ pub(super) fn fp16_reduce<S: Simd>(s: S, op: ReduceOp, dst: &mut [u8], src: &[u8
 /// fp16 `out = a (op) b` on the token's instructions.
 #[inline(always)]
 pub(super) fn fp16_reduce_into<S: Simd>(s: S, op: ReduceOp, out: &mut [u8], a: &[u8], b: &[u8]) {
+    match op {
+        ReduceOp::Max => return extreme_into::<true>(FP16, out, a, b),
+        ReduceOp::Min => return extreme_into::<false>(FP16, out, a, b),
+        _ => {}
+    }
     if !S::F16C {
         return reduce_into::<FpSoft>(op, out, a, b);
     }

@@ -175,7 +175,7 @@ fn reduce_body<S: simd::Simd>(s: S, dtype: DataType, op: ReduceOp, dst: &mut [u8
         DataType::Fp32 => native::reduce::<f32, 4>(op, dst, src),
         DataType::Fp64 => native::reduce::<f64, 8>(op, dst, src),
         DataType::Fp16 => half_float::fp16_reduce(s, op, dst, src),
-        DataType::Bf16 => half_float::bf16_reduce(op, dst, src),
+        DataType::Bf16 => half_float::bf16_reduce(s, op, dst, src),
     }
 }
 
@@ -248,7 +248,7 @@ fn reduce_into_body<S: simd::Simd>(
         DataType::Fp32 => native::reduce_into::<f32, 4>(op, out, a, b),
         DataType::Fp64 => native::reduce_into::<f64, 8>(op, out, a, b),
         DataType::Fp16 => half_float::fp16_reduce_into(s, op, out, a, b),
-        DataType::Bf16 => half_float::bf16_reduce_into(op, out, a, b),
+        DataType::Bf16 => half_float::bf16_reduce_into(s, op, out, a, b),
     }
 }
 

@@ -8,18 +8,22 @@
 //! widest one the CPU has ([`Isa::best`], detected by `std` at run time and
 //! cached there). LLVM vectorizes each copy for its own registers; the only
 //! code written per instruction set is the fp16 conversion, which F16C does
-//! in one instruction per 8 elements and SSE2 has to compute.
+//! in one instruction per 8 elements and SSE2 has to compute, and the bf16
+//! sum and product, whose rounding back LLVM compiles to twice the
+//! instructions the hand-written blocks here take.
 //!
 //! Every path gives the same bits: they run the same Rust (Rust never
 //! contracts `a * b + c` into an FMA, and x86's scalar and vector float
-//! instructions round alike), and the portable fp16 conversion is written to
+//! instructions round alike), the portable fp16 conversion is written to
 //! match F16C bit for bit (tested against it and against the `half` crate;
-//! `kernels::tests::every_isa_gives_the_same_bits`).
+//! `kernels::tests::every_isa_gives_the_same_bits`), and the bf16 blocks
+//! round as the portable code does (tested against the `half` crate on
+//! every bit pattern).
 //!
-//! `unsafe` is needed for two things, both here: calling a function
-//! compiled for features the build does not assume (sound once they are
-//! detected), and nothing else; loads and stores go through `bytemuck`'s
-//! safe casts.
+//! `unsafe` is needed for one thing, here: calling a function compiled
+//! for features the build does not assume (sound once they are detected);
+//! the intrinsics inside such functions are safe, and loads and stores go
+//! through `bytemuck`'s safe casts.
 #![allow(unsafe_code)]
 
 use std::fmt;
@@ -111,6 +115,39 @@ pub(super) trait Simd: Copy {
     /// 16 little-endian f32 rounded to fp16 (nearest, ties to even;
     /// overflow to infinity; NaN quieted with its top 10 payload bits).
     fn fp16_narrow16(self, v: &[u8; 64]) -> [u8; 32];
+    /// True if [`Simd::bf16_sum32`] and [`Simd::bf16_prod32`] are the
+    /// token's own vector code, so that the bf16 kernels run in their
+    /// 32-element blocks; false: the kernels' two-elements-per-`u32` loops
+    /// (which LLVM vectorizes) are faster.
+    const BF16_BLOCKS: bool = false;
+    /// 32 little-endian bf16 elements of `x` and `y` added in f32 and
+    /// rounded back (nearest, ties to even), as `half_float::f32_to_bf16`.
+    #[inline(always)]
+    fn bf16_sum32(self, x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
+        bf16_blocks_portable(x, y, |a, b| a + b)
+    }
+    /// As [`Simd::bf16_sum32`], multiplied.
+    #[inline(always)]
+    fn bf16_prod32(self, x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
+        bf16_blocks_portable(x, y, |a, b| a * b)
+    }
+}
+
+/// 32 bf16 of `x` and `y` combined by `f` in f32 and rounded back, two per
+/// `u32` (the portable code of the bf16 kernels).
+#[inline(always)]
+fn bf16_blocks_portable(x: &[u8; 64], y: &[u8; 64], f: impl Fn(f32, f32) -> f32) -> [u8; 64] {
+    let mut out = [0u8; 64];
+    let pairs = out
+        .as_chunks_mut::<4>()
+        .0
+        .iter_mut()
+        .zip(x.as_chunks::<4>().0)
+        .zip(y.as_chunks::<4>().0);
+    for ((o, a), b) in pairs {
+        *o = super::half_float::bf16_pairs(*a, *b, &f);
+    }
+    out
 }
 
 /// A kernel call: its arguments, and its body as a function generic over
@@ -183,10 +220,7 @@ pub(super) fn run<K: Kernel>(isa: Isa, kernel: K) -> K::Output {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use std::arch::x86_64::{
-        __m128i, __m256, __m256i, __m512, _mm256_cvtph_ps, _mm256_cvtps_ph, _mm512_cvtph_ps,
-        _mm512_cvtps_ph, _MM_FROUND_NO_EXC, _MM_FROUND_TO_NEAREST_INT,
-    };
+    use std::arch::x86_64::*;
 
     use super::{Kernel, Simd};
 
@@ -213,6 +247,17 @@ mod x86 {
             // SAFETY: as above: the token proves F16C.
             unsafe { narrow16_f16c(v) }
         }
+        const BF16_BLOCKS: bool = true;
+        #[inline(always)]
+        fn bf16_sum32(self, x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
+            // SAFETY: as above: the token proves AVX2.
+            unsafe { bf16_op32_avx2::<false>(x, y) }
+        }
+        #[inline(always)]
+        fn bf16_prod32(self, x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
+            // SAFETY: as above: the token proves AVX2.
+            unsafe { bf16_op32_avx2::<true>(x, y) }
+        }
     }
 
     impl Simd for Avx512 {
@@ -227,6 +272,17 @@ mod x86 {
         fn fp16_narrow16(self, v: &[u8; 64]) -> [u8; 32] {
             // SAFETY: as above: the token proves AVX-512 F.
             unsafe { narrow16_avx512(v) }
+        }
+        const BF16_BLOCKS: bool = true;
+        #[inline(always)]
+        fn bf16_sum32(self, x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
+            // SAFETY: as above: the token proves AVX-512 F/BW.
+            unsafe { bf16_op32_avx512::<false>(x, y) }
+        }
+        #[inline(always)]
+        fn bf16_prod32(self, x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
+            // SAFETY: as above: the token proves AVX-512 F/BW.
+            unsafe { bf16_op32_avx512::<true>(x, y) }
         }
     }
 
@@ -265,6 +321,81 @@ mod x86 {
         bytemuck::cast(_mm512_cvtps_ph::<
             { _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC },
         >(x))
+    }
+
+    // bf16 sums and products, 32 elements (two per 32-bit lane) at a time:
+    // each lane's low element widened by a shift, its high one by a mask,
+    // the f32 op on both, then the two results' kept halves (top 16 bits)
+    // and cut halves (bottom 16) gathered back into the elements' places,
+    // and rounding done on all 32 at once in 16-bit lanes: round up iff
+    // `cut + (kept & 1) > 0x8000` (ties to even; the add saturates, so
+    // 0xFFFF + 1 stays above), an unsigned compare and a masked add.
+    // (`vpavgw`, computing the carry of `cut + 0x7FFF + odd` directly, is
+    // not kept by LLVM: it widens the average to 32-bit lanes.) The same bits as `half_float::f32_to_bf16` on each f32: a NaN
+    // here is an operand quieted or the default NaN (low 16 bits zero, the
+    // quiet bit set by the CPU), which this rounding leaves as it is and
+    // `f32_to_bf16` too. About 14 vector instructions per 32 elements,
+    // against 23 for LLVM's code of the two-per-lane loop.
+    #[target_feature(enable = "avx512f,avx512bw,avx2,f16c")]
+    #[inline]
+    fn bf16_op32_avx512<const PROD: bool>(x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
+        let (a, b): (__m512i, __m512i) = (bytemuck::cast(*x), bytemuck::cast(*y));
+        let high = _mm512_set1_epi32(0xFFFF_0000_u32 as i32);
+        let (alo, blo) = (_mm512_slli_epi32::<16>(a), _mm512_slli_epi32::<16>(b));
+        let (ahi, bhi) = (_mm512_and_si512(a, high), _mm512_and_si512(b, high));
+        let (alo, blo) = (_mm512_castsi512_ps(alo), _mm512_castsi512_ps(blo));
+        let (ahi, bhi) = (_mm512_castsi512_ps(ahi), _mm512_castsi512_ps(bhi));
+        let (lo, hi) = if PROD {
+            (_mm512_mul_ps(alo, blo), _mm512_mul_ps(ahi, bhi))
+        } else {
+            (_mm512_add_ps(alo, blo), _mm512_add_ps(ahi, bhi))
+        };
+        let (lo, hi) = (_mm512_castps_si512(lo), _mm512_castps_si512(hi));
+        let kept = _mm512_or_si512(_mm512_srli_epi32::<16>(lo), _mm512_and_si512(hi, high));
+        let cut = _mm512_or_si512(_mm512_andnot_si512(high, lo), _mm512_slli_epi32::<16>(hi));
+        let odd = _mm512_and_si512(kept, _mm512_set1_epi16(1));
+        let up = _mm512_cmpgt_epu16_mask(
+            _mm512_adds_epu16(cut, odd),
+            _mm512_set1_epi16(0x8000_u16 as i16),
+        );
+        bytemuck::cast(_mm512_mask_sub_epi16(kept, up, kept, _mm512_set1_epi16(-1)))
+    }
+
+    /// [`bf16_op32_avx512`] in two 256-bit halves.
+    #[target_feature(enable = "avx2,f16c")]
+    #[inline]
+    fn bf16_op32_avx2<const PROD: bool>(x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
+        let [a0, a1]: [__m256i; 2] = bytemuck::cast(*x);
+        let [b0, b1]: [__m256i; 2] = bytemuck::cast(*y);
+        bytemuck::cast([
+            bf16_op16_avx2::<PROD>(a0, b0),
+            bf16_op16_avx2::<PROD>(a1, b1),
+        ])
+    }
+
+    #[target_feature(enable = "avx2,f16c")]
+    #[inline]
+    fn bf16_op16_avx2<const PROD: bool>(a: __m256i, b: __m256i) -> __m256i {
+        let high = _mm256_set1_epi32(0xFFFF_0000_u32 as i32);
+        let (alo, blo) = (_mm256_slli_epi32::<16>(a), _mm256_slli_epi32::<16>(b));
+        let (ahi, bhi) = (_mm256_and_si256(a, high), _mm256_and_si256(b, high));
+        let (alo, blo) = (_mm256_castsi256_ps(alo), _mm256_castsi256_ps(blo));
+        let (ahi, bhi) = (_mm256_castsi256_ps(ahi), _mm256_castsi256_ps(bhi));
+        let (lo, hi) = if PROD {
+            (_mm256_mul_ps(alo, blo), _mm256_mul_ps(ahi, bhi))
+        } else {
+            (_mm256_add_ps(alo, blo), _mm256_add_ps(ahi, bhi))
+        };
+        let (lo, hi) = (_mm256_castps_si256(lo), _mm256_castps_si256(hi));
+        let kept = _mm256_or_si256(_mm256_srli_epi32::<16>(lo), _mm256_and_si256(hi, high));
+        let cut = _mm256_or_si256(_mm256_andnot_si256(high, lo), _mm256_slli_epi32::<16>(hi));
+        let odd = _mm256_and_si256(kept, _mm256_set1_epi16(1));
+        let sum = _mm256_xor_si256(
+            _mm256_adds_epu16(cut, odd),
+            _mm256_set1_epi16(0x8000_u16 as i16),
+        );
+        let up = _mm256_cmpgt_epi16(sum, _mm256_setzero_si256());
+        _mm256_sub_epi16(kept, up)
     }
 
     /// `kernel` compiled for AVX2 + F16C.

@@ -871,3 +871,133 @@ fn best_isa_is_the_widest_available() {
         assert!(Isa::best() >= Isa::Avx2);
     }
 }
+
+/// The 16-bit float `Max`/`Min` (which compare the bits, not widened
+/// values) give, on every instruction set, what widening with the `half`
+/// crate, IEEE 754-2019 `maximum`/`minimum` in f32 and narrowing back
+/// give: every bit pattern against each special value of its type and a
+/// spread of others (NaNs of both signs and any payload, infinities,
+/// subnormals, both zeros).
+#[test]
+fn half_max_min_on_the_bits_match_widened_f32() {
+    fn reference(dtype: DataType, op: ReduceOp, x: u16, y: u16) -> u16 {
+        let wide = |h: u16| match dtype {
+            DataType::Fp16 => f16::from_bits(h).to_f32(),
+            _ => bf16::from_bits(h).to_f32(),
+        };
+        let (a, b) = (wide(x), wide(y));
+        let r = if a.is_nan() || b.is_nan() {
+            f32::NAN
+        } else if a == b {
+            // +0.0 against -0.0 (or equal bits): Max keeps +0.0, Min -0.0.
+            let (ab, bb) = (a.to_bits(), b.to_bits());
+            f32::from_bits(if op == ReduceOp::Max {
+                ab & bb
+            } else {
+                ab | bb
+            })
+        } else if (a > b) == (op == ReduceOp::Max) {
+            a
+        } else {
+            b
+        };
+        match dtype {
+            DataType::Fp16 => f16::from_f32(r).to_bits(),
+            _ => bf16::from_f32(r).to_bits(),
+        }
+    }
+    let all: Vec<u16> = (0..=u16::MAX).collect();
+    let all_bytes = bytes_u16(&all);
+    for dtype in [DataType::Fp16, DataType::Bf16] {
+        let mut ys: Vec<u16> = special_bits(dtype).iter().map(|&b| b as u16).collect();
+        ys.extend((0..=u16::MAX).step_by(4093));
+        for op in [ReduceOp::Max, ReduceOp::Min] {
+            for &y in &ys {
+                let want: Vec<u16> = all.iter().map(|&x| reference(dtype, op, x, y)).collect();
+                let src = bytes_u16(&vec![y; all.len()]);
+                for isa in Isa::available() {
+                    let mut dst = all_bytes.clone();
+                    reduce_with(isa, dtype, op, &mut dst, &src).unwrap();
+                    let got = bits_u16(&dst);
+                    let bad = (0..all.len()).find(|&i| got[i] != want[i]);
+                    assert!(
+                        bad.is_none(),
+                        "{dtype} {op} on {isa}: {:#06x} vs {y:#06x} gave {:#06x}, want {:#06x}",
+                        all[bad.unwrap()],
+                        got[bad.unwrap()],
+                        want[bad.unwrap()]
+                    );
+                    let mut out = vec![0xAB; all_bytes.len()];
+                    reduce_into_on(isa, dtype, op, &mut out, &all_bytes, &src);
+                    assert!(out == dst, "{dtype} {op} on {isa}: reduce_into differs");
+                }
+            }
+        }
+    }
+}
+
+/// bf16 sums and products (vector blocks on AVX2 / AVX-512, which round in
+/// 16-bit lanes) give, on every instruction set, the `half` crate's
+/// rounding of the f32 result: every bit pattern against each non-NaN
+/// special and a spread of others (NaN operands come from the patterns;
+/// two NaNs' payload is the CPU's choice either way), with tails after
+/// the 32-element blocks.
+#[test]
+fn bf16_sum_prod_match_the_half_crate_on_every_isa() {
+    let all: Vec<u16> = (0..=u16::MAX).chain(0..31).collect();
+    let all_bytes = bytes_u16(&all);
+    let mut ys: Vec<u16> = special_bits(DataType::Bf16)
+        .iter()
+        .map(|&b| b as u16)
+        .filter(|&b| !bf16::from_bits(b).is_nan())
+        .collect();
+    ys.extend(
+        (0..=u16::MAX)
+            .step_by(2039)
+            .filter(|&b| !bf16::from_bits(b).is_nan()),
+    );
+    for op in [ReduceOp::Sum, ReduceOp::Prod] {
+        for &y in &ys {
+            let yf = bf16::from_bits(y).to_f32();
+            let want: Vec<u16> = all
+                .iter()
+                .map(|&x| {
+                    let xf = bf16::from_bits(x).to_f32();
+                    let r = if op == ReduceOp::Sum {
+                        xf + yf
+                    } else {
+                        xf * yf
+                    };
+                    bf16::from_f32(r).to_bits()
+                })
+                .collect();
+            let src = bytes_u16(&vec![y; all.len()]);
+            for isa in Isa::available() {
+                // Tails of 31 and 14 elements after the 32-element blocks.
+                for cut in [all.len(), all.len() - 17] {
+                    let mut dst = all_bytes[..2 * cut].to_vec();
+                    reduce_with(isa, DataType::Bf16, op, &mut dst, &src[..2 * cut]).unwrap();
+                    let got = bits_u16(&dst);
+                    let bad = (0..cut).find(|&i| got[i] != want[i]);
+                    assert!(
+                        bad.is_none(),
+                        "bf16 {op} on {isa}: {:#06x} and {y:#06x} gave {:#06x}, want {:#06x}",
+                        all[bad.unwrap()],
+                        got[bad.unwrap()],
+                        want[bad.unwrap()]
+                    );
+                    let mut out = vec![0xAB; 2 * cut];
+                    reduce_into_on(
+                        isa,
+                        DataType::Bf16,
+                        op,
+                        &mut out,
+                        &all_bytes[..2 * cut],
+                        &src[..2 * cut],
+                    );
+                    assert!(out == dst, "bf16 {op} on {isa}: reduce_into differs");
+                }
+            }
+        }
+    }
+}
