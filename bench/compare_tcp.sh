@@ -54,7 +54,7 @@ for n in "${NPROCS[@]}"; do
     pids=()
     for r in $(seq 0 $((n - 1))); do
       MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RANK=$r WORLD_SIZE=$n GLOO_SOCKET_IFNAME=lo \
-        "$PY" bench/gloo_allreduce.py "$MIN" "$MAX" > "$OUT/gloo.$n.$rep.$r" 2>/dev/null &
+        "$PY" bench/torch_allreduce.py "$MIN" "$MAX" gloo > "$OUT/gloo.$n.$rep.$r" 2>/dev/null &
       pids+=($!)
     done
     wait "${pids[@]}" || true

@@ -1,6 +1,6 @@
 //! The caller's memory: Python objects exposing the buffer protocol
-//! (numpy arrays, `memoryview`, `bytearray`, the numpy view of a CPU
-//! `torch.Tensor`), used in place, without a copy.
+//! (numpy arrays, `memoryview`, `bytearray`) and contiguous CPU
+//! `torch.Tensor`s, used in place, without a copy.
 //!
 //! This is the crate's one module with `unsafe`: an op runs with the GIL
 //! released, on the caller's thread or on the communicator's worker
@@ -9,9 +9,13 @@
 //!
 //! - a [`Mem`] holds the buffer export (`PyUntypedBuffer`) for as long as
 //!   the op can touch the memory, so the exporter can neither free nor
-//!   move it (numpy refuses to resize an array with live exports);
-//! - only C-contiguous buffers are taken, so `[addr, addr + len)` is
-//!   exactly the buffer's memory;
+//!   move it (numpy refuses to resize an array with live exports); for a
+//!   tensor it holds the tensor, whose storage lives as long as it does
+//!   (what a numpy view of the tensor would hold too: torch does not stop
+//!   `resize_` on a tensor with numpy views, which is the next point's
+//!   misuse);
+//! - only C-contiguous buffers and contiguous strided tensors are taken,
+//!   so `[addr, addr + len)` is exactly their memory;
 //! - a writable slice is only made from a buffer the exporter says is
 //!   writable, and only through `&mut Mem`;
 //! - the memories of one op that are written are checked not to overlap
@@ -28,11 +32,20 @@ use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
+/// What keeps a [`Mem`]'s memory alive while an op may touch it.
+enum Owner {
+    /// A buffer export, released (with the GIL) when the op is done.
+    Export { _view: PyUntypedBuffer },
+    /// A `torch.Tensor`. Dropped without the GIL, its reference is given
+    /// back the next time some thread holds the GIL (PyO3's deferred
+    /// decref), so the worker thread never waits for the GIL for it.
+    Tensor { _tensor: Py<PyAny> },
+}
+
 /// One Python buffer an op reads or writes.
 pub(crate) struct Mem {
-    /// The export, released when the op is done with the memory (`None`
-    /// for [`Mem::empty`]).
-    _view: Option<PyUntypedBuffer>,
+    /// The owner of the memory (`None` for [`Mem::empty`]).
+    _view: Option<Owner>,
     /// The first byte (an address: the slice is only made on use).
     addr: usize,
     /// Bytes.
@@ -72,7 +85,52 @@ impl Mem {
             addr: view.buf_ptr() as usize,
             len: view.len_bytes(),
             dtype,
-            _view: Some(view),
+            _view: Some(Owner::Export { _view: view }),
+        })
+    }
+
+    /// The memory of `tensor` (a `torch.Tensor`), for the argument `arg`:
+    /// read from its `data_ptr()`, `numel()` and `element_size()` (without
+    /// the numpy view, which cost about 10 µs per call); the tensor is held
+    /// until the op is done.
+    ///
+    /// # Errors
+    /// `ValueError` if it is not on the CPU, not strided or not contiguous;
+    /// `TypeError` for a dtype with no HCCL type ([`crate::dtype::from_torch`]).
+    pub(crate) fn tensor(tensor: &Bound<'_, PyAny>, arg: &str) -> PyResult<Mem> {
+        if !tensor.getattr("is_cpu")?.is_truthy()? {
+            let device = tensor.getattr("device")?.str()?.to_string();
+            return Err(PyValueError::new_err(format!(
+                "{arg}: the tensor is on {device}; hccl_rs takes CPU tensors"
+            )));
+        }
+        let layout = tensor.getattr("layout")?.str()?.to_string();
+        if layout != "torch.strided" {
+            return Err(PyValueError::new_err(format!(
+                "{arg}: the tensor's layout is {layout}; hccl_rs takes dense (torch.strided) tensors"
+            )));
+        }
+        if !tensor.call_method0("is_contiguous")?.is_truthy()? {
+            return Err(PyValueError::new_err(format!(
+                "{arg}: the tensor is not contiguous; pass tensor.contiguous()"
+            )));
+        }
+        let name = tensor.getattr("dtype")?.str()?.to_string();
+        let dtype = crate::dtype::from_torch(&name)
+            .map_err(|e| PyTypeError::new_err(format!("{arg}: {e}")))?;
+        let numel: usize = tensor.call_method0("numel")?.extract()?;
+        let item: usize = tensor.call_method0("element_size")?.extract()?;
+        let len = numel.checked_mul(item).ok_or_else(|| {
+            PyValueError::new_err(format!("{arg}: {numel} elements of {item} bytes overflow"))
+        })?;
+        let addr: usize = tensor.call_method0("data_ptr")?.extract()?;
+        Ok(Mem {
+            addr,
+            len,
+            dtype,
+            _view: Some(Owner::Tensor {
+                _tensor: tensor.clone().unbind(),
+            }),
         })
     }
 
@@ -85,11 +143,6 @@ impl Mem {
             len: 0,
             dtype: None,
         }
-    }
-
-    /// Reads the memory as `dtype` (a bfloat16 tensor's int16 view).
-    pub(crate) fn set_dtype(&mut self, dtype: Option<DataType>) {
-        self.dtype = dtype;
     }
 
     /// True if the first byte is aligned to `align` bytes (typed calls
@@ -122,10 +175,10 @@ impl Mem {
         if self.len == 0 {
             return &[];
         }
-        // SAFETY: `addr..addr + len` is the C-contiguous memory of the export
-        // `self._view` holds (for `Pair::InPlace`, of two overlapping
-        // exports, both held), alive and unmoved while `self` lives (module
-        // docs); no `&mut` slice of it exists: those come from `&mut Mem`
+        // SAFETY: `addr..addr + len` is the contiguous memory of the export
+        // or tensor `self._view` holds (for `Pair::InPlace`, of two
+        // overlapping ones, both held), alive and unmoved while `self` lives
+        // (module docs); no `&mut` slice of it exists: those come from `&mut Mem`
         // and ops check that written memory overlaps nothing else.
         unsafe { std::slice::from_raw_parts(self.addr as *const u8, self.len) }
     }
@@ -137,7 +190,8 @@ impl Mem {
         }
         // SAFETY: as in `bytes`, and `&mut self` makes this the only slice
         // of this `Mem`; the op's other memories do not overlap it
-        // (`Pair::new`, `check_disjoint`); the exporter said it is writable.
+        // (`Pair::new`, `check_disjoint`); the exporter said it is writable
+        // (a tensor's memory always is).
         unsafe { std::slice::from_raw_parts_mut(self.addr as *mut u8, self.len) }
     }
 }

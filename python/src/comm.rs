@@ -142,42 +142,14 @@ fn count(arg: &str, m: &Mem, d: DataType) -> PyResult<u64> {
     Ok((m.len() / size) as u64)
 }
 
-/// The buffer of `obj`: its buffer protocol, or for a `torch.Tensor` the
-/// numpy view of its memory (no copy; bfloat16 as its 16-bit pattern,
-/// bool as uint8).
+/// The buffer of `obj`: its buffer protocol, or a `torch.Tensor`'s
+/// memory (no copy; bfloat16 named, bool as uint8 bytes).
 fn get(obj: &Bound<'_, PyAny>, arg: &str, writable: bool) -> PyResult<Mem> {
-    if !is_tensor(obj) {
-        return Mem::get(obj, arg, writable);
+    if is_tensor(obj) {
+        Mem::tensor(obj, arg)
+    } else {
+        Mem::get(obj, arg, writable)
     }
-    let py = obj.py();
-    let device = obj.getattr("device")?.str()?.to_string();
-    if device != "cpu" {
-        return Err(PyValueError::new_err(format!(
-            "{arg}: the tensor is on {device}; hccl_rs takes CPU tensors"
-        )));
-    }
-    if !obj.call_method0("is_contiguous")?.is_truthy()? {
-        return Err(PyValueError::new_err(format!(
-            "{arg}: the tensor is not contiguous; pass tensor.contiguous()"
-        )));
-    }
-    let name = obj.getattr("dtype")?.str()?.to_string();
-    let torch = py.import("torch")?;
-    // Views of the same memory that numpy can hold.
-    let (view, dtype) = match name.as_str() {
-        "torch.bfloat16" => (
-            obj.call_method1("view", (torch.getattr("int16")?,))?,
-            Some(DataType::Bf16),
-        ),
-        "torch.bool" => (obj.call_method1("view", (torch.getattr("uint8")?,))?, None),
-        _ => (obj.clone(), None),
-    };
-    let array = view.call_method0("detach")?.call_method0("numpy")?;
-    let mut m = Mem::get(&array, arg, writable)?;
-    if dtype.is_some() {
-        m.set_dtype(dtype);
-    }
-    Ok(m)
 }
 
 /// True for a `torch.Tensor` (without importing torch).
@@ -206,6 +178,59 @@ fn pair_op(args: CollectiveArgs, pair: Pair) -> Op {
 /// A collective in place on one buffer.
 fn in_place_op(args: CollectiveArgs, mut buf: Mem) -> Op {
     Box::new(move |c| c.collective_in_place(&args, buf.bytes_mut()))
+}
+
+/// A buffer argument of an op: its Python name (for errors), the object
+/// (`None`: no memory on this rank, such as a non-root's Scatter input) and
+/// whether the op writes it.
+type Arg<'a, 'py> = (&'a str, Option<&'a Bound<'py, PyAny>>, bool);
+
+/// The memories of `args` (in order), the one element type they hold (see
+/// `resolve`) and each one's element count.
+///
+/// # Errors
+/// `TypeError` / `ValueError` naming the argument (see `get`, `resolve`,
+/// `count`).
+fn parse(dtype: Option<&str>, args: &[Arg<'_, '_>]) -> PyResult<(Vec<Mem>, DataType, Vec<u64>)> {
+    let mems = args
+        .iter()
+        .map(|&(name, obj, writable)| get_opt(obj, name, writable))
+        .collect::<PyResult<Vec<_>>>()?;
+    let named: Vec<(&str, &Mem)> = args.iter().map(|a| a.0).zip(&mems).collect();
+    let d = resolve(dtype, &named)?;
+    let counts = named
+        .iter()
+        .map(|(name, m)| count(name, m, d))
+        .collect::<PyResult<_>>()?;
+    Ok((mems, d, counts))
+}
+
+/// The first two memories of `parse`'s list (empty ones past its end).
+fn first_two(mems: Vec<Mem>) -> (Mem, Mem) {
+    let mut it = mems.into_iter();
+    let a = it.next().unwrap_or_else(Mem::empty);
+    (a, it.next().unwrap_or_else(Mem::empty))
+}
+
+/// The send and receive memories of an op with no in-place form.
+///
+/// # Errors
+/// `ValueError` if they overlap.
+fn disjoint(mems: Vec<Mem>) -> PyResult<(Mem, Mem)> {
+    let (send, recv) = first_two(mems);
+    separate(send, recv)
+}
+
+/// The buffers of an op with an optional receive buffer (AllReduce,
+/// Reduce): send and recv, or send alone, in place.
+fn send_recv<'a, 'py>(
+    send: &'a Bound<'py, PyAny>,
+    recv: Option<&'a Bound<'py, PyAny>>,
+) -> Vec<Arg<'a, 'py>> {
+    match recv {
+        None => vec![("send", Some(send), true)],
+        Some(r) => vec![("send", Some(send), false), ("recv", Some(r), true)],
+    }
 }
 
 /// One rank's communicator (HCCL's `HcclComm`). Build it with
@@ -266,23 +291,48 @@ impl Comm {
         CollectiveArgs::new(kind, count, d, self.size)
     }
 
-    /// `args` on `send` and `recv`, in place where they overlap as it allows.
-    fn two(
+    /// Parses the buffers `args` names, makes the op from them (`make` gets
+    /// their memories, element type and counts; its errors raise before
+    /// anything runs), then runs or queues it (`go`).
+    fn run(
         &self,
         py: Python<'_>,
-        args: CollectiveArgs,
-        send: Mem,
-        recv: Mem,
-        async_op: bool,
+        what: &str,
+        (dtype, async_op): (Option<&str>, bool),
+        args: &[Arg<'_, '_>],
+        make: impl FnOnce(Vec<Mem>, DataType, &[u64]) -> PyResult<Op>,
     ) -> PyResult<Option<Work>> {
-        let alias = args
-            .clone()
-            .with_in_place(true)
-            .alias(self.rank)
-            .map(|a| (a.input_at, a.output_at));
+        let (mems, d, counts) = parse(dtype, args)?;
+        let op = make(mems, d, &counts)?;
+        self.go(py, what, async_op, op)
+    }
+
+    /// `run` for a collective of `hccl::Comm::collective`: `args` names its
+    /// one buffer (in place) or its send and receive buffers (in place
+    /// where they overlap as the collective's in-place layout allows);
+    /// `spec` makes its arguments from the buffers' counts and element type.
+    fn collective(
+        &self,
+        py: Python<'_>,
+        (dtype, async_op): (Option<&str>, bool),
+        args: &[Arg<'_, '_>],
+        spec: impl FnOnce(&[u64], DataType) -> PyResult<CollectiveArgs>,
+    ) -> PyResult<Option<Work>> {
+        let (mems, d, counts) = parse(dtype, args)?;
+        let args = spec(&counts, d)?;
         let what = format!("{:?}", args.kind);
-        let pair = Pair::new(send, recv, alias)?;
-        self.go(py, &what, async_op, pair_op(args, pair))
+        let op = if mems.len() == 1 {
+            in_place_op(args, first_two(mems).0)
+        } else {
+            let alias = args
+                .clone()
+                .with_in_place(true)
+                .alias(self.rank)
+                .map(|a| (a.input_at, a.output_at));
+            let (send, recv) = first_two(mems);
+            pair_op(args, Pair::new(send, recv, alias)?)
+        };
+        self.go(py, &what, async_op, op)
     }
 
     /// Blocks on `f` (a constructor) with the GIL released.
@@ -385,20 +435,9 @@ impl Comm {
         async_op: bool,
     ) -> PyResult<Option<Work>> {
         let op = dtype::reduce_op(op)?;
-        let Some(recv) = recv else {
-            let buf = get(send, "send", true)?;
-            let d = resolve(dtype, &[("send", &buf)])?;
-            let args = self
-                .args(CollectiveKind::AllReduce, count("send", &buf, d)?, d)
-                .with_op(op);
-            return self.go(py, "AllReduce", async_op, in_place_op(args, buf));
-        };
-        let (s, r) = (get(send, "send", false)?, get(recv, "recv", true)?);
-        let d = resolve(dtype, &[("send", &s), ("recv", &r)])?;
-        let args = self
-            .args(CollectiveKind::AllReduce, count("send", &s, d)?, d)
-            .with_op(op);
-        self.two(py, args, s, r, async_op)
+        self.collective(py, (dtype, async_op), &send_recv(send, recv), |n, d| {
+            Ok(self.args(CollectiveKind::AllReduce, n[0], d).with_op(op))
+        })
     }
 
     /// ReduceScatter: rank r's recv = op over ranks of block r of send
@@ -414,13 +453,12 @@ impl Comm {
         async_op: bool,
     ) -> PyResult<Option<Work>> {
         let op = dtype::reduce_op(op)?;
-        let (s, r) = (get(send, "send", false)?, get(recv, "recv", true)?);
-        let d = resolve(dtype, &[("send", &s), ("recv", &r)])?;
-        count("send", &s, d)?;
-        let args = self
-            .args(CollectiveKind::ReduceScatter, count("recv", &r, d)?, d)
-            .with_op(op);
-        self.two(py, args, s, r, async_op)
+        let bufs = [("send", Some(send), false), ("recv", Some(recv), true)];
+        self.collective(py, (dtype, async_op), &bufs, |n, d| {
+            Ok(self
+                .args(CollectiveKind::ReduceScatter, n[1], d)
+                .with_op(op))
+        })
     }
 
     /// AllGather: recv = every rank's send, in rank order.
@@ -433,11 +471,10 @@ impl Comm {
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
-        let (s, r) = (get(send, "send", false)?, get(recv, "recv", true)?);
-        let d = resolve(dtype, &[("send", &s), ("recv", &r)])?;
-        count("recv", &r, d)?;
-        let args = self.args(CollectiveKind::AllGather, count("send", &s, d)?, d);
-        self.two(py, args, s, r, async_op)
+        let bufs = [("send", Some(send), false), ("recv", Some(recv), true)];
+        self.collective(py, (dtype, async_op), &bufs, |n, d| {
+            Ok(self.args(CollectiveKind::AllGather, n[0], d))
+        })
     }
 
     /// Broadcast buf from root (a rank of this communicator), in place.
@@ -450,12 +487,16 @@ impl Comm {
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
-        let b = get(buf, "buf", true)?;
-        let d = resolve(dtype, &[("buf", &b)])?;
-        let args = self
-            .args(CollectiveKind::Broadcast, count("buf", &b, d)?, d)
-            .with_root(root);
-        self.go(py, "Broadcast", async_op, in_place_op(args, b))
+        self.collective(
+            py,
+            (dtype, async_op),
+            &[("buf", Some(buf), true)],
+            |n, d| {
+                Ok(self
+                    .args(CollectiveKind::Broadcast, n[0], d)
+                    .with_root(root))
+            },
+        )
     }
 
     /// Reduce to root: the root's recv = op over ranks of send (recv is
@@ -473,24 +514,12 @@ impl Comm {
         async_op: bool,
     ) -> PyResult<Option<Work>> {
         let op = dtype::reduce_op(op)?;
-        let Some(recv) = recv else {
-            let buf = get(send, "send", true)?;
-            let d = resolve(dtype, &[("send", &buf)])?;
-            let n = count("send", &buf, d)?;
-            let args = self
-                .args(CollectiveKind::Reduce, n, d)
+        self.collective(py, (dtype, async_op), &send_recv(send, recv), |n, d| {
+            Ok(self
+                .args(CollectiveKind::Reduce, n[0], d)
                 .with_op(op)
-                .with_root(root);
-            return self.go(py, "Reduce", async_op, in_place_op(args, buf));
-        };
-        let (s, r) = (get(send, "send", false)?, get(recv, "recv", true)?);
-        let d = resolve(dtype, &[("send", &s), ("recv", &r)])?;
-        let n = count("send", &s, d)?;
-        let args = self
-            .args(CollectiveKind::Reduce, n, d)
-            .with_op(op)
-            .with_root(root);
-        self.two(py, args, s, r, async_op)
+                .with_root(root))
+        })
     }
 
     /// Scatter from root: rank r's recv = block r of the root's send
@@ -505,13 +534,10 @@ impl Comm {
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
-        let (s, r) = (get_opt(send, "send", false)?, get(recv, "recv", true)?);
-        let d = resolve(dtype, &[("send", &s), ("recv", &r)])?;
-        count("send", &s, d)?;
-        let args = self
-            .args(CollectiveKind::Scatter, count("recv", &r, d)?, d)
-            .with_root(root);
-        self.two(py, args, s, r, async_op)
+        let bufs = [("send", send, false), ("recv", Some(recv), true)];
+        self.collective(py, (dtype, async_op), &bufs, |n, d| {
+            Ok(self.args(CollectiveKind::Scatter, n[1], d).with_root(root))
+        })
     }
 
     /// Gather to root: the root's recv = every rank's send in rank order
@@ -526,13 +552,10 @@ impl Comm {
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
-        let (s, r) = (get(send, "send", false)?, get_opt(recv, "recv", true)?);
-        let d = resolve(dtype, &[("send", &s), ("recv", &r)])?;
-        count("recv", &r, d)?;
-        let args = self
-            .args(CollectiveKind::Gather, count("send", &s, d)?, d)
-            .with_root(root);
-        self.two(py, args, s, r, async_op)
+        let bufs = [("send", Some(send), false), ("recv", recv, true)];
+        self.collective(py, (dtype, async_op), &bufs, |n, d| {
+            Ok(self.args(CollectiveKind::Gather, n[0], d).with_root(root))
+        })
     }
 
     /// AllToAll: block j of rank i's send lands in block i of rank j's
@@ -546,18 +569,17 @@ impl Comm {
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
-        let (s, r) = (get(send, "send", false)?, get(recv, "recv", true)?);
-        let d = resolve(dtype, &[("send", &s), ("recv", &r)])?;
-        count("recv", &r, d)?;
-        let n = count("send", &s, d)?;
+        let bufs = [("send", Some(send), false), ("recv", Some(recv), true)];
         let p = u64::from(self.size);
-        if !n.is_multiple_of(p) {
-            return Err(PyValueError::new_err(format!(
-                "send: {n} elements do not split into {p} equal blocks"
-            )));
-        }
-        let args = self.args(CollectiveKind::AllToAll, n / p, d);
-        self.two(py, args, s, r, async_op)
+        self.collective(py, (dtype, async_op), &bufs, |n, d| {
+            if !n[0].is_multiple_of(p) {
+                return Err(PyValueError::new_err(format!(
+                    "send: {} elements do not split into {p} equal blocks",
+                    n[0]
+                )));
+            }
+            Ok(self.args(CollectiveKind::AllToAll, n[0] / p, d))
+        })
     }
 
     /// Returns once every rank has entered the barrier.
@@ -580,20 +602,18 @@ impl Comm {
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
-        let (s, r) = (get(send, "send", false)?, get(recv, "recv", true)?);
-        let d = resolve(dtype, &[("send", &s), ("recv", &r)])?;
-        count("send", &s, d)?;
-        count("recv", &r, d)?;
-        let (s, mut r) = separate(s, r)?;
-        let op: Op = Box::new(move |c| {
-            with_element!(d, T => c.all_gather_v::<T>(
-                elems(s.bytes())?,
-                elems_mut(r.bytes_mut())?,
-                &recv_counts,
-                &recv_displs,
-            ))
-        });
-        self.go(py, "AllGatherV", async_op, op)
+        let bufs = [("send", Some(send), false), ("recv", Some(recv), true)];
+        self.run(py, "AllGatherV", (dtype, async_op), &bufs, |m, d, _| {
+            let (s, mut r) = disjoint(m)?;
+            Ok(Box::new(move |c| {
+                with_element!(d, T => c.all_gather_v::<T>(
+                    elems(s.bytes())?,
+                    elems_mut(r.bytes_mut())?,
+                    &recv_counts,
+                    &recv_displs,
+                ))
+            }))
+        })
     }
 
     /// ReduceScatterV (HCCL's HcclReduceScatterV): rank i's recv = op over
@@ -613,21 +633,19 @@ impl Comm {
         async_op: bool,
     ) -> PyResult<Option<Work>> {
         let op = dtype::reduce_op(op)?;
-        let (s, r) = (get(send, "send", false)?, get(recv, "recv", true)?);
-        let d = resolve(dtype, &[("send", &s), ("recv", &r)])?;
-        count("send", &s, d)?;
-        count("recv", &r, d)?;
-        let (s, mut r) = separate(s, r)?;
-        let f: Op = Box::new(move |c| {
-            with_element!(d, T => c.reduce_scatter_v::<T>(
-                elems(s.bytes())?,
-                &send_counts,
-                &send_displs,
-                elems_mut(r.bytes_mut())?,
-                op,
-            ))
-        });
-        self.go(py, "ReduceScatterV", async_op, f)
+        let bufs = [("send", Some(send), false), ("recv", Some(recv), true)];
+        self.run(py, "ReduceScatterV", (dtype, async_op), &bufs, |m, d, _| {
+            let (s, mut r) = disjoint(m)?;
+            Ok(Box::new(move |c| {
+                with_element!(d, T => c.reduce_scatter_v::<T>(
+                    elems(s.bytes())?,
+                    &send_counts,
+                    &send_displs,
+                    elems_mut(r.bytes_mut())?,
+                    op,
+                ))
+            }))
+        })
     }
 
     /// AllToAllV (HCCL's HcclAlltoAllV): `send_counts[j]` elements at
@@ -647,22 +665,20 @@ impl Comm {
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
-        let (s, r) = (get(send, "send", false)?, get(recv, "recv", true)?);
-        let d = resolve(dtype, &[("send", &s), ("recv", &r)])?;
-        count("send", &s, d)?;
-        count("recv", &r, d)?;
-        let (s, mut r) = separate(s, r)?;
-        let f: Op = Box::new(move |c| {
-            with_element!(d, T => c.all_to_all_v::<T>(
-                elems(s.bytes())?,
-                &send_counts,
-                &send_displs,
-                elems_mut(r.bytes_mut())?,
-                &recv_counts,
-                &recv_displs,
-            ))
-        });
-        self.go(py, "AllToAllV", async_op, f)
+        let bufs = [("send", Some(send), false), ("recv", Some(recv), true)];
+        self.run(py, "AllToAllV", (dtype, async_op), &bufs, |m, d, _| {
+            let (s, mut r) = disjoint(m)?;
+            Ok(Box::new(move |c| {
+                with_element!(d, T => c.all_to_all_v::<T>(
+                    elems(s.bytes())?,
+                    &send_counts,
+                    &send_displs,
+                    elems_mut(r.bytes_mut())?,
+                    &recv_counts,
+                    &recv_displs,
+                ))
+            }))
+        })
     }
 
     /// Sends buf to rank dest (HCCL's HcclSend); dest receives it with
@@ -676,11 +692,11 @@ impl Comm {
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
-        let b = get(buf, "buf", false)?;
-        let d = resolve(dtype, &[("buf", &b)])?;
-        let n = count("buf", &b, d)?;
-        let f: Op = Box::new(move |c| c.send_bytes(b.bytes(), n, d, dest));
-        self.go(py, "Send", async_op, f)
+        let bufs = [("buf", Some(buf), false)];
+        self.run(py, "Send", (dtype, async_op), &bufs, |m, d, n| {
+            let (b, n) = (first_two(m).0, n[0]);
+            Ok(Box::new(move |c| c.send_bytes(b.bytes(), n, d, dest)))
+        })
     }
 
     /// Receives len(buf) elements from rank src into buf (HCCL's HcclRecv).
@@ -693,11 +709,11 @@ impl Comm {
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
-        let mut b = get(buf, "buf", true)?;
-        let d = resolve(dtype, &[("buf", &b)])?;
-        let n = count("buf", &b, d)?;
-        let f: Op = Box::new(move |c| c.recv_bytes(b.bytes_mut(), n, d, src));
-        self.go(py, "Recv", async_op, f)
+        let bufs = [("buf", Some(buf), true)];
+        self.run(py, "Recv", (dtype, async_op), &bufs, |m, d, n| {
+            let (mut b, n) = (first_two(m).0, n[0]);
+            Ok(Box::new(move |c| c.recv_bytes(b.bytes_mut(), n, d, src)))
+        })
     }
 
     /// Sends and receives together (HCCL's HcclBatchSendRecv), so a ring
@@ -722,10 +738,8 @@ impl Comm {
                     )))
                 }
             };
-            let m = get(obj, &arg, !is_send)?;
-            let d = resolve(dtype, &[(&arg, &m)])?;
-            let n = count(&arg, &m, d)?;
-            list.push((is_send, m, n, d, *peer));
+            let (m, d, n) = parse(dtype, &[(&arg, Some(obj), !is_send)])?;
+            list.push((is_send, first_two(m).0, n[0], d, *peer));
         }
         let written: Vec<&Mem> = list.iter().filter(|i| !i.0).map(|i| &i.1).collect();
         let read: Vec<&Mem> = list.iter().filter(|i| i.0).map(|i| &i.1).collect();

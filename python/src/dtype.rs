@@ -41,6 +41,34 @@ pub(crate) fn from_format(format: &CStr, item_size: usize) -> Result<Option<Data
     })
 }
 
+/// The data type of a `torch.Tensor` whose `str(tensor.dtype)` is `name`,
+/// as `from_format` reads the numpy view of the same memory: `None` (raw
+/// bytes) for uint8 and bool (as 0/1 bytes), bfloat16 named here (numpy
+/// has no such format).
+///
+/// # Errors
+/// A dtype with no HCCL data type (complex, quantized, ...), as a message.
+pub(crate) fn from_torch(name: &str) -> Result<Option<DataType>, String> {
+    use DataType::*;
+    let d = match name.trim_start_matches("torch.") {
+        "uint8" | "bool" => return Ok(None),
+        "int8" => Int8,
+        "int16" => Int16,
+        "int32" => Int32,
+        "int64" => Int64,
+        "float16" => Fp16,
+        "bfloat16" => Bf16,
+        "float32" => Fp32,
+        "float64" => Fp64,
+        _ => {
+            return Err(format!(
+                "tensor dtype {name} has no HCCL data type; accepted: int8/16/32/64, uint8, bool, float16, bfloat16, float32, float64"
+            ))
+        }
+    };
+    Ok(Some(d))
+}
+
 /// The data type named `name` (`fp32`, `float32`, `bf16`, `bfloat16`,
 /// `HCCL_DATA_TYPE_FP16`, ...).
 ///

@@ -1,7 +1,13 @@
-"""torch.distributed Gloo fp32 sum AllReduce, 8 KiB .. 64 MiB; one line per size.
+"""torch.distributed fp32 sum AllReduce, 8 KiB .. 64 MiB; one line per size.
 
-Run by compare_tcp.sh as N processes (RANK/WORLD_SIZE/MASTER_* in the env).
-Prints: bytes time_us algbw_GB/s busbw_GB/s (rank 0 only; max time over ranks).
+    python bench/torch_allreduce.py MIN_BYTES MAX_BYTES [BACKEND]
+
+BACKEND: "gloo" (default) or "hccl_rs" (this repo's backend; the hccl_rs
+package must be installed). Run as N processes with RANK / WORLD_SIZE /
+MASTER_ADDR / MASTER_PORT in the environment (compare_tcp.sh and
+compare_torch.sh start them). Prints: bytes time_us algbw_GB/s busbw_GB/s
+(rank 0 only; mean time per op, max over ranks; G = 10^9, nccl-tests'
+busbw = algbw * 2(n-1)/n).
 """
 import os
 import sys
@@ -14,10 +20,13 @@ import torch.distributed as dist
 
 def main():
     lo, hi = int(sys.argv[1]), int(sys.argv[2])
+    backend = sys.argv[3] if len(sys.argv) > 3 else "gloo"
+    if backend != "gloo":
+        import hccl_rs  # noqa: F401  (registers "hccl_rs")
     # numpy allocates the tensors, so the page-size rule is the same as in
-    # the other two programs (huge pages from 4 MiB unless BENCH_HUGEPAGES=0).
+    # the other programs (huge pages from 4 MiB unless BENCH_HUGEPAGES=0).
     np.core.multiarray._set_madvise_hugepage(os.environ.get("BENCH_HUGEPAGES") != "0")
-    dist.init_process_group("gloo")
+    dist.init_process_group(backend)
     n = dist.get_world_size()
     size = lo
     while size <= hi:
