@@ -18,6 +18,7 @@ Python (as torch's own multi-threaded test group is) and
 ``Backend.register_backend``.
 """
 
+import atexit
 import datetime
 import inspect
 import itertools
@@ -97,27 +98,64 @@ def _release(work):
 
 
 class _Completer:
-    """Completes torch futures on a Python thread of its own. hccl_rs calls a
-    Work's done callback on the communicator's worker thread (a Rust thread);
-    torch futures completed there aborted about one process exit in ten
-    ("terminate called without an active exception", in C++ static
-    destructors), which a Python-made thread does not do."""
+    """Completes torch futures on a Python thread of its own, and stops it
+    before the interpreter finalizes.
+
+    hccl_rs calls a Work's done callback on the communicator's worker thread
+    (a Rust thread); torch futures completed there aborted about one process
+    exit in ten. Completing them on a Python daemon thread is not enough:
+    ``Future.set_result`` releases the GIL while it runs the future's
+    callbacks (DDP's reducer's), and a thread that takes the GIL back after
+    the interpreter started finalizing is ended by CPython with
+    ``pthread_exit``, whose unwinding through torch's GIL guard (a
+    destructor) calls ``std::terminate``: "terminate called without an
+    active exception" at exit, whenever a process exits (without
+    ``destroy_process_group``) while this thread is still inside torch (torch
+    issue 38228 describes the mechanism). So an ``atexit`` handler, which
+    runs before finalization, lets the thread finish what it has and joins
+    it; futures finishing after that are completed on the caller's thread.
+    """
+
+    # How long exit waits for the thread to finish the futures it has (a
+    # callback that never returns must not hang the exit for ever).
+    EXIT_WAIT_S = 60.0
 
     def __init__(self):
         self._queue = queue.SimpleQueue()
         self._thread = None
+        self._closed = False
         self._lock = threading.Lock()
 
     def submit(self, fn):
         with self._lock:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="hccl_rs-futures", daemon=True)
-                self._thread.start()
-        self._queue.put(fn)
+            if self._closed:
+                inline = True
+            else:
+                inline = False
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="hccl_rs-futures", daemon=True)
+                    self._thread.start()
+                    atexit.register(self.close)
+                self._queue.put(fn)
+        if inline:
+            fn()
+
+    def close(self):
+        """Runs the futures queued so far, then stops the thread (atexit)."""
+        with self._lock:
+            if self._closed or self._thread is None:
+                self._closed = True
+                return
+            self._closed = True
+            self._queue.put(None)
+        self._thread.join(self.EXIT_WAIT_S)
 
     def _run(self):
         while True:
-            self._queue.get()()
+            fn = self._queue.get()
+            if fn is None:
+                return
+            fn()
 
 
 _COMPLETER = _Completer()

@@ -213,6 +213,38 @@ def ddp(argv):
 
 
 @case
+def exit_in_callback(argv):
+    """Exits (no destroy_process_group) while a torch future's callback of
+    an all_reduce still runs on the backend's future thread: the window in
+    which a DDP process's exit aborted ("terminate called without an active
+    exception"), held open here for a second so that every exit hits it."""
+    import time
+
+    init(argv)
+    w = dist.all_reduce(torch.ones(4), async_op=True)
+
+    def busy(fut):
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            pass
+        return fut.value()
+
+    fut = w.get_future()
+    fut.then(busy)
+    fut.wait()  # returns before the callback has run
+    result(rank=dist.get_rank(), ok=True)
+
+
+@case
+def ddp_exit(argv):
+    """DDP training steps, then exit without destroy_process_group."""
+    init(argv)
+    r, p = dist.get_rank(), dist.get_world_size()
+    train(torch.nn.parallel.DistributedDataParallel(model()), 2, (r, p))
+    result(rank=r, ok=True)
+
+
+@case
 def guide(argv):
     """The guide's snippets, as written for NPUs with .npu() dropped: init from
     the environment (RANK_ID for RANK), an npu_allreduce-style helper, and the
