@@ -14,10 +14,10 @@
 # venv .ci/run makes, if present, else python3).
 # REPEAT=k (default 3): runs per library, interleaved (hccl_rs, Gloo, hccl
 # test, hccl_rs, ...); the table shows the median run. DDP_STEPS=s (default
-# 300) per DDP run; DDP=0 skips DDP. BENCH_HUGEPAGES=0: 4 KiB pages
-# everywhere (default: numpy's rule, huge pages from 4 MiB, in the torch
-# scripts; `hccl test` allocates with Vec, on 4 KiB pages unless THP is
-# "always").
+# 300): steps per DDP run of the small model (s/10 of the MLP); DDP=0 skips
+# DDP. BENCH_HUGEPAGES=0: 4 KiB pages everywhere (default: numpy's rule,
+# huge pages from 4 MiB, in the torch scripts; `hccl test` allocates with
+# Vec, on 4 KiB pages unless THP is "always").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MIN=${1:-8192}
@@ -93,8 +93,10 @@ for rep in $(seq 1 "$REPEAT"); do
     hccl_test "$n" > "$OUT/hccltest.$n.$rep"
     if [ "${DDP:-1}" != 0 ]; then
       for model in small mlp; do
+        steps=$DDP_STEPS
+        [ "$model" = mlp ] && steps=$(( DDP_STEPS / 10 ))
         for b in hccl_rs gloo; do
-          torch_ranks "$n" bench/ddp_steps.py "$b" "$model" "$DDP_STEPS" > "$OUT/ddp.$b.$model.$n.$rep"
+          torch_ranks "$n" bench/ddp_steps.py "$b" "$model" "$steps" > "$OUT/ddp.$b.$model.$n.$rep"
         done
       done
     fi
