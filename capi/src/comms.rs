@@ -22,6 +22,10 @@ pub(crate) struct CommEntry {
     pub(crate) name: String,
     /// The first failed op's code (`HcclGetCommAsyncError`).
     pub(crate) failed: Mutex<Option<HcclResult>>,
+    /// The handle of the communicator it was made from
+    /// (`HcclCreateSubCommConfig`), whose live sub-communicators must
+    /// have distinct names.
+    pub(crate) parent: Option<usize>,
 }
 
 pub(crate) static COMMS: Handles<CommEntry> = Handles::new();
@@ -36,6 +40,11 @@ pub(crate) fn ret(r: Res<()>) -> HcclResult {
 
 /// Registers a new communicator; returns its handle.
 pub(crate) fn register(comm: Comm, name: Option<String>) -> *mut c_void {
+    register_sub(comm, name, None)
+}
+
+/// [`register`] of a communicator made from the one of handle `parent`.
+pub(crate) fn register_sub(comm: Comm, name: Option<String>, parent: Option<usize>) -> *mut c_void {
     let name = name
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| comm.name().to_string());
@@ -43,7 +52,17 @@ pub(crate) fn register(comm: Comm, name: Option<String>) -> *mut c_void {
         comm,
         name,
         failed: Mutex::new(None),
+        parent,
     }))
+}
+
+/// True if the communicator of handle `parent` has a live
+/// sub-communicator named `name`.
+pub(crate) fn has_sub(parent: usize, name: &str) -> bool {
+    COMMS
+        .all()
+        .iter()
+        .any(|e| e.parent == Some(parent) && e.name == name)
 }
 
 /// The communicator of handle `h`.

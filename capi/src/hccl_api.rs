@@ -127,25 +127,6 @@ fn read_config(f: &str, p: *const c_void) -> Res<Option<String>> {
             format_args!("config's hcclDeterministic is {deterministic}, not 0 or 1"),
         ));
     }
-    // hcclBufferSize (MB) and hcclDeterministic: NOT_SET (0xffffffff) or
-    // what CANN's HCCL takes (CommConfig::Load: at least 1 MB; 0 or 1).
-    let fields = boundary::read_array(p.cast::<u8>(), COMM_NAME_OFFSET).unwrap_or_default();
-    let word = |at: usize| u32::from_le_bytes(fields[at..at + 4].try_into().unwrap_or_default());
-    if word(24) == 0 {
-        return Err(log::fail(
-            f,
-            HCCL_E_PARA,
-            "config's hcclBufferSize is 0 MB (at least 1)",
-        ));
-    }
-    let deterministic = word(28);
-    if deterministic != u32::MAX && deterministic > 1 {
-        return Err(log::fail(
-            f,
-            HCCL_E_PARA,
-            format_args!("config's hcclDeterministic is {deterministic}, not 0 or 1"),
-        ));
-    }
     if version < 2 || (size as usize) < COMM_NAME_OFFSET + COMM_NAME_MAX_LENGTH {
         return Ok(None);
     }
@@ -1241,9 +1222,21 @@ fn unsupported(f: &str) -> HcclResult {
     log::fail(f, HCCL_E_NOT_SUPPORT, "not supported by hccl-rs's C API")
 }
 
+/// `subCommId` of a rank that is not in the new communicator (with
+/// `rankIds` NULL), `INVALID_SUBCOMM_ID` of CANN's HCCL `op_base.cc`.
+const INVALID_SUBCOMM_ID: u64 = 0xFFFF_FFFF;
+
 /// `HcclCreateSubCommConfig(HcclComm *comm, uint32_t rankNum, uint32_t
 /// *rankIds, uint64_t subCommId, uint32_t subCommRankId, HcclCommConfig
-/// *config, HcclComm *subComm)`: not supported (`HCCL_E_NOT_SUPPORT`).
+/// *config, HcclComm *subComm)`: a communicator of `*comm`'s ranks
+/// `rankIds`, `rankIds[i]` being its rank `i`; only those ranks take part
+/// (each passing its index as `subCommRankId`, and the same `rankIds`,
+/// `subCommId` and config). A rank outside it may call it with `rankIds`
+/// NULL and `subCommId` 0xFFFFFFFF: success, nothing made. Named by the
+/// config's `hcclCommName`, else `<comm name>_sub_<subCommId>`, which no
+/// live sub-communicator of `*comm` may have (CANN: "subCommId unique in
+/// the global communicator"). It bootstraps as `HcclCommInitRootInfo` does:
+/// its rank 0 makes the root and sends it to the others over `*comm`.
 #[no_mangle]
 pub extern "C" fn HcclCreateSubCommConfig(
     comm: *mut *mut c_void,
@@ -1254,16 +1247,71 @@ pub extern "C" fn HcclCreateSubCommConfig(
     config: *mut c_void,
     sub_comm: *mut *mut c_void,
 ) -> HcclResult {
-    let _ = (
-        comm,
-        rank_num,
-        rank_ids,
-        sub_comm_id,
-        sub_comm_rank_id,
-        config,
-        sub_comm,
-    );
-    unsupported("HcclCreateSubCommConfig")
+    log::init();
+    let f = "HcclCreateSubCommConfig";
+    ret((|| {
+        // The checks in CANN's order (op_base.cc).
+        if sub_comm.is_null() {
+            return Err(log::fail(f, HCCL_E_PTR, "subComm is NULL"));
+        }
+        match (rank_ids.is_null(), sub_comm_id == INVALID_SUBCOMM_ID) {
+            (true, true) => {
+                tracing::info!("{f}: rankIds is NULL and subCommId is 0xFFFFFFFF: this rank is not in the sub-communicator");
+                return Ok(());
+            }
+            (false, false) => {}
+            _ => {
+                return Err(log::fail(
+                    f,
+                    HCCL_E_PARA,
+                    format_args!("rankIds ({rank_ids:p}) is NULL or subCommId ({sub_comm_id}) is 0xFFFFFFFF, but not both: a rank outside the sub-communicator passes both"),
+                ))
+            }
+        }
+        if rank_num == 0 {
+            return Err(log::fail(f, HCCL_E_PARA, "rankNum is 0"));
+        }
+        if sub_comm_rank_id >= rank_num {
+            return Err(log::fail(
+                f,
+                HCCL_E_PARA,
+                format_args!(
+                    "subCommRankId {sub_comm_rank_id} is not less than rankNum {rank_num}"
+                ),
+            ));
+        }
+        let cfg_name = read_config(f, config)?;
+        let handle = boundary::read_array(comm.cast_const(), 1)
+            .ok_or_else(|| log::fail(f, HCCL_E_PTR, "comm is NULL"))?[0];
+        let parent = comm_of(f, handle)?;
+        let ids = boundary::read_array(rank_ids.cast_const(), rank_num as usize)
+            .ok_or_else(|| log::fail(f, HCCL_E_PTR, "rankIds is NULL"))?;
+        let me = parent.comm.rank();
+        if ids[sub_comm_rank_id as usize] != me {
+            return Err(log::fail(
+                f,
+                HCCL_E_PARA,
+                format_args!(
+                    "rankIds[subCommRankId {sub_comm_rank_id}] is {}, not this rank ({me}); pass this rank's index in rankIds",
+                    ids[sub_comm_rank_id as usize]
+                ),
+            ));
+        }
+        let name = cfg_name.unwrap_or_else(|| format!("{}_sub_{sub_comm_id}", parent.name));
+        if comms::has_sub(handle as usize, &name) {
+            return Err(log::fail(
+                f,
+                HCCL_E_PARA,
+                format_args!("this communicator already has a sub-communicator named {name:?}: give each a distinct subCommId (or hcclCommName)"),
+            ));
+        }
+        let c = parent
+            .comm
+            .sub_comm(&ids, &name)
+            .map_err(|e| log::fail(f, cerr(e.clone()), &e))?;
+        let h = comms::register_sub(c, Some(name), Some(handle as usize));
+        out(f, "subComm", sub_comm, h)
+    })())
 }
 
 /// `HcclCommSuspend(HcclComm comm)`: not supported.

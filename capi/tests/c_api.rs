@@ -306,6 +306,105 @@ fn every_collective_and_data_type_on_the_simulator() {
 }
 
 #[test]
+fn sub_communicators_are_made_by_their_members_only_on_tcp_and_the_simulator() {
+    if !have("gcc") {
+        return;
+    }
+    let mut flags = gcc_c99().to_vec();
+    flags.push("-pthread");
+    let exe = build("gcc", "subcomm.c", &flags);
+    for backend in ["tcp", "sim"] {
+        let (code, out, err) = run(
+            Command::new(&exe).env("HCCL_BACKEND", backend),
+            Duration::from_secs(90),
+        );
+        assert_eq!(code, Some(0), "{backend}:\n{out}\n{err}");
+        assert!(
+            out.contains("bad arguments refused: ok"),
+            "{backend}: {out}"
+        );
+        for line in [
+            "HcclCreateSubCommConfig: rankIds[subCommRankId 0] is 1, not this rank (0)",
+            "HcclCreateSubCommConfig: sub_comm: rank 0 is listed twice",
+            "HcclCreateSubCommConfig: subComm is NULL",
+        ] {
+            assert!(
+                err.contains(line),
+                "{backend}: no log line {line:?} in:\n{err}"
+            );
+        }
+    }
+}
+
+/// An HCCL rank table (CANN's 1.0 format: `server_list`, `device`,
+/// `rank_id`) of `servers` servers on loopback (127.0.0.1, 127.0.0.2,
+/// ...), `per_server` devices each.
+fn loopback_rank_table(servers: u32, per_server: u32) -> String {
+    let list: Vec<String> = (0..servers)
+        .map(|s| {
+            let devices: Vec<String> = (0..per_server)
+                .map(|d| {
+                    let rank = s * per_server + d;
+                    format!(
+                        r#"{{ "device_id": "{d}", "device_ip": "192.0.2.{}", "rank_id": "{rank}" }}"#,
+                        rank + 1
+                    )
+                })
+                .collect();
+            format!(
+                r#"{{ "server_id": "127.0.0.{ip}", "host_ip": "127.0.0.{ip}", "device": [{}] }}"#,
+                devices.join(", "),
+                ip = s + 1
+            )
+        })
+        .collect();
+    format!(
+        r#"{{ "status": "completed", "version": "1.0", "server_count": "{servers}", "server_list": [{}] }}"#,
+        list.join(", ")
+    )
+}
+
+#[test]
+fn processes_init_from_one_rank_table_file_and_allreduce() {
+    if !have("gcc") {
+        return;
+    }
+    let exe = build("gcc", "cluster.c", &gcc_c99());
+    for (servers, per_server) in [(1, 2), (2, 2)] {
+        let n = servers * per_server;
+        // Below the ports the other suites use (hccl_conformance::procs).
+        let port = hccl_conformance::procs::free_port(5_000..5_990);
+        let table = tmp().join(format!("rank_table-{}-{n}.json", std::process::id()));
+        std::fs::write(&table, loopback_rank_table(servers, per_server)).unwrap();
+        let ranks: Vec<_> = (0..n)
+            .map(|r| {
+                let (exe, table) = (exe.clone(), table.clone());
+                std::thread::spawn(move || {
+                    run(
+                        Command::new(&exe)
+                            .arg(&table)
+                            .arg(r.to_string())
+                            .env("HCCL_IF_BASE_PORT", port.to_string())
+                            .env("HCCL_BACKEND", "tcp"),
+                        Duration::from_secs(60),
+                    )
+                })
+            })
+            .collect();
+        let want = n * (n + 1) / 2;
+        for (r, h) in ranks.into_iter().enumerate() {
+            let (code, out, err) = h.join().unwrap();
+            assert_eq!(code, Some(0), "{n} ranks, rank {r}:\n{out}\n{err}");
+            assert!(
+                out.contains(&format!("cluster: rank {r} of {n} allreduced {want}: ok")),
+                "{n} ranks, rank {r}: {out}"
+            );
+        }
+        let _ = std::fs::remove_file(&table);
+    }
+}
+
+#[test]
 fn every_bad_argument_gets_its_code_and_a_log_line() {
     if !have("gcc") {
         return;

@@ -121,6 +121,11 @@ pub enum CommError {
     /// [`TopologyError`] holds an `std::io::Error`, which is not.
     #[error("{}", rank_table_text(.0))]
     RankTable(Arc<TopologyError>),
+    /// A sub-communicator's rank list ([`super::Comm::sub_comm`]) is
+    /// empty, names a rank twice or out of range, or lacks the caller
+    /// (`HCCL_E_PARA`). The text names the entry.
+    #[error("{0}")]
+    RankList(String),
     /// The call is not available on this backend or configuration.
     #[error("unsupported: {0}")]
     Unsupported(String),
@@ -258,6 +263,7 @@ impl CommError {
             | CommError::Peer { .. }
             | CommError::Counts { .. }
             | CommError::Env { .. }
+            | CommError::RankList(_)
             | CommError::Undriven(_) => 1,
             CommError::Algo(_) | CommError::Unsupported(_) => 5,
             // HCCL: an unreadable file is HCCL_E_OPEN_FILE_FAILURE; a

@@ -12,9 +12,10 @@ use hccl_topology::TopologyError;
 use super::backend::sim_cluster::Cluster;
 use super::backend::sim_settings::SimSettings;
 use super::backend::sim_world::SimWorld;
-use super::backend::{Backend, SimBackend, SplitInfo, TcpBackend};
+use super::backend::{Backend, SimBackend, Splitter, TcpBackend};
 use super::local::{self, LocalWorld};
 use super::ordering::Tickets;
+use super::p2p::P2pItem;
 use super::plan;
 use super::profile::{self, CommProfile};
 use super::recorder::{self, Recorder};
@@ -351,63 +352,120 @@ impl Comm {
         let mut all = vec![0u64; 2 * n];
         self.all_gather(&mine, &mut all)?;
         let split_no = lock(&self.shared.tickets).coll;
-        // Taken now, used without the state lock: the split's exchanges
-        // are ops on this communicator.
-        let splitter = match lock(&self.shared.state).backend.as_ref() {
-            Some(b) => b.splitter(),
-            None => return Err(CommError::Broken("the communicator was aborted".into())),
+        let splitter = self.splitter()?;
+        let len = splitter.token_len();
+        let members: Vec<u32> = match color {
+            None => Vec::new(),
+            Some(color) => {
+                let mut m: Vec<(u64, u32)> = (0..n)
+                    .filter(|&r| all[2 * r] == u64::from(color) + 1)
+                    .map(|r| (all[2 * r + 1], r as u32))
+                    .collect();
+                m.sort();
+                m.into_iter().map(|(_, r)| r).collect()
+            }
         };
-        let Some(color) = color else {
-            let info = SplitInfo {
-                split_no,
-                color: None,
-                new_rank: 0,
-                size: 0,
-                leader: 0,
-                global: &[],
-                name: "",
-            };
-            splitter.split(&info, &mut |mine| self.gather_bytes(mine))?;
+        let new_rank = members.iter().position(|&r| r == self.shared.rank);
+        // 2. Each color's rank 0 hosts it; every rank's token is gathered
+        // (zeros from the others, so that every rank takes part).
+        let mine = match new_rank {
+            Some(0) => splitter.host(&members)?,
+            _ => vec![0u8; len],
+        };
+        let tokens = self.gather_bytes(&mine)?;
+        let (Some(color), Some(new_rank)) = (color, new_rank) else {
             return Ok(None);
         };
-        let mut members: Vec<(u64, usize)> = (0..n)
-            .filter(|&r| all[2 * r] == u64::from(color) + 1)
-            .map(|r| (all[2 * r + 1], r))
-            .collect();
-        members.sort();
-        let new_rank = members
-            .iter()
-            .position(|&(_, r)| r == self.shared.rank as usize)
-            .unwrap_or(0) as u32;
-        let size = members.len() as u32;
+        let at = members[0] as usize * len;
         let name = format!("{}/split{split_no}/color{color}", self.shared.name);
+        self.join_new(splitter, &tokens[at..at + len], &name, &members, new_rank)
+            .map(Some)
+    }
+
+    /// A communicator of this one's ranks `rank_ids` (HCCL's
+    /// `HcclCreateSubCommConfig`): `rank_ids[i]` is its rank `i`, and only
+    /// those ranks call it, each with the same `rank_ids` and `name`. Its
+    /// rank 0 hosts it and sends the token to the others over this
+    /// communicator's point-to-point path, so this communicator must not
+    /// run other point-to-point calls between these ranks at the same time.
+    ///
+    /// # Errors
+    /// [`CommError::RankList`] for an empty list, a rank out of
+    /// range or listed twice, or a list without this rank; the exchange's
+    /// and the new bootstrap's errors.
+    pub fn sub_comm(&self, rank_ids: &[u32], name: &str) -> Result<Comm, CommError> {
+        let size = self.shared.size;
+        let bad = |m: String| Err(CommError::RankList(m));
+        if rank_ids.is_empty() {
+            return bad("sub_comm: rank_ids is empty".into());
+        }
+        for (i, &r) in rank_ids.iter().enumerate() {
+            if r >= size {
+                return bad(format!(
+                    "sub_comm: rank_ids[{i}] = {r} is not a rank of '{}' ({size} ranks)",
+                    self.shared.name
+                ));
+            }
+            if rank_ids[..i].contains(&r) {
+                return bad(format!("sub_comm: rank {r} is listed twice in rank_ids"));
+            }
+        }
+        let me = self.shared.rank;
+        let Some(new_rank) = rank_ids.iter().position(|&r| r == me) else {
+            return bad(format!(
+                "sub_comm: this rank ({me}) is not in rank_ids {rank_ids:?}"
+            ));
+        };
+        let splitter = self.splitter()?;
+        let token = if new_rank == 0 {
+            let token = splitter.host(rank_ids)?;
+            let mut sends: Vec<P2pItem<'_>> = rank_ids[1..]
+                .iter()
+                .map(|&r| P2pItem::send(&token[..], r))
+                .collect();
+            self.batch_send_recv(&mut sends)?;
+            token
+        } else {
+            let mut token = vec![0u8; splitter.token_len()];
+            self.recv(&mut token[..], rank_ids[0])?;
+            token
+        };
+        self.join_new(splitter, &token, name, rank_ids, new_rank)
+    }
+
+    /// The splitter of this communicator's backend.
+    fn splitter(&self) -> Result<Box<dyn Splitter>, CommError> {
+        // Taken now, used without the state lock: the exchanges are ops
+        // on this communicator.
+        match lock(&self.shared.state).backend.as_ref() {
+            Some(b) => Ok(b.splitter()),
+            None => Err(CommError::Broken("the communicator was aborted".into())),
+        }
+    }
+
+    /// Rank `new_rank` of the communicator `name` of this one's ranks
+    /// `members`, joined with its rank 0's `token`.
+    fn join_new(
+        &self,
+        splitter: Box<dyn Splitter>,
+        token: &[u8],
+        name: &str,
+        members: &[u32],
+        new_rank: usize,
+    ) -> Result<Comm, CommError> {
+        let size = members.len() as u32;
+        let b = splitter.join(token, name, size, new_rank as u32)?;
+        let c = Comm::new(name.to_string(), new_rank as u32, size, b);
+        c.set_reduce_precision(self.reduce_precision());
         // Its errors name world ranks too (issue 13 item 11).
         let global: Vec<u32> = members
             .iter()
-            .map(|&(_, r)| self.shared.global_rank(r as u32))
+            .map(|&r| self.shared.global_rank(r))
             .collect();
-        let renumbered = global.iter().enumerate().any(|(i, &g)| g != i as u32);
-        let named = |c: Comm| {
-            if renumbered {
-                let _ = c.shared.global.set(global.clone());
-            }
-            Some(c)
-        };
-        let info = SplitInfo {
-            split_no,
-            color: Some(color),
-            new_rank,
-            size,
-            leader: members[0].1,
-            global: &global,
-            name: &name,
-        };
-        let Some(b) = splitter.split(&info, &mut |mine| self.gather_bytes(mine))? else {
-            return Ok(None);
-        };
-        let c = Comm::new(name, new_rank, size, b);
-        c.set_reduce_precision(self.reduce_precision());
-        Ok(named(c))
+        if global.iter().enumerate().any(|(i, &g)| g != i as u32) {
+            let _ = c.shared.global.set(global);
+        }
+        Ok(c)
     }
 }
 

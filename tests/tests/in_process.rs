@@ -365,6 +365,64 @@ fn split_color_u32_max_is_a_color_like_any_other() {
     }
 }
 
+/// `Comm::sub_comm` (HCCL's `HcclCreateSubCommConfig`): only the members
+/// call it, in the order `rank_ids` gives them; rank 3 never does.
+#[test]
+fn a_sub_comm_is_made_by_its_members_only_on_both_backends() {
+    for backend in [BackendKind::Tcp, BackendKind::Sim] {
+        let out = per_rank(backend, 4, |r, c| {
+            if r == 3 {
+                return Ok::<_, String>((0, 0, 0.0));
+            }
+            // Rank 2 is the sub-communicator's rank 0.
+            let sub = c.sub_comm(&[2, 0, 1], "trio").map_err(|e| e.to_string())?;
+            let mut v = [r as f32 + 1.0];
+            sub.all_reduce_in_place(&mut v, ReduceOp::Sum)
+                .map_err(|e| e.to_string())?;
+            Ok((sub.rank(), sub.size(), v[0]))
+        });
+        assert_eq!(
+            out,
+            vec![
+                Some(Ok((1, 3, 6.0))),
+                Some(Ok((2, 3, 6.0))),
+                Some(Ok((0, 3, 6.0))),
+                Some(Ok((0, 0, 0.0)))
+            ],
+            "{backend:?}"
+        );
+    }
+}
+
+#[test]
+fn a_sub_comms_bad_rank_list_is_refused_before_any_exchange() {
+    let out = per_rank(BackendKind::Sim, 2, |r, c| {
+        if r == 1 {
+            return Vec::<(u32, String)>::new();
+        }
+        [&[][..], &[0, 0], &[0, 2], &[1]]
+            .iter()
+            .map(|ids| match c.sub_comm(ids, "bad") {
+                Err(e) => (e.hccl_result(), e.to_string()),
+                Ok(_) => (0, "made".into()),
+            })
+            .collect()
+    });
+    let got = out[0].clone().expect("rank 0 answered");
+    let texts: Vec<&str> = got.iter().map(|(_, t)| t.as_str()).collect();
+    assert!(got.iter().all(|(code, _)| *code == 1), "{got:?}");
+    assert!(texts[0].contains("rank_ids is empty"), "{texts:?}");
+    assert!(texts[1].contains("rank 0 is listed twice"), "{texts:?}");
+    assert!(
+        texts[2].contains("rank_ids[1] = 2 is not a rank"),
+        "{texts:?}"
+    );
+    assert!(
+        texts[3].contains("this rank (0) is not in rank_ids [1]"),
+        "{texts:?}"
+    );
+}
+
 #[test]
 fn a_rank_table_naming_another_host_says_so() {
     // examples/rank_table_2x8.json puts server 0 at 192.0.2.10

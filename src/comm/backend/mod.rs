@@ -9,7 +9,8 @@
 //! | [`SimBackend`] | `sim.rs` (over a [`sim_world::SimWorld`] shared by the ranks) | `sim` |
 //!
 //! **Adding a backend** is one new file here: a type implementing
-//! [`Backend`] (and a [`Splitter`] for [`super::Comm::split`]), a
+//! [`Backend`] (and a [`Splitter`] for [`super::Comm::split`] and
+//! [`super::Comm::sub_comm`]), a
 //! `BackendKind` variant with its `HCCL_BACKEND` name, and one arm in the
 //! constructor that builds it (`Comm::init_all_on` and the other
 //! constructors in `init.rs`). Nothing else matches on the backend.
@@ -58,45 +59,37 @@ pub(crate) struct Prepared<'a> {
     pub(crate) planned: PlannedOp,
 }
 
-/// One rank's part of a [`super::Comm::split`], after every rank learned
-/// every rank's color and key.
-pub(crate) struct SplitInfo<'a> {
-    /// How many collectives the parent had run (numbers the split).
-    pub(crate) split_no: u64,
-    /// This rank's color (`None`: it takes no part).
-    pub(crate) color: Option<u32>,
-    /// This rank's rank in the new communicator.
-    pub(crate) new_rank: u32,
-    /// Ranks of the new communicator.
-    pub(crate) size: u32,
-    /// The parent rank of the new communicator's rank 0.
-    pub(crate) leader: usize,
-    /// The world rank of each rank of the new communicator.
-    pub(crate) global: &'a [u32],
-    /// The new communicator's name.
-    pub(crate) name: &'a str,
-}
-
-/// All-gathers equal byte blocks over the parent communicator (every
-/// rank's block, in rank order).
-pub(crate) type Gather<'a> = dyn FnMut(&[u8]) -> Result<Vec<u8>, CommError> + 'a;
-
-/// Builds a split's backend; taken from the parent's [`Backend`] so that
-/// the split's exchanges over the parent run without holding its state.
+/// Builds a new communicator's backend from its parent's ([`super::Comm::split`],
+/// [`super::Comm::sub_comm`]), in two steps: the new communicator's rank 0
+/// hosts it and gets a token of [`Splitter::token_len`] bytes; the parent
+/// carries the token to the other members (an AllGather for a split,
+/// point-to-point sends for a sub-communicator); every member joins with it.
+/// Taken from the parent's [`Backend`] so that those exchanges run without
+/// holding its state.
 pub(crate) trait Splitter: Send {
-    /// This rank's backend of the new communicator (`None` for no color).
-    /// Every rank of the parent calls it and calls `gather` (an exchange
-    /// over the parent) exactly once, whatever its color, even a backend
-    /// that needs no data: a split then takes the same number of the
-    /// parent's sequence numbers on every backend.
+    /// The token's length, the same on every rank of a backend.
+    fn token_len(&self) -> usize;
+
+    /// Run by the new communicator's rank 0 only: starts it (a root on
+    /// TCP, a sub-world on the simulator) for the parent ranks `members`
+    /// (in new rank order) and returns the token.
     ///
     /// # Errors
-    /// The exchange's errors; the new communicator's bootstrap errors.
-    fn split(
+    /// The root's errors (no port, bad `HCCL_*` setting).
+    fn host(&self, members: &[u32]) -> Result<Vec<u8>, CommError>;
+
+    /// This member's backend of the new communicator `name` of `size`
+    /// ranks, as `new_rank`, from rank 0's token.
+    ///
+    /// # Errors
+    /// A token of another kind; the new communicator's bootstrap errors.
+    fn join(
         self: Box<Self>,
-        info: &SplitInfo<'_>,
-        gather: &mut Gather<'_>,
-    ) -> Result<Option<Box<dyn Backend>>, CommError>;
+        token: &[u8],
+        name: &str,
+        size: u32,
+        new_rank: u32,
+    ) -> Result<Box<dyn Backend>, CommError>;
 }
 
 /// What runs a communicator's ops. Called with the communicator's state
@@ -181,6 +174,6 @@ pub(crate) trait Backend: Send {
         None
     }
 
-    /// The splitter for [`super::Comm::split`].
+    /// The splitter for [`super::Comm::split`] and [`super::Comm::sub_comm`].
     fn splitter(&self) -> Box<dyn Splitter>;
 }

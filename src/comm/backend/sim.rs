@@ -12,7 +12,7 @@ use hccl_hw::tcp::AbortKind;
 
 use super::sim_cluster::{Fate, SimRank};
 use super::sim_world::SimWorld;
-use super::{Backend, Gather, Interrupt, Prepared, SplitInfo, Splitter};
+use super::{Backend, Interrupt, Prepared, Splitter};
 use crate::comm::p2p::{P2pBuf, P2pItem, P2pKind};
 use crate::comm::plan::HostFit;
 use crate::comm::profile::OpTime;
@@ -197,25 +197,35 @@ impl Backend for SimBackend {
     }
 }
 
-/// A simulated split: the sub-world of the color, made by its first
-/// member. It needs no data from the parent, but exchanges once over it
-/// as TCP does (its root infos), so the parent's later ops have the same
-/// sequence numbers on both backends.
+/// A simulated split or sub-communicator: its rank 0 makes the sub-world
+/// and the token is the sub-world's number in the parent. It needs no
+/// data from the parent, but the token still travels over it as TCP's
+/// root info does, so the parent's later ops have the same sequence
+/// numbers on both backends.
 struct SimSplitter(Arc<SimWorld>);
 
 impl Splitter for SimSplitter {
-    fn split(
+    fn token_len(&self) -> usize {
+        8
+    }
+
+    fn host(&self, members: &[u32]) -> Result<Vec<u8>, CommError> {
+        Ok(self.0.host_sub_world(members).to_le_bytes().to_vec())
+    }
+
+    fn join(
         self: Box<Self>,
-        info: &SplitInfo<'_>,
-        gather: &mut Gather<'_>,
-    ) -> Result<Option<Box<dyn Backend>>, CommError> {
-        gather(&info.split_no.to_le_bytes())?;
-        let Some(color) = info.color else {
-            return Ok(None);
-        };
-        let sub = self
-            .0
-            .split_world(info.split_no, color, info.global.to_vec())?;
-        Ok(Some(Box::new(SimBackend::new(sub, info.new_rank))))
+        token: &[u8],
+        name: &str,
+        _size: u32,
+        new_rank: u32,
+    ) -> Result<Box<dyn Backend>, CommError> {
+        let id = <[u8; 8]>::try_from(token).map(u64::from_le_bytes).ok();
+        let sub = id.and_then(|id| self.0.sub_world(id)).ok_or_else(|| {
+            CommError::Broken(format!(
+                "{name}: the simulated sub-world of rank 0 is unknown"
+            ))
+        })?;
+        Ok(Box::new(SimBackend::new(sub, new_rank)))
     }
 }

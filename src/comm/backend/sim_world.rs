@@ -78,8 +78,8 @@ struct Mail {
 #[derive(Default)]
 struct SimState {
     ops: BTreeMap<u64, Pending>,
-    /// Sub-worlds created by `split`, by (parent split seq, color).
-    splits: BTreeMap<(u64, u32), Arc<SimWorld>>,
+    /// Sub-worlds made by splits and sub-communicators, by number.
+    splits: BTreeMap<u64, Arc<SimWorld>>,
     /// Sent, not yet received messages by (src, dst, message number).
     mail: BTreeMap<(u32, u32, u64), Mail>,
     /// Bytes in `mail` per (src, dst).
@@ -231,29 +231,30 @@ impl SimWorld {
         self.timeout
     }
 
-    /// The sub-world for `color` of split number `split` (created by the
-    /// first caller), whose ranks are the world ranks `global`.
-    pub(crate) fn split_world(
-        &self,
-        split: u64,
-        color: u32,
-        global: Vec<u32>,
-    ) -> Result<Arc<SimWorld>, CommError> {
-        let mut s = lock(&self.state);
-        if let Some(w) = s.splits.get(&(split, color)) {
-            return Ok(Arc::clone(w));
-        }
-        let n = global.len() as u32;
+    /// Makes the sub-world of this world's ranks `members` (in their new
+    /// rank order); returns its number, for [`SimWorld::sub_world`].
+    pub(crate) fn host_sub_world(&self, members: &[u32]) -> u64 {
+        let global = members
+            .iter()
+            .map(|&r| self.global_of(r))
+            .collect::<Vec<u32>>();
         let w = SimWorld::member(
-            n,
+            members.len() as u32,
             self.timeout,
             self.bound,
             global,
             Arc::clone(&self.blocked),
             Arc::clone(&self.cluster),
         );
-        s.splits.insert((split, color), Arc::clone(&w));
-        Ok(w)
+        let mut s = lock(&self.state);
+        let id = s.splits.last_key_value().map_or(0, |(k, _)| k + 1);
+        s.splits.insert(id, w);
+        id
+    }
+
+    /// The sub-world number `id` of [`SimWorld::host_sub_world`].
+    pub(crate) fn sub_world(&self, id: u64) -> Option<Arc<SimWorld>> {
+        lock(&self.state).splits.get(&id).cloned()
     }
 
     /// Runs one op from `source` (op `seq` of communicator `comm`, `salt`

@@ -14,7 +14,7 @@ use hccl_hw::tcp::root::ROOT_INFO_LEN;
 use hccl_hw::tcp::wire::Signature;
 use hccl_hw::tcp::{AbortKind, OpBuffers, OpInfo, TcpConfig, TcpError, TcpRank, P2P_SEQ_BIT};
 
-use super::{Backend, Gather, Interrupt, Prepared, SplitInfo, Splitter};
+use super::{Backend, Interrupt, Prepared, Splitter};
 use crate::comm::p2p::{P2pBuf, P2pItem, P2pKind};
 use crate::comm::plan::HostFit;
 use crate::comm::profile::OpTime;
@@ -326,45 +326,47 @@ impl Backend for TcpBackend {
     }
 }
 
-/// A TCP split: the lowest member of each color starts a root; every
-/// rank's root info is gathered over the parent; each member joins its
-/// color's root.
+/// A TCP split or sub-communicator: its rank 0 starts a root on a free
+/// port; the token is the root info; each member joins that root.
 struct TcpSplitter {
     /// Where this rank listens for the parent: the new communicator
     /// listens there too unless `HCCL_IF_IP` / `HCCL_SOCKET_IFNAME` say.
     local_ip: std::net::IpAddr,
 }
 
-impl Splitter for TcpSplitter {
-    fn split(
-        self: Box<Self>,
-        info: &SplitInfo<'_>,
-        gather: &mut Gather<'_>,
-    ) -> Result<Option<Box<dyn Backend>>, CommError> {
-        let len = ROOT_INFO_LEN;
-        if info.color.is_none() {
-            // Still take part in the root-info exchange.
-            gather(&[0u8; ROOT_INFO_LEN])?;
-            return Ok(None);
-        }
+impl TcpSplitter {
+    fn config(&self) -> Result<TcpConfig, CommError> {
         let mut cfg = TcpConfig::from_env()?;
         if cfg.if_ip.is_none() && cfg.socket_ifname.is_none() {
             cfg.if_ip = Some(self.local_ip);
         }
-        let my_info = if info.new_rank == 0 {
-            RootInfo::create(&TcpConfig {
-                base_port: 0,
-                ..cfg.clone()
-            })?
-            .to_bytes()
-        } else {
-            [0u8; ROOT_INFO_LEN]
+        Ok(cfg)
+    }
+}
+
+impl Splitter for TcpSplitter {
+    fn token_len(&self) -> usize {
+        ROOT_INFO_LEN
+    }
+
+    fn host(&self, _members: &[u32]) -> Result<Vec<u8>, CommError> {
+        let cfg = TcpConfig {
+            base_port: 0,
+            ..self.config()?
         };
-        let infos = gather(&my_info)?;
-        let at = info.leader * len;
-        let root = RootInfo::from_bytes(&infos[at..at + len])
+        Ok(RootInfo::create(&cfg)?.to_bytes().to_vec())
+    }
+
+    fn join(
+        self: Box<Self>,
+        token: &[u8],
+        name: &str,
+        size: u32,
+        new_rank: u32,
+    ) -> Result<Box<dyn Backend>, CommError> {
+        let root = RootInfo::from_bytes(token)
             .map_err(|e| CommError::Unsupported(format!("split: {e}")))?;
-        let b = TcpBackend::connect(info.name, cfg, &root, info.size, info.new_rank)?;
-        Ok(Some(Box::new(b)))
+        let b = TcpBackend::connect(name, self.config()?, &root, size, new_rank)?;
+        Ok(Box::new(b))
     }
 }
