@@ -66,6 +66,33 @@ fn code(r: Result<(), AclError>) -> AclError {
     r.err().unwrap_or(ACL_SUCCESS)
 }
 
+/// An ACL entry point `f`: installs the log, runs `body` and returns its
+/// code; an error is logged where it is made.
+fn acl_api(f: &'static str, body: impl FnOnce(&'static str) -> Result<(), AclError>) -> AclError {
+    log::init();
+    code(body(f))
+}
+
+/// Writes an event's status to `status`: `done` if the stream reached it,
+/// else `pending` (the query functions differ in their numbering).
+fn event_status(
+    f: &'static str,
+    event: *mut c_void,
+    status: *mut i32,
+    done: i32,
+    pending: i32,
+) -> AclError {
+    acl_api(f, |f| {
+        let e = event_of(f, event)?;
+        out(
+            f,
+            "status",
+            status,
+            if e.is_complete() { done } else { pending },
+        )
+    })
+}
+
 fn out<T>(func: &str, name: &str, p: *mut T, v: T) -> Result<(), AclError> {
     if boundary::write(p, v) {
         Ok(())
@@ -202,15 +229,35 @@ pub extern "C" fn aclrtGetDeviceSatMode(mode: *mut i32) -> AclError {
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeDevice() -> AclError {
     log::init();
-    let mut first = ACL_SUCCESS;
+    let mut first = None;
     for s in STREAMS.all() {
         if let Err(Some(e)) = s.synchronize(None) {
-            if first == ACL_SUCCESS {
-                first = e;
-            }
+            first.get_or_insert(e);
         }
     }
-    first
+    first_failure("aclrtSynchronizeDevice", first)
+}
+
+/// A failed task's line, but only the first line of a long one (a hang
+/// report: its task logged it whole).
+fn first_line(why: &str) -> String {
+    match why.split_once('\n') {
+        Some((first, _)) => format!("{first} (the rest is in the task's log line above)"),
+        None => why.to_string(),
+    }
+}
+
+/// The code of a device-wide synchronize: the first failed task's, logged
+/// with its line (so `aclGetRecentErrMsg` gives it), else success.
+fn first_failure(f: &str, first: Option<(AclError, String)>) -> AclError {
+    match first {
+        Some((e, why)) => log::fail(
+            f,
+            e,
+            format_args!("a task on a stream failed: {}", first_line(&why)),
+        ),
+        None => ACL_SUCCESS,
+    }
 }
 
 /// `aclrtCreateContext(aclrtContext *context, int32_t deviceId)`.
@@ -306,13 +353,11 @@ pub extern "C" fn aclrtDeviceEnablePeerAccess(peer: i32, flags: u32) -> AclError
 /// 1.13.0, the ACL version of the headers (CANN 8.1.RC1's).
 #[no_mangle]
 pub extern "C" fn aclrtGetVersion(major: *mut i32, minor: *mut i32, patch: *mut i32) -> AclError {
-    log::init();
-    let f = "aclrtGetVersion";
-    code(
+    acl_api("aclrtGetVersion", |f| {
         out(f, "majorVersion", major, 1)
             .and_then(|()| out(f, "minorVersion", minor, 13))
-            .and_then(|()| out(f, "patchVersion", patch, 0)),
-    )
+            .and_then(|()| out(f, "patchVersion", patch, 0))
+    })
 }
 
 /// `const char *aclGetRecentErrMsg()`: this thread's last failure.
@@ -545,9 +590,9 @@ pub extern "C" fn aclrtMemcpy(
     count: usize,
     kind: i32,
 ) -> AclError {
-    log::init();
-    let f = "aclrtMemcpy";
-    code(memcpy_sides(f, dst, dest_max, src, count, kind).and_then(|(d, s)| copy(&d, &s, count)))
+    acl_api("aclrtMemcpy", |f| {
+        memcpy_sides(f, dst, dest_max, src, count, kind).and_then(|(d, s)| copy(&d, &s, count))
+    })
 }
 
 /// `aclrtMemcpyAsync(..., aclrtStream stream)`: the copy runs on the
@@ -561,14 +606,12 @@ pub extern "C" fn aclrtMemcpyAsync(
     kind: i32,
     stream: *mut c_void,
 ) -> AclError {
-    log::init();
-    let f = "aclrtMemcpyAsync";
-    code((|| {
+    acl_api("aclrtMemcpyAsync", |f| {
         let (d, s) = memcpy_sides(f, dst, dest_max, src, count, kind)?;
         let st = stream_of(f, stream)?;
         st.enqueue(Box::new(move || copy(&d, &s, count)));
         Ok(())
-    })())
+    })
 }
 
 fn memset_span(
@@ -614,16 +657,14 @@ pub extern "C" fn aclrtMemsetAsync(
     count: usize,
     stream: *mut c_void,
 ) -> AclError {
-    log::init();
-    let f = "aclrtMemsetAsync";
-    code((|| {
+    acl_api("aclrtMemsetAsync", |f| {
         let s = memset_span(f, dev_ptr, max_count, value, count)?;
         stream_of(f, stream)?.enqueue(Box::new(move || {
             s.bytes_mut().fill(value as u8);
             Ok(())
         }));
         Ok(())
-    })())
+    })
 }
 
 // ---- streams ----
@@ -698,7 +739,14 @@ fn sync(f: &str, stream: *mut c_void, timeout: Option<std::time::Duration>) -> A
     };
     match s.synchronize(timeout) {
         Ok(()) => ACL_SUCCESS,
-        Err(Some(e)) => log::fail(f, e, "a task on the stream failed (HcclGetCommAsyncError gives an HCCL op's error; the log line above names it)"),
+        Err(Some((e, why))) => log::fail(
+            f,
+            e,
+            format_args!(
+                "a task on the stream failed (HcclGetCommAsyncError gives an HCCL op's code): {}",
+                first_line(&why)
+            ),
+        ),
         Err(None) => log::fail(f, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, "timed out"),
     }
 }
@@ -735,9 +783,9 @@ pub extern "C" fn aclrtSynchronizeStreamWithTimeout(stream: *mut c_void, timeout
 /// 0 `ACL_STREAM_STATUS_COMPLETE`, 1 `ACL_STREAM_STATUS_NOT_READY`.
 #[no_mangle]
 pub extern "C" fn aclrtStreamQuery(stream: *mut c_void, status: *mut i32) -> AclError {
-    log::init();
-    let f = "aclrtStreamQuery";
-    code(stream_of(f, stream).and_then(|s| out(f, "status", status, i32::from(!s.is_idle()))))
+    acl_api("aclrtStreamQuery", |f| {
+        stream_of(f, stream).and_then(|s| out(f, "status", status, i32::from(!s.is_idle())))
+    })
 }
 
 /// `aclrtSetStreamFailureMode(aclrtStream stream, uint64_t mode)`: 0
@@ -763,13 +811,11 @@ pub extern "C" fn aclrtSetStreamFailureMode(stream: *mut c_void, mode: u64) -> A
 /// stream's later tasks wait for the event's last record.
 #[no_mangle]
 pub extern "C" fn aclrtStreamWaitEvent(stream: *mut c_void, event: *mut c_void) -> AclError {
-    log::init();
-    let f = "aclrtStreamWaitEvent";
-    code((|| {
+    acl_api("aclrtStreamWaitEvent", |f| {
         let e = event_of(f, event)?;
         stream_of(f, stream)?.enqueue(e.waiter());
         Ok(())
-    })())
+    })
 }
 
 // ---- events ----
@@ -827,26 +873,22 @@ pub extern "C" fn aclrtDestroyEvent(event: *mut c_void) -> AclError {
 /// `aclrtRecordEvent(aclrtEvent event, aclrtStream stream)`.
 #[no_mangle]
 pub extern "C" fn aclrtRecordEvent(event: *mut c_void, stream: *mut c_void) -> AclError {
-    log::init();
-    let f = "aclrtRecordEvent";
-    code((|| {
+    acl_api("aclrtRecordEvent", |f| {
         let e = event_of(f, event)?;
         e.record(&*stream_of(f, stream)?);
         Ok(())
-    })())
+    })
 }
 
 /// `aclrtResetEvent(aclrtEvent event, aclrtStream stream)`.
 #[no_mangle]
 pub extern "C" fn aclrtResetEvent(event: *mut c_void, stream: *mut c_void) -> AclError {
-    log::init();
-    let f = "aclrtResetEvent";
-    code((|| {
+    acl_api("aclrtResetEvent", |f| {
         let e = event_of(f, event)?;
         stream_of(f, stream)?;
         e.reset();
         Ok(())
-    })())
+    })
 }
 
 /// `aclrtSynchronizeEvent(aclrtEvent event)`.
@@ -862,9 +904,7 @@ pub extern "C" fn aclrtSynchronizeEvent(event: *mut c_void) -> AclError {
 /// in ms, -1 waits forever.
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeEventWithTimeout(event: *mut c_void, timeout: i32) -> AclError {
-    log::init();
-    let f = "aclrtSynchronizeEventWithTimeout";
-    code((|| {
+    acl_api("aclrtSynchronizeEventWithTimeout", |f| {
         let e = event_of(f, event)?;
         let t = match timeout {
             -1 => None,
@@ -882,16 +922,14 @@ pub extern "C" fn aclrtSynchronizeEventWithTimeout(event: *mut c_void, timeout: 
         } else {
             Err(log::fail(f, ACL_ERROR_RT_EVENT_SYNC_TIMEOUT, "timed out"))
         }
-    })())
+    })
 }
 
 /// `aclrtQueryEventWaitStatus(aclrtEvent event, aclrtEventWaitStatus
 /// *status)`: 0 complete, 1 not ready.
 #[no_mangle]
 pub extern "C" fn aclrtQueryEventWaitStatus(event: *mut c_void, status: *mut i32) -> AclError {
-    log::init();
-    let f = "aclrtQueryEventWaitStatus";
-    code(event_of(f, event).and_then(|e| out(f, "status", status, i32::from(!e.is_complete()))))
+    event_status("aclrtQueryEventWaitStatus", event, status, 0, 1)
 }
 
 /// `aclrtEventGetTimestamp(aclrtEvent event, uint64_t *timestamp)`:
@@ -899,9 +937,7 @@ pub extern "C" fn aclrtQueryEventWaitStatus(event: *mut c_void, status: *mut i32
 /// event.
 #[no_mangle]
 pub extern "C" fn aclrtEventGetTimestamp(event: *mut c_void, timestamp: *mut u64) -> AclError {
-    log::init();
-    let f = "aclrtEventGetTimestamp";
-    code((|| {
+    acl_api("aclrtEventGetTimestamp", |f| {
         let e = event_of(f, event)?;
         let Some(t) = e.time() else {
             return Err(log::fail(
@@ -916,16 +952,14 @@ pub extern "C" fn aclrtEventGetTimestamp(event: *mut c_void, timestamp: *mut u64
             timestamp,
             t.duration_since(stream::epoch()).as_micros() as u64,
         )
-    })())
+    })
 }
 
 /// `aclrtQueryEvent(aclrtEvent event, aclrtEventStatus *status)`: 0
 /// `ACL_EVENT_STATUS_COMPLETE`, 1 `ACL_EVENT_STATUS_NOT_READY`.
 #[no_mangle]
 pub extern "C" fn aclrtQueryEvent(event: *mut c_void, status: *mut i32) -> AclError {
-    log::init();
-    let f = "aclrtQueryEvent";
-    code(event_of(f, event).and_then(|e| out(f, "status", status, i32::from(!e.is_complete()))))
+    event_status("aclrtQueryEvent", event, status, 0, 1)
 }
 
 /// `aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus
@@ -933,9 +967,7 @@ pub extern "C" fn aclrtQueryEvent(event: *mut c_void, status: *mut i32) -> AclEr
 /// `ACL_EVENT_RECORDED_STATUS_COMPLETE`.
 #[no_mangle]
 pub extern "C" fn aclrtQueryEventStatus(event: *mut c_void, status: *mut i32) -> AclError {
-    log::init();
-    let f = "aclrtQueryEventStatus";
-    code(event_of(f, event).and_then(|e| out(f, "status", status, i32::from(e.is_complete()))))
+    event_status("aclrtQueryEventStatus", event, status, 1, 0)
 }
 
 /// `aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent
@@ -946,9 +978,7 @@ pub extern "C" fn aclrtEventElapsedTime(
     start: *mut c_void,
     end: *mut c_void,
 ) -> AclError {
-    log::init();
-    let f = "aclrtEventElapsedTime";
-    code((|| {
+    acl_api("aclrtEventElapsedTime", |f| {
         let (s, e) = (event_of(f, start)?, event_of(f, end)?);
         let (Some(a), Some(b)) = (s.time(), e.time()) else {
             return Err(log::fail(
@@ -964,7 +994,7 @@ pub extern "C" fn aclrtEventElapsedTime(
             }
         }
         out(f, "ms", ms, stream::elapsed_ms(a, b))
-    })())
+    })
 }
 
 // ---- profiling: accepted, nothing recorded (HCCL_PROFILING_ENABLE=1
@@ -1065,20 +1095,18 @@ pub extern "C" fn aclrtSynchronizeDeviceWithTimeout(timeout: i32) -> AclError {
         }
     };
     let deadline = t.map(|t| std::time::Instant::now() + t);
-    let mut first = ACL_SUCCESS;
+    let mut first = None;
     for s in STREAMS.all() {
         let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
         match s.synchronize(left) {
             Ok(()) => {}
             Err(Some(e)) => {
-                if first == ACL_SUCCESS {
-                    first = e;
-                }
+                first.get_or_insert(e);
             }
             Err(None) => return log::fail(f, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, "timed out"),
         }
     }
-    first
+    first_failure(f, first)
 }
 
 /// `aclrtQueryDeviceStatus(int32_t deviceId, aclrtDeviceStatus *status)`:
@@ -1239,9 +1267,9 @@ pub extern "C" fn aclrtMemGetAllocationGranularity(
 /// `aclrtStreamGetId(aclrtStream stream, int32_t *streamId)`.
 #[no_mangle]
 pub extern "C" fn aclrtStreamGetId(stream: *mut c_void, stream_id: *mut i32) -> AclError {
-    log::init();
-    let f = "aclrtStreamGetId";
-    code(stream_of(f, stream).and_then(|s| out(f, "streamId", stream_id, s.id())))
+    acl_api("aclrtStreamGetId", |f| {
+        stream_of(f, stream).and_then(|s| out(f, "streamId", stream_id, s.id()))
+    })
 }
 
 /// `aclrtLaunchCallback(aclrtCallback fn, void *userData,
@@ -1254,9 +1282,7 @@ pub extern "C" fn aclrtLaunchCallback(
     block_type: i32,
     stream: *mut c_void,
 ) -> AclError {
-    log::init();
-    let f = "aclrtLaunchCallback";
-    code((|| {
+    acl_api("aclrtLaunchCallback", |f| {
         let Some(cb) = callback else {
             return Err(log::fail(f, ACL_ERROR_INVALID_PARAM, "fn is NULL"));
         };
@@ -1273,7 +1299,7 @@ pub extern "C" fn aclrtLaunchCallback(
             Ok(())
         }));
         Ok(())
-    })())
+    })
 }
 
 /// `float aclFloat16ToFloat(aclFloat16 value)`.

@@ -200,6 +200,24 @@ pub(crate) fn rank_arg(f: &str, field: &str, v: u32, c: &CommEntry, not_self: bo
     Ok(())
 }
 
+/// What a failed op logs: its error, but a simulated hang's report only
+/// the first time this process logs it (every rank of the tree fails with
+/// the same report; one copy is enough).
+fn op_error_text(e: &CommError) -> String {
+    if let CommError::Hang { op, report } = e {
+        static LOGGED: Mutex<Vec<(u64, u64, String)>> = Mutex::new(Vec::new());
+        let key = (report.seed, report.time_ns, report.replay.clone());
+        let mut logged = crate::stream::lock_opt(&LOGGED);
+        if logged.contains(&key) {
+            return format!(
+                "{op}: simulator: the simulated op hung (the hang report is in the first such line above)"
+            );
+        }
+        logged.push(key);
+    }
+    e.to_string()
+}
+
 /// Enqueues `op` on `stream`: it runs when the stream reaches it; a
 /// failure is logged, kept for `HcclGetCommAsyncError`, and fails the
 /// stream's next synchronize.
@@ -232,7 +250,7 @@ pub(crate) fn submit_timed(
         }
         Err(e) => {
             let code = e.hccl_result();
-            log::fail(f, code, &e);
+            log::fail(f, code, op_error_text(&e));
             crate::stream::lock_opt(&c.failed).get_or_insert(code);
             Err(ACL_ERROR_RT_INTERNAL_ERROR)
         }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use hccl::comm::{DataType, ReduceOp};
 use hccl::{Comm, CommError, RootInfo};
-use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
+use hccl_algos::collective::{CollectiveArgs, CollectiveKind, CollectiveKind as K};
 use hccl_hw::tcp::root::ROOT_INFO_LEN;
 
 use crate::boundary;
@@ -33,6 +33,23 @@ pub const HCCL_COMM_CONFIG_MAGIC_WORD: u32 = 0xf0f0_f0f0;
 const COMM_NAME_OFFSET: usize = 32;
 /// `COMM_NAME_MAX_LENGTH` (hccl_types.h).
 pub const COMM_NAME_MAX_LENGTH: usize = 128;
+
+/// An HCCL entry point `f`: installs the log, runs `body` (the checks,
+/// then the call or the enqueue) and returns its code; an error is logged
+/// where it is made.
+fn api(f: &'static str, body: impl FnOnce(&'static str) -> Res<()>) -> HcclResult {
+    log::init();
+    ret(body(f))
+}
+
+/// The communicator and stream of an op on a stream, checked.
+fn comm_and_stream(
+    f: &str,
+    comm: *mut c_void,
+    stream: *mut c_void,
+) -> Res<(Arc<CommEntry>, Arc<crate::stream::Stream>)> {
+    Ok((comm_of(f, comm)?, stream_of(f, stream)?))
+}
 
 fn cerr(e: CommError) -> HcclResult {
     e.hccl_result()
@@ -53,9 +70,7 @@ fn out<T>(f: &str, name: &str, p: *mut T, v: T) -> Res<()> {
 /// address and session into the 4108 bytes.
 #[no_mangle]
 pub extern "C" fn HcclGetRootInfo(root_info: *mut c_void) -> HcclResult {
-    log::init();
-    let f = "HcclGetRootInfo";
-    ret((|| {
+    api("HcclGetRootInfo", |f| {
         if root_info.is_null() {
             return Err(log::fail(f, HCCL_E_PTR, "rootInfo is NULL"));
         }
@@ -67,7 +82,7 @@ pub extern "C" fn HcclGetRootInfo(root_info: *mut c_void) -> HcclResult {
         blob[..ROOT_INFO_LEN].copy_from_slice(&info.to_bytes());
         boundary::write_array(root_info.cast::<u8>(), &blob);
         Ok(())
-    })())
+    })
 }
 
 fn read_root_info(f: &str, p: *const c_void) -> Res<RootInfo> {
@@ -191,9 +206,9 @@ pub extern "C" fn HcclCommInitRootInfoConfig(
     config: *const c_void,
     comm: *mut *mut c_void,
 ) -> HcclResult {
-    log::init();
-    let f = "HcclCommInitRootInfoConfig";
-    ret(read_config(f, config).and_then(|name| init_root(f, n_ranks, root_info, rank, name, comm)))
+    api("HcclCommInitRootInfoConfig", |f| {
+        read_config(f, config).and_then(|name| init_root(f, n_ranks, root_info, rank, name, comm))
+    })
 }
 
 fn init_cluster(
@@ -239,9 +254,9 @@ pub extern "C" fn HcclCommInitClusterInfoConfig(
     config: *mut c_void,
     comm: *mut *mut c_void,
 ) -> HcclResult {
-    log::init();
-    let f = "HcclCommInitClusterInfoConfig";
-    ret(read_config(f, config).and_then(|name| init_cluster(f, cluster_info, rank, name, comm)))
+    api("HcclCommInitClusterInfoConfig", |f| {
+        read_config(f, config).and_then(|name| init_cluster(f, cluster_info, rank, name, comm))
+    })
 }
 
 /// `HcclCommInitAll(uint32_t ndev, int32_t *devices, HcclComm *comms)`:
@@ -253,9 +268,7 @@ pub extern "C" fn HcclCommInitAll(
     devices: *mut i32,
     comms_out: *mut *mut c_void,
 ) -> HcclResult {
-    log::init();
-    let f = "HcclCommInitAll";
-    ret((|| {
+    api("HcclCommInitAll", |f| {
         if ndev == 0 {
             return Err(log::fail(f, HCCL_E_PARA, "ndev is 0"));
         }
@@ -279,16 +292,14 @@ pub extern "C" fn HcclCommInitAll(
         let hs: Vec<*mut c_void> = cs.into_iter().map(|c| comms::register(c, None)).collect();
         boundary::write_array(comms_out, &hs);
         Ok(())
-    })())
+    })
 }
 
 /// `HcclCommDestroy(HcclComm comm)`: closes the communicator (after the
 /// ops still queued on streams, if any).
 #[no_mangle]
 pub extern "C" fn HcclCommDestroy(comm: *mut c_void) -> HcclResult {
-    log::init();
-    let f = "HcclCommDestroy";
-    ret((|| {
+    api("HcclCommDestroy", |f| {
         comm_of(f, comm)?;
         let Some(e) = comms::COMMS.remove(comm) else {
             return Ok(());
@@ -303,38 +314,38 @@ pub extern "C" fn HcclCommDestroy(comm: *mut c_void) -> HcclResult {
                 Ok(())
             }
         }
-    })())
+    })
 }
 
 /// `HcclGetRankSize(HcclComm comm, uint32_t *rankSize)`.
 #[no_mangle]
 pub extern "C" fn HcclGetRankSize(comm: *mut c_void, rank_size: *mut u32) -> HcclResult {
-    log::init();
-    let f = "HcclGetRankSize";
-    ret(comm_of(f, comm).and_then(|c| out(f, "rankSize", rank_size, c.comm.size())))
+    api("HcclGetRankSize", |f| {
+        comm_of(f, comm).and_then(|c| out(f, "rankSize", rank_size, c.comm.size()))
+    })
 }
 
 /// `HcclGetRankId(HcclComm comm, uint32_t *rank)`.
 #[no_mangle]
 pub extern "C" fn HcclGetRankId(comm: *mut c_void, rank: *mut u32) -> HcclResult {
-    log::init();
-    let f = "HcclGetRankId";
-    ret(comm_of(f, comm).and_then(|c| out(f, "rank", rank, c.comm.rank())))
+    api("HcclGetRankId", |f| {
+        comm_of(f, comm).and_then(|c| out(f, "rank", rank, c.comm.rank()))
+    })
 }
 
 /// `HcclGetCommName(HcclComm comm, char *commName)`: `commName` has room
 /// for `COMM_NAME_MAX_LENGTH` (128) bytes.
 #[no_mangle]
 pub extern "C" fn HcclGetCommName(comm: *mut c_void, comm_name: *mut c_char) -> HcclResult {
-    log::init();
-    let f = "HcclGetCommName";
-    ret(comm_of(f, comm).and_then(|c| {
-        if boundary::write_string(comm_name, &c.name, COMM_NAME_MAX_LENGTH) {
-            Ok(())
-        } else {
-            Err(log::fail(f, HCCL_E_PTR, "commName is NULL"))
-        }
-    }))
+    api("HcclGetCommName", |f| {
+        comm_of(f, comm).and_then(|c| {
+            if boundary::write_string(comm_name, &c.name, COMM_NAME_MAX_LENGTH) {
+                Ok(())
+            } else {
+                Err(log::fail(f, HCCL_E_PTR, "commName is NULL"))
+            }
+        })
+    })
 }
 
 /// `HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError)`: the
@@ -345,14 +356,14 @@ pub extern "C" fn HcclGetCommAsyncError(
     comm: *mut c_void,
     async_error: *mut HcclResult,
 ) -> HcclResult {
-    log::init();
-    let f = "HcclGetCommAsyncError";
-    ret(comm_of(f, comm).and_then(|c| {
-        let code = (*crate::stream::lock_opt(&c.failed))
-            .or_else(|| c.comm.async_error().map(|e| e.hccl_result()))
-            .unwrap_or(HCCL_SUCCESS);
-        out(f, "asyncError", async_error, code)
-    }))
+    api("HcclGetCommAsyncError", |f| {
+        comm_of(f, comm).and_then(|c| {
+            let code = (*crate::stream::lock_opt(&c.failed))
+                .or_else(|| c.comm.async_error().map(|e| e.hccl_result()))
+                .unwrap_or(HCCL_SUCCESS);
+            out(f, "asyncError", async_error, code)
+        })
+    })
 }
 
 /// `const char *HcclGetErrorString(HcclResult code)`.
@@ -438,8 +449,7 @@ fn collective(
         tracing::warn!("{f}: count is 0: nothing to do");
         return Ok(());
     }
-    let c = comm_of(f, comm)?;
-    let s = stream_of(f, stream)?;
+    let (c, s) = comm_and_stream(f, comm, stream)?;
     let a = args(c.comm.size())?;
     a.validate().map_err(|e| log::fail(f, HCCL_E_PARA, e))?;
     let (inb, outb) = a.io_bytes(c.comm.rank());
@@ -448,18 +458,92 @@ fn collective(
     let rb = span(f, "recvBuf", recv, outb as usize, esz)?;
     let timed = Some(a.clone());
     comms::submit_timed(f, c, &s, timed, move |comm| {
-        if sb.overlaps(&rb) {
-            let staged = sb.bytes().to_vec();
-            comm.collective(&a, &staged, rb.bytes_mut())
-        } else {
-            comm.collective(&a, sb.bytes(), rb.bytes_mut())
-        }
+        comm.collective(&a, Send::of(&sb, &rb).bytes(), rb.bytes_mut())
     });
     Ok(())
 }
 
 fn args(kind: CollectiveKind, count: u64, dt: DataType, n: u32) -> CollectiveArgs {
     CollectiveArgs::new(kind, count, dt, n)
+}
+
+/// The buffers, communicator and stream of a collective's C call.
+struct Io {
+    send: *const c_void,
+    recv: *const c_void,
+    comm: *mut c_void,
+    stream: *mut c_void,
+}
+
+impl Io {
+    fn new(send: *const c_void, recv: *const c_void, comm: *mut c_void, stream: *mut c_void) -> Io {
+        Io {
+            send,
+            recv,
+            comm,
+            stream,
+        }
+    }
+}
+
+/// What a collective's C arguments say: `count` elements of `data_type`,
+/// reduced with `op`, at `root` (C numbers, checked by [`simple`]).
+struct Spec {
+    kind: CollectiveKind,
+    count: u64,
+    data_type: i32,
+    op: Option<i32>,
+    root: Option<u32>,
+}
+
+impl Spec {
+    fn new(kind: CollectiveKind, count: u64, data_type: i32) -> Spec {
+        Spec {
+            kind,
+            count,
+            data_type,
+            op: None,
+            root: None,
+        }
+    }
+
+    fn op(self, op: i32) -> Spec {
+        Spec {
+            op: Some(op),
+            ..self
+        }
+    }
+
+    fn root(self, root: u32) -> Spec {
+        Spec {
+            root: Some(root),
+            ..self
+        }
+    }
+}
+
+/// A collective of one count and data type, checked and enqueued.
+fn simple(f: &'static str, spec: Spec, io: Io) -> Res<()> {
+    let describe = |n| {
+        let a = match spec.op {
+            Some(op) => {
+                let (dt, op) = comms::reduction(f, spec.data_type, op)?;
+                args(spec.kind, spec.count, dt, n).with_op(op)
+            }
+            None => args(
+                spec.kind,
+                spec.count,
+                dtype(f, "dataType", spec.data_type)?,
+                n,
+            ),
+        };
+        Ok(match spec.root {
+            Some(r) => a.with_root(r),
+            None => a,
+        })
+    };
+    let count = Some(spec.count);
+    collective(f, count, io.comm, io.stream, describe, io.send, io.recv)
 }
 
 /// `HcclAllReduce(void *sendBuf, void *recvBuf, uint64_t count,
@@ -475,20 +559,10 @@ pub extern "C" fn HcclAllReduce(
     comm: *mut c_void,
     stream: *mut c_void,
 ) -> HcclResult {
-    log::init();
-    let f = "HcclAllReduce";
-    ret(collective(
-        f,
-        Some(count),
-        comm,
-        stream,
-        |n| {
-            let (dt, op) = comms::reduction(f, data_type, op)?;
-            Ok(args(CollectiveKind::AllReduce, count, dt, n).with_op(op))
-        },
-        send,
-        recv,
-    ))
+    api("HcclAllReduce", |f| {
+        let spec = Spec::new(K::AllReduce, count, data_type).op(op);
+        simple(f, spec, Io::new(send, recv, comm, stream))
+    })
 }
 
 /// `HcclReduceScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
@@ -504,20 +578,10 @@ pub extern "C" fn HcclReduceScatter(
     comm: *mut c_void,
     stream: *mut c_void,
 ) -> HcclResult {
-    log::init();
-    let f = "HcclReduceScatter";
-    ret(collective(
-        f,
-        Some(recv_count),
-        comm,
-        stream,
-        |n| {
-            let (dt, op) = comms::reduction(f, data_type, op)?;
-            Ok(args(CollectiveKind::ReduceScatter, recv_count, dt, n).with_op(op))
-        },
-        send,
-        recv,
-    ))
+    api("HcclReduceScatter", |f| {
+        let spec = Spec::new(K::ReduceScatter, recv_count, data_type).op(op);
+        simple(f, spec, Io::new(send, recv, comm, stream))
+    })
 }
 
 /// `HcclAllGather(void *sendBuf, void *recvBuf, uint64_t sendCount,
@@ -531,24 +595,10 @@ pub extern "C" fn HcclAllGather(
     comm: *mut c_void,
     stream: *mut c_void,
 ) -> HcclResult {
-    log::init();
-    let f = "HcclAllGather";
-    ret(collective(
-        f,
-        Some(send_count),
-        comm,
-        stream,
-        |n| {
-            Ok(args(
-                CollectiveKind::AllGather,
-                send_count,
-                dtype(f, "dataType", data_type)?,
-                n,
-            ))
-        },
-        send,
-        recv,
-    ))
+    api("HcclAllGather", |f| {
+        let spec = Spec::new(K::AllGather, send_count, data_type);
+        simple(f, spec, Io::new(send, recv, comm, stream))
+    })
 }
 
 /// `HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType
@@ -565,22 +615,10 @@ pub extern "C" fn HcclReduce(
     comm: *mut c_void,
     stream: *mut c_void,
 ) -> HcclResult {
-    log::init();
-    let f = "HcclReduce";
-    ret(collective(
-        f,
-        Some(count),
-        comm,
-        stream,
-        |n| {
-            let (dt, op) = comms::reduction(f, data_type, op)?;
-            Ok(args(CollectiveKind::Reduce, count, dt, n)
-                .with_op(op)
-                .with_root(root))
-        },
-        send,
-        recv,
-    ))
+    api("HcclReduce", |f| {
+        let spec = Spec::new(K::Reduce, count, data_type).op(op).root(root);
+        simple(f, spec, Io::new(send, recv, comm, stream))
+    })
 }
 
 /// `HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount,
@@ -596,25 +634,10 @@ pub extern "C" fn HcclScatter(
     comm: *mut c_void,
     stream: *mut c_void,
 ) -> HcclResult {
-    log::init();
-    let f = "HcclScatter";
-    ret(collective(
-        f,
-        Some(recv_count),
-        comm,
-        stream,
-        |n| {
-            Ok(args(
-                CollectiveKind::Scatter,
-                recv_count,
-                dtype(f, "dataType", data_type)?,
-                n,
-            )
-            .with_root(root))
-        },
-        send,
-        recv,
-    ))
+    api("HcclScatter", |f| {
+        let spec = Spec::new(K::Scatter, recv_count, data_type).root(root);
+        simple(f, spec, Io::new(send, recv, comm, stream))
+    })
 }
 
 /// `HcclAlltoAll(const void *sendBuf, uint64_t sendCount, HcclDataType
@@ -632,24 +655,24 @@ pub extern "C" fn HcclAlltoAll(
     comm: *mut c_void,
     stream: *mut c_void,
 ) -> HcclResult {
-    log::init();
-    let f = "HcclAlltoAll";
-    ret(collective(
-        f,
-        Some(send_count.max(recv_count)),
-        comm,
-        stream,
-        |n| {
-            let st = dtype(f, "sendType", send_type)?;
-            let rt = dtype(f, "recvType", recv_type)?;
-            if st != rt || send_count != recv_count {
-                return Err(log::fail(f, HCCL_E_PARA, format_args!("sendCount {send_count} / sendType {send_type} differ from recvCount {recv_count} / recvType {recv_type}")));
-            }
-            Ok(args(CollectiveKind::AllToAll, send_count, st, n))
-        },
-        send,
-        recv,
-    ))
+    api("HcclAlltoAll", |f| {
+        collective(
+            f,
+            Some(send_count.max(recv_count)),
+            comm,
+            stream,
+            |n| {
+                let st = dtype(f, "sendType", send_type)?;
+                let rt = dtype(f, "recvType", recv_type)?;
+                if st != rt || send_count != recv_count {
+                    return Err(log::fail(f, HCCL_E_PARA, format_args!("sendCount {send_count} / sendType {send_type} differ from recvCount {recv_count} / recvType {recv_type}")));
+                }
+                Ok(args(CollectiveKind::AllToAll, send_count, st, n))
+            },
+            send,
+            recv,
+        )
+    })
 }
 
 /// `HcclBroadcast(void *buf, uint64_t count, HcclDataType dataType,
@@ -663,101 +686,82 @@ pub extern "C" fn HcclBroadcast(
     comm: *mut c_void,
     stream: *mut c_void,
 ) -> HcclResult {
-    log::init();
-    let f = "HcclBroadcast";
-    ret((|| {
+    api("HcclBroadcast", |f| {
         if count == 0 {
             tracing::warn!("{f}: count is 0: nothing to do");
             return Ok(());
         }
-        let c = comm_of(f, comm)?;
-        let s = stream_of(f, stream)?;
+        let (c, s) = comm_and_stream(f, comm, stream)?;
         let dt = dtype(f, "dataType", data_type)?;
         let a = args(CollectiveKind::Broadcast, count, dt, c.comm.size()).with_root(root);
         a.validate().map_err(|e| log::fail(f, HCCL_E_PARA, e))?;
-        let b = span(
-            f,
-            "buf",
-            buf,
-            bytes_of(f, "count", count, dt)?,
-            dt.size() as usize,
-        )?;
+        let b = elems_at(f, "buf", buf, ("count", count), dt)?;
         let timed = Some(a.clone());
         comms::submit_timed(f, c, &s, timed, move |comm| {
             comm.collective_in_place(&a, b.bytes_mut())
         });
         Ok(())
-    })())
+    })
 }
 
 /// `HcclBarrier(HcclComm comm, aclrtStream stream)`.
 #[no_mangle]
 pub extern "C" fn HcclBarrier(comm: *mut c_void, stream: *mut c_void) -> HcclResult {
-    log::init();
-    let f = "HcclBarrier";
-    ret((|| {
-        let c = comm_of(f, comm)?;
-        let s = stream_of(f, stream)?;
+    api("HcclBarrier", |f| {
+        let (c, s) = comm_and_stream(f, comm, stream)?;
         comms::submit(f, c, &s, |comm| comm.barrier());
         Ok(())
-    })())
+    })
 }
 
 // ---- V variants: typed calls of Comm, dispatched on the data type ----
 
 macro_rules! typed {
     ($dt:expr, $T:ident => $body:expr) => {
+        typed!(@ $dt, $T, $body; Int8 i8, Int16 i16, Int32 i32, Fp16 half::f16,
+            Fp32 f32, Int64 i64, Uint64 u64, Uint8 u8, Uint16 u16, Uint32 u32,
+            Fp64 f64, Bf16 half::bf16)
+    };
+    (@ $dt:expr, $T:ident, $body:expr; $($v:ident $t:ty),*) => {
         match $dt {
-            DataType::Int8 => {
-                type $T = i8;
+            $(DataType::$v => {
+                type $T = $t;
                 $body
-            }
-            DataType::Int16 => {
-                type $T = i16;
-                $body
-            }
-            DataType::Int32 => {
-                type $T = i32;
-                $body
-            }
-            DataType::Fp16 => {
-                type $T = half::f16;
-                $body
-            }
-            DataType::Fp32 => {
-                type $T = f32;
-                $body
-            }
-            DataType::Int64 => {
-                type $T = i64;
-                $body
-            }
-            DataType::Uint64 => {
-                type $T = u64;
-                $body
-            }
-            DataType::Uint8 => {
-                type $T = u8;
-                $body
-            }
-            DataType::Uint16 => {
-                type $T = u16;
-                $body
-            }
-            DataType::Uint32 => {
-                type $T = u32;
-                $body
-            }
-            DataType::Fp64 => {
-                type $T = f64;
-                $body
-            }
-            DataType::Bf16 => {
-                type $T = half::bf16;
-                $body
-            }
+            })*
         }
     };
+}
+
+/// The buffer `name` at `p` of `count` elements of `dt` (`field` names
+/// the count in errors), aligned to the element size.
+fn elems_at(
+    f: &str,
+    name: &str,
+    p: *const c_void,
+    (field, count): (&str, u64),
+    dt: DataType,
+) -> Res<Span> {
+    span(
+        f,
+        name,
+        p,
+        bytes_of(f, field, count, dt)?,
+        dt.size() as usize,
+    )
+}
+
+/// The data type of an op with a send and a receive type, which must be
+/// equal.
+fn same_types(f: &str, send_type: i32, recv_type: i32) -> Res<DataType> {
+    let dt = dtype(f, "sendType", send_type)?;
+    if dtype(f, "recvType", recv_type)? != dt {
+        return Err(log::fail(
+            f,
+            HCCL_E_PARA,
+            format_args!("sendType {send_type} differs from recvType {recv_type}"),
+        ));
+    }
+    Ok(dt)
 }
 
 /// `n` u64 counts or displacements of a caller's array.
@@ -783,8 +787,27 @@ fn extent(f: &str, field: &str, counts: &[u64], displs: &[u64]) -> Res<u64> {
         })
 }
 
-fn elems<T: bytemuck::Pod>(s: &Span) -> &[T] {
-    bytemuck::cast_slice(s.bytes())
+/// An op's send buffer, copied first if it overlaps the receive buffer
+/// (HCCL takes `sendBuf == recvBuf`; `Comm` takes slices that do not
+/// alias).
+struct Send<'a> {
+    span: &'a Span,
+    copy: Option<Vec<u8>>,
+}
+
+impl<'a> Send<'a> {
+    fn of(send: &'a Span, recv: &Span) -> Send<'a> {
+        let copy = send.overlaps(recv).then(|| send.bytes().to_vec());
+        Send { span: send, copy }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        self.copy.as_deref().unwrap_or_else(|| self.span.bytes())
+    }
+
+    fn elems<T: bytemuck::Pod>(&self) -> &[T] {
+        bytemuck::cast_slice(self.bytes())
+    }
 }
 
 #[allow(clippy::mut_from_ref)]
@@ -807,41 +830,24 @@ pub extern "C" fn HcclAllGatherV(
     comm: *mut c_void,
     stream: *mut c_void,
 ) -> HcclResult {
-    log::init();
-    let f = "HcclAllGatherV";
-    ret((|| {
-        let c = comm_of(f, comm)?;
-        let s = stream_of(f, stream)?;
+    api("HcclAllGatherV", |f| {
+        let (c, s) = comm_and_stream(f, comm, stream)?;
         let dt = dtype(f, "dataType", data_type)?;
         let n = c.comm.size();
         let rc = counts(f, "recvCounts", recv_counts, n)?;
         let rd = counts(f, "recvDispls", recv_displs, n)?;
-        let esz = dt.size() as usize;
-        let sb = span(
-            f,
-            "sendBuf",
-            send,
-            bytes_of(f, "sendCount", send_count, dt)?,
-            esz,
-        )?;
+        let sb = elems_at(f, "sendBuf", send, ("sendCount", send_count), dt)?;
         let rlen = extent(f, "recvDispls", &rc, &rd)?;
-        let rb = span(
-            f,
-            "recvBuf",
-            recv,
-            bytes_of(f, "recvCounts", rlen, dt)?,
-            esz,
-        )?;
+        let rb = elems_at(f, "recvBuf", recv, ("recvCounts", rlen), dt)?;
         let timed = CollectiveArgs::v_counts(false, rc.clone(), dt).ok();
         comms::submit_timed(f, c, &s, timed, move |comm| {
-            let staged = sb.overlaps(&rb).then(|| sb.bytes().to_vec());
+            let send = Send::of(&sb, &rb);
             typed!(dt, T => {
-                let send: &[T] = match &staged { Some(v) => bytemuck::cast_slice(v), None => elems(&sb) };
-                comm.all_gather_v(send, elems_mut::<T>(&rb), &rc, &rd)
+                comm.all_gather_v(send.elems::<T>(), elems_mut::<T>(&rb), &rc, &rd)
             })
         });
         Ok(())
-    })())
+    })
 }
 
 /// `HcclReduceScatterV(void *sendBuf, const void *sendCounts, const void
@@ -859,43 +865,26 @@ pub extern "C" fn HcclReduceScatterV(
     comm: *mut c_void,
     stream: *mut c_void,
 ) -> HcclResult {
-    log::init();
-    let f = "HcclReduceScatterV";
-    ret((|| {
-        let c = comm_of(f, comm)?;
-        let s = stream_of(f, stream)?;
+    api("HcclReduceScatterV", |f| {
+        let (c, s) = comm_and_stream(f, comm, stream)?;
         let (dt, rop): (DataType, ReduceOp) = comms::reduction(f, data_type, op)?;
         let n = c.comm.size();
         let sc = counts(f, "sendCounts", send_counts, n)?;
         let sd = counts(f, "sendDispls", send_displs, n)?;
-        let esz = dt.size() as usize;
         let slen = extent(f, "sendDispls", &sc, &sd)?;
-        let sb = span(
-            f,
-            "sendBuf",
-            send,
-            bytes_of(f, "sendCounts", slen, dt)?,
-            esz,
-        )?;
-        let rb = span(
-            f,
-            "recvBuf",
-            recv,
-            bytes_of(f, "recvCount", recv_count, dt)?,
-            esz,
-        )?;
+        let sb = elems_at(f, "sendBuf", send, ("sendCounts", slen), dt)?;
+        let rb = elems_at(f, "recvBuf", recv, ("recvCount", recv_count), dt)?;
         let timed = CollectiveArgs::v_counts(true, sc.clone(), dt)
             .ok()
             .map(|a| a.with_op(rop));
         comms::submit_timed(f, c, &s, timed, move |comm| {
-            let staged = sb.overlaps(&rb).then(|| sb.bytes().to_vec());
+            let send = Send::of(&sb, &rb);
             typed!(dt, T => {
-                let send: &[T] = match &staged { Some(v) => bytemuck::cast_slice(v), None => elems(&sb) };
-                comm.reduce_scatter_v(send, &sc, &sd, elems_mut::<T>(&rb), rop)
+                comm.reduce_scatter_v(send.elems::<T>(), &sc, &sd, elems_mut::<T>(&rb), rop)
             })
         });
         Ok(())
-    })())
+    })
 }
 
 /// `HcclAlltoAllV(const void *sendBuf, const void *sendCounts, const void
@@ -915,19 +904,9 @@ pub extern "C" fn HcclAlltoAllV(
     comm: *mut c_void,
     stream: *mut c_void,
 ) -> HcclResult {
-    log::init();
-    let f = "HcclAlltoAllV";
-    ret((|| {
-        let c = comm_of(f, comm)?;
-        let s = stream_of(f, stream)?;
-        let dt = dtype(f, "sendType", send_type)?;
-        if dtype(f, "recvType", recv_type)? != dt {
-            return Err(log::fail(
-                f,
-                HCCL_E_PARA,
-                format_args!("sendType {send_type} differs from recvType {recv_type}"),
-            ));
-        }
+    api("HcclAlltoAllV", |f| {
+        let (c, s) = comm_and_stream(f, comm, stream)?;
+        let dt = same_types(f, send_type, recv_type)?;
         if !send.is_null() && send == recv {
             return Err(log::fail(
                 f,
@@ -940,35 +919,21 @@ pub extern "C" fn HcclAlltoAllV(
         let sd = counts(f, "sdispls", sdispls, n)?;
         let rc = counts(f, "recvCounts", recv_counts, n)?;
         let rd = counts(f, "rdispls", rdispls, n)?;
-        let esz = dt.size() as usize;
         let slen = extent(f, "sdispls", &sc, &sd)?;
         let rlen = extent(f, "rdispls", &rc, &rd)?;
-        let sb = span(
-            f,
-            "sendBuf",
-            send,
-            bytes_of(f, "sendCounts", slen, dt)?,
-            esz,
-        )?;
-        let rb = span(
-            f,
-            "recvBuf",
-            recv,
-            bytes_of(f, "recvCounts", rlen, dt)?,
-            esz,
-        )?;
+        let sb = elems_at(f, "sendBuf", send, ("sendCounts", slen), dt)?;
+        let rb = elems_at(f, "recvBuf", recv, ("recvCounts", rlen), dt)?;
         // The whole matrix is known only inside the op: timed as if every
         // rank sent what this one sends (hccl_test's alltoallv does).
         let timed = CollectiveArgs::all_to_all_v(vec![sc.clone(); n as usize], dt).ok();
         comms::submit_timed(f, c, &s, timed, move |comm| {
-            let staged = sb.overlaps(&rb).then(|| sb.bytes().to_vec());
+            let send = Send::of(&sb, &rb);
             typed!(dt, T => {
-                let send: &[T] = match &staged { Some(v) => bytemuck::cast_slice(v), None => elems(&sb) };
-                comm.all_to_all_v(send, &sc, &sd, elems_mut::<T>(&rb), &rc, &rd)
+                comm.all_to_all_v(send.elems::<T>(), &sc, &sd, elems_mut::<T>(&rb), &rc, &rd)
             })
         });
         Ok(())
-    })())
+    })
 }
 
 /// `HcclAlltoAllVC(const void *sendBuf, const void *sendCountMatrix,
@@ -985,32 +950,34 @@ pub extern "C" fn HcclAlltoAllVC(
     comm: *mut c_void,
     stream: *mut c_void,
 ) -> HcclResult {
-    log::init();
-    let f = "HcclAlltoAllVC";
-    ret(collective(
-        f,
-        None,
-        comm,
-        stream,
-        |n| {
-            let dt = dtype(f, "sendType", send_type)?;
-            if dtype(f, "recvType", recv_type)? != dt {
-                return Err(log::fail(
-                    f,
-                    HCCL_E_PARA,
-                    format_args!("sendType {send_type} differs from recvType {recv_type}"),
-                ));
-            }
-            let m =
-                boundary::read_array(send_count_matrix.cast::<u64>(), (n as usize) * (n as usize))
-                    .ok_or_else(|| log::fail(f, HCCL_E_PTR, "sendCountMatrix is NULL"))?;
-            let rows = m.chunks(n as usize).map(<[u64]>::to_vec).collect();
-            CollectiveArgs::all_to_all_v(rows, dt)
-                .map_err(|e| log::fail(f, HCCL_E_PARA, format_args!("sendCountMatrix: {e}")))
-        },
-        send,
-        recv,
-    ))
+    api("HcclAlltoAllVC", |f| {
+        collective(
+            f,
+            None,
+            comm,
+            stream,
+            |n| {
+                let dt = dtype(f, "sendType", send_type)?;
+                if dtype(f, "recvType", recv_type)? != dt {
+                    return Err(log::fail(
+                        f,
+                        HCCL_E_PARA,
+                        format_args!("sendType {send_type} differs from recvType {recv_type}"),
+                    ));
+                }
+                let m = boundary::read_array(
+                    send_count_matrix.cast::<u64>(),
+                    (n as usize) * (n as usize),
+                )
+                .ok_or_else(|| log::fail(f, HCCL_E_PTR, "sendCountMatrix is NULL"))?;
+                let rows = m.chunks(n as usize).map(<[u64]>::to_vec).collect();
+                CollectiveArgs::all_to_all_v(rows, dt)
+                    .map_err(|e| log::fail(f, HCCL_E_PARA, format_args!("sendCountMatrix: {e}")))
+            },
+            send,
+            recv,
+        )
+    })
 }
 
 // ---- point-to-point ----
@@ -1031,16 +998,15 @@ fn p2p_one(
         tracing::warn!("{f}: count is 0: nothing to do");
         return Ok(());
     }
-    let c = comm_of(f, comm)?;
-    let s = stream_of(f, stream)?;
+    let (c, s) = comm_and_stream(f, comm, stream)?;
     let dt = dtype(f, "dataType", data_type)?;
     comms::rank_arg(f, if send { "destRank" } else { "srcRank" }, peer, &c, true)?;
-    let b = span(
+    let b = elems_at(
         f,
         if send { "sendBuf" } else { "recvBuf" },
         buf,
-        bytes_of(f, "count", count, dt)?,
-        dt.size() as usize,
+        ("count", count),
+        dt,
     )?;
     group::p2p(
         f,
@@ -1112,11 +1078,8 @@ pub extern "C" fn HcclBatchSendRecv(
     comm: *mut c_void,
     stream: *mut c_void,
 ) -> HcclResult {
-    log::init();
-    let f = "HcclBatchSendRecv";
-    ret((|| {
-        let c = comm_of(f, comm)?;
-        let s = stream_of(f, stream)?;
+    api("HcclBatchSendRecv", |f| {
+        let (c, s) = comm_and_stream(f, comm, stream)?;
         let n = c.comm.size();
         if item_num == 0 || item_num > 2 * n {
             return Err(log::fail(
@@ -1172,12 +1135,12 @@ pub extern "C" fn HcclBatchSendRecv(
                     format_args!("sendRecvInfo[{i}].buf is NULL"),
                 ));
             }
-            let b = span(
+            let b = elems_at(
                 f,
                 &format!("sendRecvInfo[{i}].buf"),
                 it.buf,
-                bytes_of(f, "count", it.count, dt)?,
-                dt.size() as usize,
+                ("count", it.count),
+                dt,
             )?;
             specs.push(P2pSpec {
                 send,
@@ -1189,7 +1152,7 @@ pub extern "C" fn HcclBatchSendRecv(
         }
         group::p2p(f, c, s, specs);
         Ok(())
-    })())
+    })
 }
 
 /// `HcclGroupStart()`.
@@ -1247,9 +1210,7 @@ pub extern "C" fn HcclCreateSubCommConfig(
     config: *mut c_void,
     sub_comm: *mut *mut c_void,
 ) -> HcclResult {
-    log::init();
-    let f = "HcclCreateSubCommConfig";
-    ret((|| {
+    api("HcclCreateSubCommConfig", |f| {
         // The checks in CANN's order (op_base.cc).
         if sub_comm.is_null() {
             return Err(log::fail(f, HCCL_E_PTR, "subComm is NULL"));
@@ -1311,7 +1272,7 @@ pub extern "C" fn HcclCreateSubCommConfig(
             .map_err(|e| log::fail(f, cerr(e.clone()), &e))?;
         let h = comms::register_sub(c, Some(name), Some(handle as usize));
         out(f, "subComm", sub_comm, h)
-    })())
+    })
 }
 
 /// `HcclCommSuspend(HcclComm comm)`: not supported.

@@ -32,3 +32,8 @@ pub(crate) fn fail<C: Copy>(func: &str, code: C, msg: impl std::fmt::Display) ->
 pub(crate) fn recent() -> *const std::ffi::c_char {
     RECENT.with(|r| r.borrow().as_ptr())
 }
+
+/// This thread's last failure message, as text ("" if none).
+pub(crate) fn recent_text() -> String {
+    RECENT.with(|r| r.borrow().to_string_lossy().into_owned())
+}

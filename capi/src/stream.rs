@@ -23,8 +23,8 @@ struct Queue {
     /// Tasks enqueued and tasks finished, ever.
     submitted: u64,
     finished: u64,
-    /// The first failure since the last synchronize.
-    error: Option<AclError>,
+    /// The first failure since the last synchronize, and its log line.
+    error: Option<(AclError, String)>,
     closed: bool,
 }
 
@@ -120,9 +120,12 @@ impl Stream {
     }
 
     /// Waits until every task enqueued so far has run; returns (and
-    /// clears) the first failure among them. `timeout`: `Err(None)` when
-    /// it passes first.
-    pub(crate) fn synchronize(&self, timeout: Option<Duration>) -> Result<(), Option<AclError>> {
+    /// clears) the first failure among them, with the line the task
+    /// logged. `timeout`: `Err(None)` when it passes first.
+    pub(crate) fn synchronize(
+        &self,
+        timeout: Option<Duration>,
+    ) -> Result<(), Option<(AclError, String)>> {
         let deadline = timeout.map(|t| Instant::now() + t);
         let mut q = lock(&self.inner.q);
         let target = q.submitted;
@@ -189,7 +192,9 @@ fn run(inner: &Inner) {
             .unwrap_or(Err(crate::codes::ACL_ERROR_RT_INTERNAL_ERROR));
         let mut q = lock(&inner.q);
         if let Err(e) = r {
-            q.error.get_or_insert(e);
+            // The task logged why on this thread (crate::log::fail).
+            q.error
+                .get_or_insert_with(|| (e, crate::log::recent_text()));
         }
         q.finished += 1;
         inner.cv.notify_all();
@@ -332,13 +337,18 @@ mod tests {
             s.enqueue(Box::new(move || {
                 log.lock().unwrap().push(i);
                 if i == 2 || i == 3 {
+                    crate::log::fail("task", 0, format_args!("task {i} failed"));
                     Err(100 + i as i32)
                 } else {
                     Ok(())
                 }
             }));
         }
-        assert_eq!(s.synchronize(None), Err(Some(102)));
+        // The first failure, with the line it logged on the worker.
+        assert_eq!(
+            s.synchronize(None),
+            Err(Some((102, "task: task 2 failed".to_string())))
+        );
         assert_eq!(*log.lock().unwrap(), vec![0, 1, 2, 3, 4]);
         assert_eq!(s.synchronize(None), Ok(()), "the error was cleared");
     }

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use hccl_algos::collective::CollectiveArgs;
 use hccl_algos::layout::GroupLayout;
-use hccl_algos::select::{self, CostModel, LinkCost};
+use hccl_algos::select::{self, CostModel};
 use hccl_sim::{Collective, Mode, Scenario};
 use hccl_topology::{build_preset, Fabric, Preset};
 
@@ -100,60 +100,14 @@ fn build(n: u32) -> Result<Model, String> {
             fabric.world_size()
         ));
     }
-    let layout = layout(&fabric);
-    let costs = cost_model(&fabric);
+    let layout = hccl_sim::selector::layout(&fabric);
+    let costs = hccl_sim::selector::cost_model(&fabric);
     Ok(Model {
         fabric,
         layout,
         costs,
         cache: Mutex::new(HashMap::new()),
     })
-}
-
-/// Server and super pod of each rank (as `hccl test` lays out a fabric,
-/// cli/src/test/cluster.rs `layout`).
-fn layout(fabric: &Fabric) -> GroupLayout {
-    let c = fabric.cluster();
-    let n = c.world_size();
-    let server_of = (0..n).map(|r| c.server_of(r).unwrap_or(0)).collect();
-    let pod_of = (0..n).map(|r| c.super_pod_of(r).unwrap_or(0)).collect();
-    GroupLayout::from_parts(server_of, pod_of).unwrap_or_else(|_| GroupLayout::flat(n.max(1)))
-}
-
-/// The selector's α–β–γ costs off the fabric, per level: the route from
-/// rank 0 to the first rank of the level (as `hccl test`'s
-/// `cost_model`, cli/src/test/cluster.rs, without its per-pattern
-/// bandwidths: the machine presets' servers are full meshes).
-fn cost_model(fabric: &Fabric) -> CostModel {
-    let c = fabric.cluster();
-    let params = fabric.params();
-    let n = c.world_size();
-    let probe = |pick: &dyn Fn(u32) -> bool| -> Option<LinkCost> {
-        let dst = (1..n).find(|&r| pick(r))?;
-        let route = fabric.route(0, dst).ok()?;
-        Some(LinkCost {
-            alpha_ns: params.msg_overhead_ns as f64 + fabric.latency_ns(&route) as f64,
-            bandwidth_gbps: fabric.bottleneck_gbps(&route),
-            reduce_gbps: params.reduce_gbps,
-        })
-    };
-    let (s0, p0) = (c.server_of(0), c.super_pod_of(0));
-    let fallback = LinkCost {
-        alpha_ns: params.msg_overhead_ns as f64,
-        bandwidth_gbps: 1.0,
-        reduce_gbps: params.reduce_gbps,
-    };
-    let l0 = probe(&|r| c.server_of(r) == s0);
-    let l1 = probe(&|r| c.server_of(r) != s0 && c.super_pod_of(r) == p0);
-    let l2 = probe(&|r| c.super_pod_of(r) != p0);
-    let level0 = l0.or(l1).or(l2).unwrap_or(fallback);
-    let level1 = l1.or(l2).unwrap_or(level0);
-    CostModel {
-        level0,
-        level1,
-        level2: l2.unwrap_or(level1),
-        level0_patterns: None,
-    }
 }
 
 /// The simulated time of `args` on the cluster, ns (`None`: not

@@ -405,6 +405,50 @@ fn processes_init_from_one_rank_table_file_and_allreduce() {
 }
 
 #[test]
+fn a_simulated_hang_is_a_timeout_named_by_its_op_and_reported_once() {
+    if !have("gcc") {
+        return;
+    }
+    let exe = build("gcc", "sim_hang.c", &gcc_c99());
+    let dir = tmp().join(format!("sim_hang-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let plan = dir.join("plan.json");
+    std::fs::write(
+        &plan,
+        r#"{"faults": [{"kind": "crash", "rank": 1, "at_op": 1}]}"#,
+    )
+    .unwrap();
+    let (code, out, err) = run(
+        Command::new(&exe)
+            .env("HCCL_BACKEND", "sim")
+            .env("HCCL_SIM_FAULTS", &plan)
+            .env("HCCL_FLIGHT_RECORDER_DIR", &dir),
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(0), "{out}\n{err}");
+    assert!(out.contains("sim_hang: "), "{out}");
+    // Each rank's op logs a line naming it; the report itself once.
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| {
+            l.contains("HcclAllReduce: comm 'world' AllReduce #1: simulator: the simulated op hung")
+                && !l.contains("aclrtSynchronizeStream")
+        })
+        .collect();
+    assert_eq!(lines.len(), 4, "{err}");
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.contains("the first such line above"))
+            .count(),
+        3,
+        "{err}"
+    );
+    assert_eq!(err.matches("root causes:").count(), 1, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn every_bad_argument_gets_its_code_and_a_log_line() {
     if !have("gcc") {
         return;

@@ -41,6 +41,7 @@ mod queue;
 mod report;
 mod scenario;
 pub mod scenario_file;
+pub mod selector;
 mod small;
 mod trace;
 mod transport;

@@ -97,11 +97,19 @@ pub enum CommError {
     /// The simulator backend failed (`HCCL_E_INTERNAL`).
     #[error("simulator: {0}")]
     Sim(String),
-    /// The simulator backend's op hung (no rank could go on): the
-    /// simulator's hang report (root causes, every unfinished rank, the
-    /// wait-for graph), printed as its text (`HCCL_E_INTERNAL`).
-    #[error("simulator: the simulated op hung: {}", .0.to_text())]
-    Hang(Box<HangReport>),
+    /// The simulator backend's op hung (no rank could go on before
+    /// `HCCL_EXEC_TIMEOUT` in simulated time): the simulator's hang report
+    /// (root causes, every unfinished rank, the wait-for graph), printed
+    /// as its text after the op (`HCCL_E_TIMEOUT`, as a TCP op that waits
+    /// that long).
+    #[error("{}simulator: the simulated op hung: {}", op_prefix(op), report.to_text())]
+    Hang {
+        /// The op that hung on this rank: `comm 'world' AllReduce #1` ("":
+        /// not known where the error was made).
+        op: String,
+        /// The report, the same on every rank of the tree.
+        report: Box<HangReport>,
+    },
     /// An environment variable is missing or malformed.
     #[error("{}", env_text(var, value, reason))]
     Env {
@@ -157,6 +165,15 @@ pub enum CommError {
         /// The error, in the communicator's ranks.
         source: Box<CommError>,
     },
+}
+
+/// `"<op>: "`, or nothing for an unknown op.
+fn op_prefix(op: &str) -> String {
+    if op.is_empty() {
+        String::new()
+    } else {
+        format!("{op}: ")
+    }
 }
 
 /// [`CommError::Env`]'s text: `RANK is unset: ...` for an unset
@@ -242,6 +259,25 @@ impl CommError {
         }
     }
 
+    /// A simulated hang of `report`, in an op named later ([`CommError::in_op`]).
+    pub(crate) fn hang(report: Box<HangReport>) -> CommError {
+        CommError::Hang {
+            op: String::new(),
+            report,
+        }
+    }
+
+    /// `self`, naming the op `name` if it is a hang that names none.
+    pub(crate) fn in_op(self, name: &str) -> CommError {
+        match self {
+            CommError::Hang { op, report } if op.is_empty() => CommError::Hang {
+                op: name.to_string(),
+                report,
+            },
+            e => e,
+        }
+    }
+
     /// The error a later op of a communicator broken by `self` returns:
     /// [`CommError::Broken`] naming it (once, if it is already that).
     pub(crate) fn into_broken(self) -> CommError {
@@ -252,7 +288,8 @@ impl CommError {
     }
 
     /// The matching `HcclResult` code (`hccl_types.h`: 1 `HCCL_E_PARA`,
-    /// 5 `HCCL_E_NOT_SUPPORT`, 4 `HCCL_E_INTERNAL`, 9 `HCCL_E_TIMEOUT`,
+    /// 5 `HCCL_E_NOT_SUPPORT`, 4 `HCCL_E_INTERNAL`, 9 `HCCL_E_TIMEOUT` (a
+    /// simulated hang too),
     /// 10 `HCCL_E_OPEN_FILE_FAILURE`, 11 `HCCL_E_TCP_CONNECT`,
     /// 13 `HCCL_E_TCP_TRANSFER`, 21 `HCCL_E_REMOTE`).
     pub fn hccl_result(&self) -> u32 {
@@ -294,13 +331,10 @@ impl CommError {
                 | TcpError::BufferFull { .. } => 13,
                 _ => 4,
             },
-            CommError::Timeout(_) => 9,
+            CommError::Timeout(_) | CommError::Hang { .. } => 9,
             CommError::Mismatch(_) | CommError::Remote(_) => 21,
             CommError::PeerLost(_) => 13,
-            CommError::Sim(_)
-            | CommError::Hang(_)
-            | CommError::Broken(_)
-            | CommError::Undelivered(_) => 4,
+            CommError::Sim(_) | CommError::Broken(_) | CommError::Undelivered(_) => 4,
             CommError::SubComm { source, .. } => source.hccl_result(),
         }
     }

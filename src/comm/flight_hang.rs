@@ -14,7 +14,7 @@ use crate::flight::{ErrorKind, WaitKind, WaitOn};
 /// The hang report `e` carries, if it is one.
 pub(crate) fn hang_of(e: &CommError) -> Option<&HangReport> {
     match e {
-        CommError::Hang(h) => Some(h),
+        CommError::Hang { report: h, .. } => Some(h),
         CommError::SubComm { source, .. } => hang_of(source),
         _ => None,
     }

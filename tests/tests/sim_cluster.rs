@@ -85,7 +85,7 @@ fn the_report(out: &[Outcome], at: usize) -> HangReport {
     for (r, (outs, e)) in out.iter().enumerate() {
         assert_eq!(outs.len(), at, "rank {r} finished {} ops", outs.len());
         let h = match e {
-            Some(CommError::Hang(h)) => (**h).clone(),
+            Some(CommError::Hang { report: h, .. }) => (**h).clone(),
             other => panic!("rank {r}: {other:?}, not a hang report"),
         };
         if let Some(f) = &first {
@@ -155,7 +155,7 @@ fn a_skipped_op_fails_every_rank_naming_the_rank_that_never_called_it() {
     for (r, (outs, e)) in out.iter().enumerate() {
         let done = if r == 2 { 5 } else { 4 };
         assert_eq!(outs.len(), done, "rank {r}");
-        let Some(CommError::Hang(h)) = e else {
+        let Some(CommError::Hang { report: h, .. }) = e else {
             panic!("rank {r}: {e:?}")
         };
         assert!(
@@ -251,7 +251,7 @@ fn a_dead_link_on_the_rank_tables_cluster_fails_every_rank_naming_it() {
     };
     let comms = Comm::init_all_sim(16, &sim).unwrap();
     let out = run(comms, 3);
-    let Some(CommError::Hang(h)) = &out[0].1 else {
+    let Some(CommError::Hang { report: h, .. }) = &out[0].1 else {
         panic!("rank 0: {:?}", out[0].1)
     };
     assert!(
@@ -262,7 +262,7 @@ fn a_dead_link_on_the_rank_tables_cluster_fails_every_rank_naming_it() {
         h.to_text()
     );
     for (r, (_, e)) in out.iter().enumerate() {
-        assert!(matches!(e, Some(CommError::Hang(_))), "rank {r}: {e:?}");
+        assert!(matches!(e, Some(CommError::Hang { .. })), "rank {r}: {e:?}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -42,7 +42,7 @@ fn the_environment_alone_runs_a_program_on_a_simulated_2x8_atlas_with_a_crash() 
         .collect();
     for (r, h) in hs.into_iter().enumerate() {
         match h.join().unwrap() {
-            Err(CommError::Hang(h)) => {
+            Err(CommError::Hang { report: h, .. }) => {
                 let text = h.to_text();
                 assert!(text.contains("rank 5 crashed"), "rank {r}: {text}");
                 assert!(text.contains("in op #17"), "rank {r}: {text}");

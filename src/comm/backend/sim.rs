@@ -100,7 +100,9 @@ impl Backend for SimBackend {
         if let Some(c) = self.world.cluster.wrong_args(global, me.call) {
             recorder::called_as(sh, c);
         }
-        let Some((out, (start, end))) = self.world.run(&sh.name, rank, me, op, input)? else {
+        let name = format!("comm '{}' {:?} #{}", sh.name, args.kind, op.seq);
+        let ran = self.world.run(&sh.name, rank, me, op, input);
+        let Some((out, (start, end))) = ran.map_err(|e| e.in_op(&name))? else {
             // Skipped by the fault plan: nothing written, no time taken.
             let now = self.world.cluster.clock(global);
             return Ok(OpTime::Simulated(now, now));
@@ -138,18 +140,21 @@ impl Backend for SimBackend {
                 recorder::skipped(sh);
                 return Ok(());
             }
-            Fate::Crash => return Err(w.wait_broken(name)),
+            Fate::Crash => return Err(w.wait_broken(name).in_op(name)),
             Fate::Run => {}
         }
         for (it, &n) in items.iter().zip(numbers) {
             if let P2pBuf::Send(b) = &it.buf {
-                w.post_send(name, it.msg(me, n), b.to_vec(), call)?;
+                w.post_send(name, it.msg(me, n), b.to_vec(), call)
+                    .map_err(|e| e.in_op(name))?;
             }
         }
         for (it, &n) in items.iter_mut().zip(numbers) {
             let m = it.msg(me, n);
             if let P2pBuf::Recv(b) = &mut it.buf {
-                let out = w.recv((&sh.name, name), m, call)?;
+                let out = w
+                    .recv((&sh.name, name), m, call)
+                    .map_err(|e| e.in_op(name))?;
                 if out.len() != b.len() {
                     return Err(CommError::Sim(format!(
                         "{name}: simulator returned {} bytes for a {}-byte receive",
@@ -162,7 +167,8 @@ impl Backend for SimBackend {
         }
         for (it, &n) in items.iter().zip(numbers) {
             if it.kind() == P2pKind::Send {
-                w.wait_sent(name, it.msg(me, n))?;
+                w.wait_sent(name, it.msg(me, n))
+                    .map_err(|e| e.in_op(name))?;
             }
         }
         Ok(())

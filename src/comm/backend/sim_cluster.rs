@@ -246,7 +246,7 @@ impl Cluster {
         lock(&self.state)
             .hang
             .as_ref()
-            .map(|h| CommError::Hang(h.clone()))
+            .map(|h| CommError::hang(h.clone()))
     }
 
     /// Wakes every waiting rank of the tree (after it broke). The caller
@@ -325,7 +325,7 @@ impl Cluster {
         }
         if let Some(mut hang) = HangReport::build(&sc, &report, &log, &self.replay) {
             if let Some(h) = &s.hang {
-                return Err(CommError::Hang(h.clone()));
+                return Err(CommError::hang(h.clone()));
             }
             let call_of = |g: u32| {
                 members
@@ -338,7 +338,7 @@ impl Cluster {
             s.hang = Some(hang.clone());
             drop(s);
             self.write_report(&hang);
-            return Err(CommError::Hang(hang));
+            return Err(CommError::hang(hang));
         }
         let op = report
             .ops

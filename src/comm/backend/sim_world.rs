@@ -508,7 +508,7 @@ impl SimWorld {
         seq: u64,
         r: Outputs,
     ) -> std::sync::MutexGuard<'a, SimState> {
-        let hung = matches!(r, Err(CommError::Hang(_)));
+        let hung = matches!(r, Err(CommError::Hang { .. }));
         if let Some(p) = s.ops.get_mut(&seq) {
             p.result = Some(r);
         }
@@ -801,7 +801,7 @@ impl SimWorld {
         }
         drop(s);
         let r = self.transfer((comm, name), m, mail, me);
-        if matches!(r, Err(CommError::Hang(_))) {
+        if matches!(r, Err(CommError::Hang { .. })) {
             self.cluster.wake_all();
         }
         r
