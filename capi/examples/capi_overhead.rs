@@ -5,7 +5,10 @@
 //! loopback TCP (`HcclCommInitAll`). Rounds alternate between the two
 //! paths; each prints the median of the rounds' per-op means.
 //!
-//! `cargo run --release -p hccl-capi --example capi_overhead [ROUNDS]`
+//! `cargo run --release -p hccl-capi --example capi_overhead [ROUNDS [PATH]]`
+//!
+//! PATH `c` or `comm` runs that path only, every round (for `perf stat`
+//! of one path); the table then shows it in both columns.
 
 use std::ffi::c_void;
 use std::sync::{Arc, Barrier};
@@ -64,6 +67,12 @@ fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(7);
+    // None: alternate; Some(true): the C path only; Some(false): Comm only.
+    let only: Option<bool> = match std::env::args().nth(2).as_deref() {
+        Some("c") => Some(true),
+        Some("comm") => Some(false),
+        _ => None,
+    };
     let mut devices = [0i32, 1];
     let mut comms = [std::ptr::null_mut::<c_void>(); RANKS];
     ok(
@@ -90,9 +99,9 @@ fn main() {
                     let (mut direct, mut capi) = (Vec::new(), Vec::new());
                     for i in 0..2 * rounds {
                         b.wait();
-                        let c_path = i % 2 == 1;
+                        let c_path = only.unwrap_or(i % 2 == 1);
                         let us = round(h, stream, c_path, bytes, iters);
-                        if c_path {
+                        if i % 2 == 1 {
                             capi.push(us)
                         } else {
                             direct.push(us)
