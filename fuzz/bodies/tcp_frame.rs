@@ -8,7 +8,9 @@
 // respect the documented bounds; an accepted body must decode again,
 // unchanged, from its own encoding.
 fn check_tcp_frame(data: &[u8]) {
-    use hccl_hw::tcp::wire::{self, CmaProbe, CtrlKind, FrameHeader, FrameKind, Join, PieceDesc};
+    use hccl_hw::tcp::wire::{
+        self, CmaProbe, CtrlKind, FrameHeader, FrameKind, Join, PieceDesc, ShmOffer,
+    };
 
     // Bytes 7 and 44..48 of a frame header and byte 7 of a control header
     // are reserved: written as 0, not checked on decode.
@@ -39,8 +41,12 @@ fn check_tcp_frame(data: &[u8]) {
             let bound = match h.kind {
                 FrameKind::Data | FrameKind::DataCma => u64::MAX,
                 FrameKind::Abort => wire::MAX_ABORT_REASON,
-                FrameKind::OpStart | FrameKind::Bye | FrameKind::CmaReply => 0,
+                FrameKind::OpStart
+                | FrameKind::Bye
+                | FrameKind::CmaReply
+                | FrameKind::ShmReply => 0,
                 FrameKind::CmaProbe => wire::CMA_PROBE_LEN as u64,
+                FrameKind::ShmOffer => wire::SHM_OFFER_LEN as u64,
                 FrameKind::CmaAck | FrameKind::CmaMore => wire::PIECE_DESC_LEN as u64,
             };
             assert!(
@@ -57,6 +63,15 @@ fn check_tcp_frame(data: &[u8]) {
                         let b: &[u8; wire::CMA_PROBE_LEN] = b.try_into().expect("probe bytes");
                         if let Ok(p) = CmaProbe::decode(b) {
                             assert_eq!(&p.encode(), b, "probe does not re-encode");
+                        }
+                    }
+                }
+                FrameKind::ShmOffer => {
+                    assert_eq!(h.len, wire::SHM_OFFER_LEN as u64);
+                    if let Some(b) = rest.get(..wire::SHM_OFFER_LEN) {
+                        let b: &[u8; wire::SHM_OFFER_LEN] = b.try_into().expect("offer bytes");
+                        if let Ok(o) = ShmOffer::decode(b) {
+                            assert_eq!(&o.encode(), b, "shm offer does not re-encode");
                         }
                     }
                 }

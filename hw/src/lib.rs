@@ -1,14 +1,16 @@
 //! Real transports for hccl-rs: TCP between processes and hosts (an Ascend
 //! transport is planned: there is no `ascend` feature yet).
 //!
-//! No `unsafe` here: the TCP transport copies between user buffers and
-//! socket buffers (or, for a peer on the same host, lends pieces of the
-//! sender's buffer, which the peer reads through `nix`'s safe
-//! `process_vm_readv` wrapper) instead of sharing pointers with its I/O
-//! threads.
-#![forbid(unsafe_code)]
+//! `unsafe` lives in one module, `shm::segment` (the atomics and byte
+//! copies of memory mapped by two processes); everywhere else the crate
+//! copies between user buffers and socket buffers or rings (or, for a
+//! peer on the same host, lends pieces of the sender's buffer, which the
+//! peer reads through `nix`'s safe `process_vm_readv` wrapper) instead of
+//! sharing pointers with its I/O threads.
+#![deny(unsafe_code)]
 #![warn(unreachable_pub)]
 
+pub mod shm;
 pub mod sync;
 // tokio drops its networking under `--cfg loom`: loom builds check `sync` only.
 #[cfg(not(loom))]

@@ -21,8 +21,9 @@ use hccl_algos::{DataType, ReduceOp};
 use hccl_hw::tcp::cma::{self, LendWord, Token};
 use hccl_hw::tcp::rank::{LATE_TAG, LEND_AHEAD, SEND_PIECE};
 use hccl_hw::tcp::wire::{
-    self, CmaProbe, CtrlKind, FrameHeader, FrameKind, Join, PieceDesc, SessionId, Signature,
-    CMA_PROBE_LEN, CTRL_HEADER_LEN, FRAME_HEADER_LEN, LEND_POISON, PIECE_DESC_LEN,
+    self, CmaProbe, CtrlKind, FrameHeader, FrameKind, Join, PieceDesc, SessionId, ShmOffer,
+    Signature, CMA_PROBE_LEN, CTRL_HEADER_LEN, FRAME_HEADER_LEN, LEND_POISON, PIECE_DESC_LEN,
+    SHM_OFFER_LEN,
 };
 use hccl_hw::tcp::{OpBuffers, RootInfo, TcpConfig, TcpError, TcpRank};
 
@@ -245,6 +246,25 @@ fn fake_rank1(info: &RootInfo) -> (TcpStream, u32, Token) {
         (reply.kind, reply.tag),
         (FrameKind::CmaReply, 1),
         "rank 0 said ok"
+    );
+    // The shared-memory offer: this hand-written rank declines, so every
+    // frame stays on the socket, where it reads and writes them.
+    let mut offer = frame(session, FrameKind::ShmOffer, 0, 0, SHM_OFFER_LEN as u64);
+    let decline = ShmOffer {
+        willing: false,
+        fd: 0,
+        cap: 0,
+        token: [0; wire::SHM_TOKEN_LEN],
+    };
+    offer.extend_from_slice(&decline.encode());
+    s.write_all(&offer).unwrap();
+    let theirs_offer = read_frame(&mut s, session);
+    assert_eq!(theirs_offer.kind, FrameKind::ShmOffer);
+    let mut b = [0u8; SHM_OFFER_LEN];
+    s.read_exact(&mut b).unwrap();
+    assert!(
+        ShmOffer::decode(&b).unwrap().willing,
+        "rank 0 offers its segment"
     );
     (s, theirs.pid, token)
 }

@@ -9,7 +9,8 @@
 use std::net::SocketAddr;
 
 use hccl_hw::tcp::wire::{
-    self, CmaProbe, CtrlKind, FrameHeader, FrameKind, Join, PieceDesc, RejectCode, TableEntry,
+    self, CmaProbe, CtrlKind, FrameHeader, FrameKind, Join, PieceDesc, RejectCode, ShmOffer,
+    TableEntry,
 };
 
 include!("../../fuzz/bodies/tcp_frame.rs");
@@ -54,6 +55,13 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
         token: [9; wire::CMA_TOKEN_LEN],
     }
     .encode();
+    let offer = ShmOffer {
+        willing: true,
+        fd: 7,
+        cap: 256 << 10,
+        token: [5; wire::SHM_TOKEN_LEN],
+    }
+    .encode();
     let mut s: Vec<(String, Vec<u8>)> = vec![
         (
             "frame_data".into(),
@@ -75,6 +83,8 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
         ("frame_cma_reply".into(), frame(FrameKind::CmaReply, &[])),
         ("frame_cma_ack".into(), frame(FrameKind::CmaAck, &desc)),
         ("frame_cma_more".into(), frame(FrameKind::CmaMore, &desc)),
+        ("frame_shm_offer".into(), frame(FrameKind::ShmOffer, &offer)),
+        ("frame_shm_reply".into(), frame(FrameKind::ShmReply, &[])),
         (
             "ctrl_join".into(),
             wire::encode_ctrl(
@@ -230,6 +240,9 @@ fn seed_corpus() {
                     FrameKind::CmaProbe => rest
                         .get(..wire::CMA_PROBE_LEN)
                         .is_some_and(|b| CmaProbe::decode(b.try_into().unwrap()).is_ok()),
+                    FrameKind::ShmOffer => rest
+                        .get(..wire::SHM_OFFER_LEN)
+                        .is_some_and(|b| ShmOffer::decode(b.try_into().unwrap()).is_ok()),
                     FrameKind::CmaAck | FrameKind::CmaMore | FrameKind::DataCma => {
                         let left = if h.kind == FrameKind::DataCma {
                             h.len
@@ -255,8 +268,8 @@ fn seed_corpus() {
     // reserved bytes are not zero (decode ignores them) and the seven whose
     // header is valid but whose probe or descriptor is not.
     frames.sort_by_key(|k| *k as u8);
-    assert_eq!(frames.len(), 18, "{frames:?}");
-    for k in 1..=9u8 {
+    assert_eq!(frames.len(), 20, "{frames:?}");
+    for k in 1..=11u8 {
         assert!(
             frames.iter().any(|f| *f as u8 == k),
             "no valid frame of kind {k}"

@@ -216,6 +216,9 @@ pub struct PeerCma {
     pub send: bool,
     /// This rank reads the peer's pieces from this verified pid.
     pub recv_pid: Option<u32>,
+    /// The pid the peer's probe named (verified only if `recv_pid` is
+    /// set): where the shared-memory offer looks for its segment.
+    pub peer_pid: u32,
 }
 
 fn frame(kind: FrameKind, session: SessionId, comm: u64, tag: u32, len: u64) -> FrameHeader {
@@ -293,6 +296,7 @@ pub async fn exchange(
     Ok(PeerCma {
         send: on,
         recv_pid: on.then_some(theirs.pid),
+        peer_pid: theirs.pid,
     })
 }
 

@@ -18,8 +18,7 @@
 
 use std::collections::VecDeque;
 
-use tokio::io::AsyncReadExt;
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::io::Event;
@@ -69,8 +68,8 @@ impl ChunkPool {
 }
 
 /// Whole frames off the socket. Cancel-safe: bytes read stay buffered.
-struct Framer {
-    r: OwnedReadHalf,
+struct Framer<R> {
+    r: R,
     buf: Vec<u8>,
     /// A small byte-stream message being read: header and payload so far.
     body: Option<(FrameHeader, Vec<u8>)>,
@@ -84,7 +83,7 @@ enum Stop {
     Wire(WireError),
 }
 
-impl Framer {
+impl<R: AsyncRead + Unpin> Framer<R> {
     /// The header and body of the next frame.
     async fn next(&mut self, session: SessionId) -> Result<(FrameHeader, Vec<u8>), Stop> {
         loop {
@@ -160,7 +159,10 @@ impl Framer {
                 self.body = Some((h, v));
                 return Ok(None);
             }
-            FrameKind::CmaProbe | FrameKind::CmaReply => {
+            FrameKind::CmaProbe
+            | FrameKind::CmaReply
+            | FrameKind::ShmOffer
+            | FrameKind::ShmReply => {
                 return Err(WireError::Malformed(
                     "cross-memory probe after the connection was set up",
                 ))
@@ -289,7 +291,7 @@ fn on_frame(
             }));
             return Ok(false);
         }
-        FrameKind::CmaProbe | FrameKind::CmaReply => {
+        FrameKind::CmaProbe | FrameKind::CmaReply | FrameKind::ShmOffer | FrameKind::ShmReply => {
             return Err(WireError::Malformed(
                 "cross-memory probe after the connection was set up",
             ))
@@ -303,9 +305,9 @@ fn on_frame(
 /// [`Event::Piece`] (the executor copies it out of the verified process
 /// and acks it), and small byte-stream messages as [`Event::Chunk`]s,
 /// exactly as the byte-stream reader does.
-pub(crate) async fn reader(
+pub(crate) async fn reader<R: AsyncRead + Unpin>(
     peer: u32,
-    r: OwnedReadHalf,
+    r: R,
     session: SessionId,
     budget: ByteBudget,
     ev: UnboundedSender<Event>,

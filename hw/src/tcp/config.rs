@@ -105,6 +105,10 @@ pub struct TcpConfig {
     /// Offer and accept the same-host cross-memory path
     /// (`HCCL_INTRA_CMA_ENABLE`, default on; Linux only).
     pub intra_cma: bool,
+    /// Carry every frame between processes on the same host through
+    /// shared-memory rings (default on; `HCCL_SHM_DISABLE=1` turns it
+    /// off, after NCCL's `NCCL_SHM_DISABLE`; Linux only).
+    pub shm: bool,
 }
 
 impl TcpConfig {
@@ -130,6 +134,7 @@ impl Default for TcpConfig {
             base_port: 0,
             unexpected_bound: DEFAULT_BUFFSIZE_MB << 20,
             intra_cma: true,
+            shm: true,
         }
     }
 }
@@ -226,6 +231,19 @@ impl TcpConfig {
                 }
             };
         }
+        if let Some(v) = get("HCCL_SHM_DISABLE").filter(|v| !v.trim().is_empty()) {
+            c.shm = match v.trim() {
+                "0" => true,
+                "1" => false,
+                _ => {
+                    return Err(bad(
+                        "HCCL_SHM_DISABLE",
+                        &v,
+                        "must be 0 (same-host peers talk through shared-memory rings) or 1 (through the socket)",
+                    ))
+                }
+            };
+        }
         Ok(c)
     }
 }
@@ -250,6 +268,18 @@ mod tests {
         assert_eq!(c.unexpected_bound, 200 << 20);
         assert_eq!(c.base_port, 0);
         assert!(c.intra_cma);
+    }
+
+    #[test]
+    fn shm_disable_takes_0_or_1_only() {
+        assert!(TcpConfig::from_lookup(env(&[])).unwrap().shm);
+        let off = TcpConfig::from_lookup(env(&[("HCCL_SHM_DISABLE", "1")])).unwrap();
+        assert!(!off.shm);
+        let on = TcpConfig::from_lookup(env(&[("HCCL_SHM_DISABLE", " 0 ")])).unwrap();
+        assert!(on.shm);
+        let e = TcpConfig::from_lookup(env(&[("HCCL_SHM_DISABLE", "yes")])).unwrap_err();
+        let e = e.to_string();
+        assert!(e.contains("HCCL_SHM_DISABLE") && e.contains("yes"), "{e}");
     }
 
     #[test]

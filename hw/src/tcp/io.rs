@@ -21,8 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use hccl_algos::schedule::StepId;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 use super::wire::{
@@ -177,9 +176,11 @@ pub(crate) enum Event {
 /// `queued` counts the frames handed to this writer and not yet written
 /// (the sender adds, the writer subtracts): at zero the caller may write a
 /// whole frame to the socket itself (see `TcpRank::flush_outbox`).
-pub(crate) async fn writer(
+/// `w` is the socket's write half, or the outgoing ring of a same-host
+/// pair ([`crate::shm::pipe::ShmWriter`]).
+pub(crate) async fn writer<W: AsyncWrite + Unpin>(
     peer: u32,
-    mut w: OwnedWriteHalf,
+    mut w: W,
     mut rx: UnboundedReceiver<Outgoing>,
     ev: UnboundedSender<Event>,
     queued: Arc<AtomicUsize>,
@@ -243,9 +244,11 @@ pub(crate) async fn writer(
 /// the peer's budget, until the peer says goodbye or the socket fails.
 /// For a connection without the fast path; [`super::cma_reader::reader`]
 /// reads one with it.
-pub(crate) async fn reader(
+/// `r` is the socket's read half, or the incoming ring of a same-host
+/// pair ([`crate::shm::pipe::ShmReader`]).
+pub(crate) async fn reader<R: AsyncRead + Unpin>(
     peer: u32,
-    mut r: OwnedReadHalf,
+    mut r: R,
     session: SessionId,
     budget: ByteBudget,
     ev: UnboundedSender<Event>,
@@ -283,7 +286,9 @@ pub(crate) async fn reader(
             | FrameKind::CmaReply
             | FrameKind::CmaAck
             | FrameKind::DataCma
-            | FrameKind::CmaMore => {
+            | FrameKind::CmaMore
+            | FrameKind::ShmOffer
+            | FrameKind::ShmReply => {
                 // The probe exchange settled this connection as bytes only.
                 let error = WireError::Malformed(
                     "cross-memory frame on a connection without the fast path",

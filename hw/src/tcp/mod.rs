@@ -32,6 +32,7 @@ pub(crate) mod iface;
 pub(crate) mod io;
 pub mod rank;
 pub mod root;
+pub mod shm_link;
 pub mod wire;
 
 pub use buffers::OpBuffers;

@@ -82,6 +82,7 @@ use super::error::TcpError;
 use super::io::{reader, writer, Event, Outgoing};
 use super::root::RootInfo;
 use super::wire::{SessionId, Signature};
+use crate::shm::pipe::{watch, ShmLink, ShmReader, ShmWriter};
 use crate::sync::{ByteBudget, Permit};
 
 mod close;
@@ -156,12 +157,35 @@ impl std::fmt::Debug for OpInfo<'_> {
     }
 }
 
+/// Where this thread writes a whole frame itself while the peer's writer
+/// task is idle (see [`TcpRank::flush_outbox`]).
+#[derive(Debug)]
+enum Direct {
+    /// The connection's non-blocking socket.
+    Tcp(std::net::TcpStream),
+    /// The pair's outgoing shared-memory ring.
+    Shm(Arc<ShmLink>),
+}
+
+impl Direct {
+    /// Writes what the socket or ring takes of `bytes` now.
+    fn write(&self, bytes: &[u8]) -> usize {
+        use std::io::Write as _;
+        match self {
+            Direct::Tcp(s) => (&*s).write(bytes).unwrap_or(0),
+            Direct::Shm(l) => l.write_now(bytes),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Peer {
     tx: Option<UnboundedSender<Outgoing>>,
-    /// The connection's socket, for whole frames this thread writes itself
-    /// while the writer is idle (see [`TcpRank::flush_outbox`]).
-    direct: Option<std::net::TcpStream>,
+    /// For whole frames this thread writes itself while the writer is idle.
+    direct: Option<Direct>,
+    /// The pair's ring link when every frame travels in shared memory
+    /// ([`crate::shm`]); the socket then carries only doorbells.
+    shm: Option<Arc<ShmLink>>,
     /// Frames handed to the writer task and not yet written.
     queued: Arc<AtomicUsize>,
     /// Consumed chunk buffers go back to the peer's reader for reuse.
@@ -237,6 +261,11 @@ pub struct TcpRank {
     /// The lend number of the running (or last) op; never
     /// [`LEND_POISON`](super::wire::LEND_POISON).
     lend_id: u64,
+    /// The ring links of same-host peers, looked at while this thread
+    /// spins ([`ShmLink::kick`]).
+    shm_links: Vec<Arc<ShmLink>>,
+    /// Whether the links are told that this thread polls them.
+    shm_polling: bool,
 }
 
 /// Interrupts a [`TcpRank`]'s running op from another thread: the op fails
@@ -290,8 +319,9 @@ impl TcpRank {
             .build()
             .map_err(|e| TcpError::io("starting the I/O runtime", e))?;
         let mesh = runtime.block_on(bootstrap(&cfg, root, nranks, rank))?;
-        let (streams, settled) =
+        let (streams, settled, mut segments) =
             probe_peers(&runtime, &cfg, mesh.streams, mesh.session, comm, rank)?;
+        let mut shm_links = Vec::new();
         let (ev_tx, events) = unbounded_channel::<Event>();
         let mut peers: Vec<Peer> = (0..nranks).map(|_| Peer::default()).collect();
         let mut writers = Vec::new();
@@ -305,7 +335,6 @@ impl TcpRank {
                 tokio::net::TcpStream::from_std(s)
             });
             let s = s.map_err(|e| TcpError::io("moving a peer connection", e))?;
-            peers[p].direct = direct;
             let (r, w) = s.into_split();
             let (tx, rx) = unbounded_channel();
             let (recycle, recycled) = unbounded_channel();
@@ -313,6 +342,33 @@ impl TcpRank {
             peers[p].cma_send = settled[p].send;
             let (peer, ev) = (p as u32, ev_tx.clone());
             peers[p].cma_pid = settled[p].recv_pid;
+            if let (Some(seg), Some(bell)) = (segments[p].take(), direct.take()) {
+                // Every frame through the rings; the socket rings doorbells
+                // and tells of the peer's end.
+                let link = ShmLink::new(seg, rank < peer, bell);
+                // The watcher keeps the write half too: dropping it would
+                // shut the socket's write side, which the peer reads as the end.
+                runtime.spawn(watch(Arc::clone(&link), r, w));
+                let rd = ShmReader(Arc::clone(&link));
+                if settled[p].recv_pid.is_some() {
+                    let pool = chunk_pool.clone();
+                    let rd = cma_reader::reader(peer, rd, mesh.session, budget.clone(), ev, pool);
+                    runtime.spawn(rd);
+                } else {
+                    runtime.spawn(reader(peer, rd, mesh.session, budget.clone(), ev, recycled));
+                }
+                let queued = Arc::clone(&peers[p].queued);
+                let wr = ShmWriter(Arc::clone(&link));
+                writers.push(runtime.spawn(writer(peer, wr, rx, ev_tx.clone(), queued)));
+                peers[p].direct = Some(Direct::Shm(Arc::clone(&link)));
+                peers[p].shm = Some(Arc::clone(&link));
+                peers[p].recycle = Some(recycle);
+                peers[p].tx = Some(tx);
+                peers[p].budget = Some(budget);
+                shm_links.push(link);
+                continue;
+            }
+            peers[p].direct = direct.map(Direct::Tcp);
             if settled[p].recv_pid.is_some() {
                 let pool = chunk_pool.clone();
                 let rd = cma_reader::reader(peer, r, mesh.session, budget.clone(), ev, pool);
@@ -326,7 +382,10 @@ impl TcpRank {
             peers[p].tx = Some(tx);
             peers[p].budget = Some(budget);
         }
-        let local_ranks = 1 + peers.iter().filter(|p| p.cma_send).count();
+        let local_ranks = 1 + peers
+            .iter()
+            .filter(|p| p.cma_send || p.shm.is_some())
+            .count();
         let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
         let (look, spin_busy) = if local_ranks <= cpus {
             (SPIN_BEFORE_SLEEP, SPIN_BUSY)
@@ -364,7 +423,31 @@ impl TcpRank {
             chunk_pool,
             lend_word: LendWord::new(),
             lend_id: 0,
+            shm_links,
+            shm_polling: false,
         })
+    }
+
+    /// The peers whose frames travel in shared-memory rings ([`crate::shm`]),
+    /// ascending. Empty with `HCCL_SHM_DISABLE=1` on either side, across
+    /// hosts, or where the peer's `/proc/<pid>/fd` cannot be opened.
+    pub fn shm_peers(&self) -> Vec<u32> {
+        (0..self.nranks)
+            .filter(|&p| self.peers[p as usize].shm.is_some())
+            .collect()
+    }
+
+    /// Tells the ring links whether this thread looks at them itself
+    /// (while it spins) or may sleep (then each waiting task sets its
+    /// ring's sleep flag, so the peer's next move rings the doorbell).
+    /// Call with `false` before anything that may block.
+    pub(super) fn set_shm_polling(&mut self, on: bool) {
+        if self.shm_polling != on {
+            self.shm_polling = on;
+            for l in &self.shm_links {
+                l.set_polling(on);
+            }
+        }
     }
 
     /// The peers this rank sends cross-memory descriptors to (their probe
@@ -572,6 +655,7 @@ impl TcpRank {
         // Look (without sleeping) for a short while first: see
         // SPIN_BEFORE_SLEEP.
         if let Some(spin) = self.spin.filter(|_| wait != Some(Duration::ZERO)) {
+            self.set_shm_polling(true);
             let start = Instant::now();
             let end = start + wait.map_or(spin, |w| spin.min(w));
             let busy_end = start + self.spin_busy;
@@ -588,8 +672,12 @@ impl TcpRank {
                 }
             }
         }
+        if wait != Some(Duration::ZERO) {
+            self.set_shm_polling(false);
+        }
         let rt = self.runtime.as_ref()?;
         let events = &mut self.events;
+        let links = &self.shm_links;
         match wait {
             // Two scheduler passes: a yielded task is woken after the I/O
             // driver is polled, so the first pass runs the readers it woke
@@ -597,6 +685,11 @@ impl TcpRank {
             // passes cost an epoll_wait each whenever nothing had arrived.)
             Some(w) if w.is_zero() => rt.block_on(async {
                 for _ in 0..2 {
+                    // Inside the runtime, a woken task only joins the run
+                    // queue (no eventfd write).
+                    for l in links {
+                        l.kick();
+                    }
                     tokio::task::yield_now().await;
                     if let Ok(ev) = events.try_recv() {
                         return Some(ev);

@@ -55,8 +55,9 @@ pub const MAGIC: [u8; 4] = *b"HCCL";
 /// Protocol version; a peer with another version is refused. Version 2
 /// added the cross-memory probe after the hello (see [`CmaProbe`]);
 /// version 3 lends the sender's own buffer: a [`PieceDesc`] grew from 16
-/// to 32 bytes (the lend word's address and expected value).
-pub const VERSION: u16 = 4;
+/// to 32 bytes (the lend word's address and expected value); version 5
+/// added the shared-memory offer after the probe ([`ShmOffer`]).
+pub const VERSION: u16 = 5;
 /// A random 128-bit id shared by all ranks of one bootstrap.
 pub type SessionId = u128;
 /// Bytes of the op signature carried by every data frame.
@@ -97,6 +98,10 @@ pub const MAX_CMA_PIECE: u64 = 1 << 20;
 pub const MAX_INLINE_ON_CMA: u64 = 32 << 10;
 /// Bytes of the random token a [`CmaProbe`] names.
 pub const CMA_TOKEN_LEN: usize = 32;
+/// Bytes of an encoded [`ShmOffer`].
+pub const SHM_OFFER_LEN: usize = 1 + 4 + 8 + SHM_TOKEN_LEN;
+/// Bytes of the token that names a pair's shared segment.
+pub const SHM_TOKEN_LEN: usize = 32;
 /// Bytes of an encoded [`CmaProbe`].
 pub const CMA_PROBE_LEN: usize = 1 + 4 + 8 + CMA_TOKEN_LEN;
 
@@ -487,6 +492,13 @@ pub enum FrameKind {
     /// The next piece of the `DataCma` message in progress on this
     /// connection (same seq and tag): one [`PieceDesc`] follows.
     CmaMore = 9,
+    /// The sender's shared-memory offer, right after the probe exchange:
+    /// exactly [`SHM_OFFER_LEN`] bytes of [`ShmOffer`] follow.
+    ShmOffer = 10,
+    /// The answer of the pair's higher rank to the lower one's segment
+    /// (no payload): `tag` 1 = mapped, every later frame of the pair
+    /// travels in the rings; 0 = stay on the socket.
+    ShmReply = 11,
 }
 
 /// A data-plane frame header.
@@ -545,6 +557,8 @@ impl FrameHeader {
             7 => FrameKind::CmaReply,
             8 => FrameKind::CmaAck,
             9 => FrameKind::CmaMore,
+            10 => FrameKind::ShmOffer,
+            11 => FrameKind::ShmReply,
             k => return Err(WireError::BadKind(k)),
         };
         let got = u128_at(b, 8);
@@ -555,7 +569,10 @@ impl FrameHeader {
         let (min, max) = match kind {
             FrameKind::Data | FrameKind::DataCma => (0, u64::MAX),
             FrameKind::Abort => (0, MAX_ABORT_REASON),
-            FrameKind::OpStart | FrameKind::Bye | FrameKind::CmaReply => (0, 0),
+            FrameKind::OpStart | FrameKind::Bye | FrameKind::CmaReply | FrameKind::ShmReply => {
+                (0, 0)
+            }
+            FrameKind::ShmOffer => (SHM_OFFER_LEN as u64, SHM_OFFER_LEN as u64),
             FrameKind::CmaProbe => (CMA_PROBE_LEN as u64, CMA_PROBE_LEN as u64),
             FrameKind::CmaAck | FrameKind::CmaMore => {
                 (PIECE_DESC_LEN as u64, PIECE_DESC_LEN as u64)
@@ -720,10 +737,74 @@ impl CmaProbe {
     }
 }
 
+/// A rank's shared-memory offer on a same-host connection (see
+/// `hccl_hw::tcp::shm_link`): the pair's lower rank names the segment it
+/// created (descriptor `fd` in its process, rings of `cap` bytes, the
+/// `token` in the segment's header); the higher rank only says whether it
+/// is willing (`fd`, `cap`, `token` zero).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ShmOffer {
+    /// False if the sender has the path off (`HCCL_SHM_DISABLE=1`, or it
+    /// could not create the segment).
+    pub willing: bool,
+    /// The segment's descriptor in the lower rank's process.
+    pub fd: u32,
+    /// Bytes of each of the segment's two rings.
+    pub cap: u64,
+    /// The bytes the segment's header holds.
+    pub token: [u8; SHM_TOKEN_LEN],
+}
+
+impl ShmOffer {
+    /// The [`SHM_OFFER_LEN`] payload bytes: willing u8, fd u32, cap u64, token.
+    pub fn encode(&self) -> [u8; SHM_OFFER_LEN] {
+        let mut b = [0u8; SHM_OFFER_LEN];
+        b[0] = u8::from(self.willing);
+        b[1..5].copy_from_slice(&self.fd.to_le_bytes());
+        b[5..13].copy_from_slice(&self.cap.to_le_bytes());
+        b[13..].copy_from_slice(&self.token);
+        b
+    }
+
+    /// Parses [`ShmOffer::encode`]'s bytes.
+    ///
+    /// # Errors
+    /// [`WireError::Malformed`] if the willing byte is neither 0 nor 1.
+    pub fn decode(b: &[u8; SHM_OFFER_LEN]) -> Result<ShmOffer, WireError> {
+        let willing = match b[0] {
+            0 => false,
+            1 => true,
+            _ => return Err(WireError::Malformed("shm offer")),
+        };
+        let mut token = [0u8; SHM_TOKEN_LEN];
+        token.copy_from_slice(&b[13..]);
+        Ok(ShmOffer {
+            willing,
+            fd: u32_at(b, 1),
+            cap: u64_at(b, 5),
+            token,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn shm_offer_round_trips_and_refuses_a_bad_flag() {
+        let o = ShmOffer {
+            willing: true,
+            fd: 17,
+            cap: 1 << 18,
+            token: [9; SHM_TOKEN_LEN],
+        };
+        assert_eq!(ShmOffer::decode(&o.encode()), Ok(o));
+        let mut b = o.encode();
+        b[0] = 2;
+        assert!(ShmOffer::decode(&b).is_err());
+    }
 
     #[test]
     fn frame_header_round_trips() {

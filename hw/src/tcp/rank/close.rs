@@ -47,6 +47,7 @@ impl TcpRank {
         for p in &mut self.peers {
             p.tx = None;
         }
+        self.set_shm_polling(false);
         let Some(rt) = self.runtime.as_ref() else {
             return;
         };

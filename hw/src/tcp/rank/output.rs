@@ -1,7 +1,6 @@
 //! Frames out: the outbox and its direct writes, send pieces, acks,
 //! op-start frames and aborts.
 
-use std::io::Write as _;
 use std::sync::atomic::Ordering;
 
 use tokio::sync::mpsc::unbounded_channel;
@@ -26,13 +25,13 @@ pub(super) enum Written {
 
 /// Writes the whole frame `out` for `peer` to its non-blocking socket now,
 /// as far as the socket takes it (see [`TcpRank::flush_outbox`]).
-pub(super) fn write_now(sock: &std::net::TcpStream, peer: u32, out: Outgoing) -> Written {
+pub(super) fn write_now(sock: &super::Direct, peer: u32, out: Outgoing) -> Written {
     let bytes: &[u8] = match &out {
         Outgoing::Data { bytes, .. } | Outgoing::Control(bytes) | Outgoing::Ack(bytes) => bytes,
         Outgoing::Lent { frame } => frame,
         Outgoing::Flush(_) | Outgoing::End => return Written::Rest(out),
     };
-    let n = (&*sock).write(bytes).unwrap_or(0);
+    let n = sock.write(bytes);
     if n == bytes.len() {
         return Written::All(match out {
             Outgoing::Data { bytes, seq, step } => Some(Event::SendDone {
@@ -165,6 +164,7 @@ impl TcpRank {
         }
         // The abort must reach the peers before this process may exit: run
         // the writers (bounded) until they have handed it to the kernel.
+        self.set_shm_polling(false);
         if let Some(rt) = &self.runtime {
             rt.block_on(async {
                 let _ = tokio::time::timeout(ABORT_FLUSH, async {

@@ -1,13 +1,24 @@
 //! The cross-memory probe exchange of [`crate::tcp::cma`] on every peer
 //! connection, at connect.
 
+use crate::shm::segment::Segment;
 use crate::tcp::cma::{self, Token};
 use crate::tcp::config::TcpConfig;
 use crate::tcp::error::TcpError;
+use crate::tcp::shm_link;
 use crate::tcp::wire::SessionId;
 
-/// Runs the cross-memory probe exchange ([`cma::exchange`]) on every peer
-/// connection at once and returns the connections with what each settled.
+/// What the probe settled per peer: the connection, the cross-memory
+/// path, and the pair's mapped ring segment if it has one.
+pub(super) type Probed = (
+    Vec<Option<tokio::net::TcpStream>>,
+    Vec<cma::PeerCma>,
+    Vec<Option<Segment>>,
+);
+
+/// Runs the cross-memory probe exchange ([`cma::exchange`]) and then the
+/// shared-memory offer ([`shm_link::exchange`]) on every peer connection
+/// at once and returns the connections with what each settled.
 pub(super) fn probe_peers(
     runtime: &tokio::runtime::Runtime,
     cfg: &TcpConfig,
@@ -15,10 +26,11 @@ pub(super) fn probe_peers(
     session: SessionId,
     comm: u64,
     rank: u32,
-) -> Result<(Vec<Option<tokio::net::TcpStream>>, Vec<cma::PeerCma>), TcpError> {
+) -> Result<Probed, TcpError> {
     // Lives until every exchange is over: peers read it before answering.
     let token = Token::new(session);
     let mine = token.probe(cfg.intra_cma && cma::AVAILABLE);
+    let shm = cfg.shm && cma::AVAILABLE;
     let deadline = tokio::time::Instant::now() + cfg.connect_timeout;
     let results = runtime.block_on(async {
         let tasks: Vec<_> = streams
@@ -27,10 +39,13 @@ pub(super) fn probe_peers(
             .map(|(p, s)| {
                 s.map(|mut s| {
                     tokio::spawn(async move {
-                        let r = tokio::time::timeout_at(
-                            deadline,
-                            cma::exchange(&mut s, mine, session, comm, p as u32),
-                        )
+                        let peer = p as u32;
+                        let r = tokio::time::timeout_at(deadline, async {
+                            let c = cma::exchange(&mut s, mine, session, comm, peer).await?;
+                            let at = (rank < peer, peer, c.peer_pid);
+                            let seg = shm_link::exchange(&mut s, (session, comm), at, shm).await?;
+                            Ok::<_, String>((c, seg))
+                        })
                         .await;
                         (s, r)
                     })
@@ -49,17 +64,20 @@ pub(super) fn probe_peers(
     drop(token);
     let mut streams = Vec::new();
     let mut settled = Vec::new();
+    let mut segments = Vec::new();
     for (p, r) in results.into_iter().enumerate() {
         let Some(r) = r else {
             streams.push(None);
             settled.push(cma::PeerCma::default());
+            segments.push(None);
             continue;
         };
         let (s, r) = r.map_err(|e| TcpError::io("cross-memory probe task", e))?;
         let reason = match r {
-            Ok(Ok(c)) => {
+            Ok(Ok((c, seg))) => {
                 streams.push(Some(s));
                 settled.push(c);
+                segments.push(seg);
                 continue;
             }
             Ok(Err(e)) => e,
@@ -74,5 +92,5 @@ pub(super) fn probe_peers(
             reason: format!("cross-memory probe exchange: {reason}"),
         });
     }
-    Ok((streams, settled))
+    Ok((streams, settled, segments))
 }
