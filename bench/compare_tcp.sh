@@ -8,6 +8,9 @@
 # Installs Debian's python3-torch, openmpi-bin and python3-mpi4py if missing
 # (apt-get update first). Set SKIP_INSTALL=1 to skip libraries that are absent.
 # REPEAT=k (default 3): runs per library; the table shows the median.
+# SHM_AB=1: hccl-rs runs a second time per round with HCCL_SHM_DISABLE=1
+# (same-host frames on the socket instead of the shared-memory rings), in
+# its own column.
 # BENCH_HUGEPAGES=0: all three keep their buffers on 4 KiB pages (default:
 # transparent huge pages from 4 MiB, numpy's rule; see tcp_allreduce_bench).
 set -euo pipefail
@@ -48,6 +51,10 @@ for rep in $(seq 1 "$REPEAT"); do
 for n in "${NPROCS[@]}"; do
   echo "run $rep of $REPEAT: hccl-rs, $n processes" >&2
   HCCL_IF_IP=127.0.0.1 "$HCCL_BENCH" "$n" "$MIN" "$MAX" | awk '!/^#/ && $1 ~ /^[0-9]+$/ {print $1, $3, $4, $5}' > "$OUT/hccl.$n.$rep"
+  if [ -n "${SHM_AB:-}" ]; then
+    echo "run $rep of $REPEAT: hccl-rs with HCCL_SHM_DISABLE=1, $n processes" >&2
+    HCCL_SHM_DISABLE=1 HCCL_IF_IP=127.0.0.1 "$HCCL_BENCH" "$n" "$MIN" "$MAX" | awk '!/^#/ && $1 ~ /^[0-9]+$/ {print $1, $3, $4, $5}' > "$OUT/noshm.$n.$rep"
+  fi
   if "$PY" -c "import torch" 2>/dev/null; then
     echo "run $rep of $REPEAT: gloo, $n processes" >&2
     port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -69,8 +76,8 @@ done
 
 # One row per process count and size: each library's median run (by time),
 # then hccl-rs's busbw over Open MPI's in every run (same run number).
-"$PY" - "$OUT" "$REPEAT" "${NPROCS[@]}" <<'PY'
-import statistics, sys
+SHM_AB=${SHM_AB:-} "$PY" - "$OUT" "$REPEAT" "${NPROCS[@]}" <<'PY'
+import os, statistics, sys
 out, reps, nprocs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 def runs(lib, n):
     """size -> [(time_us, busbw)] per run, None where a run lacks the size."""
@@ -87,7 +94,12 @@ def median(xs):
     xs = sorted(x for x in xs if x)
     return xs[(len(xs) - 1) // 2] if xs else None
 libs = ["hccl", "gloo", "mpi"]
-print(f"{'procs':<5} {'bytes':>10} | {'hccl-rs tcp busbw/us':<22} | {'gloo busbw/us':<22} | {'open mpi busbw/us':<22} | hccl-rs/open mpi per run")
+names = ["hccl-rs tcp busbw/us", "gloo busbw/us", "open mpi busbw/us"]
+if os.environ.get("SHM_AB"):
+    libs.append("noshm")
+    names.append("hccl-rs no shm busbw/us")
+head = " | ".join(f"{n:<22}" for n in names)
+print(f"{'procs':<5} {'bytes':>10} | {head} | hccl-rs/open mpi per run")
 for n in nprocs:
     data = {lib: runs(lib, n) for lib in libs}
     for size in sorted(data["hccl"]):
@@ -97,5 +109,6 @@ for n in nprocs:
             cells.append(f"{m[1]:8.3f} GB/s {m[0]:9.1f}" if m else "")
         h, o = data["hccl"][size], data["mpi"].get(size, [None] * reps)
         ratios = " ".join(f"{a[1] / b[1]:5.2f}" if a and b and b[1] > 0 else "    -" for a, b in zip(h, o))
-        print(f"{n:<5} {size:>10} | {cells[0]:<22} | {cells[1]:<22} | {cells[2]:<22} | {ratios}")
+        row = " | ".join(f"{c:<22}" for c in cells)
+        print(f"{n:<5} {size:>10} | {row} | {ratios}")
 PY

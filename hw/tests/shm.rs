@@ -11,7 +11,15 @@ use std::sync::Arc;
 use hccl_hw::tcp::{TcpConfig, TcpRank};
 
 mod common;
-use common::{cfg, f32s, root, run_allreduce, COMM};
+use common::{f32s, root, run_allreduce, COMM};
+
+/// The tests' config with the rings on.
+fn cfg() -> TcpConfig {
+    TcpConfig {
+        shm: true,
+        ..common::cfg()
+    }
+}
 
 const SIG: [u8; 32] = [5; 32];
 
@@ -78,6 +86,8 @@ fn shm_disable_on_one_rank_keeps_its_pairs_on_the_socket() {
         shm: off.shm,
         ..cfg()
     };
+    let on = TcpConfig::from_lookup(|k| (k == "HCCL_SHM_DISABLE").then(|| "0".into())).unwrap();
+    assert!(on.shm);
     assert!(!off.shm);
     let n = 3;
     let out = threads(n, vec![cfg(), off, cfg()]);

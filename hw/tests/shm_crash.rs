@@ -10,10 +10,18 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use hccl_hw::shm::MEMFD_NAME;
-use hccl_hw::tcp::{RootInfo, TcpError, TcpRank};
+use hccl_hw::tcp::{RootInfo, TcpConfig, TcpError, TcpRank};
 
 mod common;
-use common::{cfg, f32s, root, run_allreduce, COMM};
+use common::{f32s, root, run_allreduce, COMM};
+
+/// The tests' config with the rings on.
+fn cfg() -> TcpConfig {
+    TcpConfig {
+        shm: true,
+        ..common::cfg()
+    }
+}
 
 fn segments_mapped() -> usize {
     let maps = std::fs::read_to_string("/proc/self/maps").unwrap();

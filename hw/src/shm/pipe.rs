@@ -127,6 +127,15 @@ impl ShmLink {
         }
     }
 
+    /// Whether [`ShmLink::kick`] would find something: bytes to read, the
+    /// end, or room for a waiting writer.
+    pub(crate) fn has_work(&self) -> bool {
+        ring::readable(&self.rx) > 0
+            || self.closed.load(Ordering::Acquire)
+            || (ring::writable(&self.tx) > 0
+                && self.tx_waker.lock().map(|w| w.is_some()).unwrap_or(true))
+    }
+
     fn end(&self) {
         self.closed.store(true, Ordering::Release);
         wake(&self.rx_waker);

@@ -8,8 +8,10 @@
 //! - [`TcpConfig`]: HCCL's environment variables (`HCCL_CONNECT_TIMEOUT`,
 //!   `HCCL_EXEC_TIMEOUT`, `HCCL_IF_IP`, `HCCL_SOCKET_IFNAME`,
 //!   `HCCL_IF_BASE_PORT`, `HCCL_BUFFSIZE`, and our
-//!   `HCCL_INTRA_CMA_ENABLE`).
+//!   `HCCL_INTRA_CMA_ENABLE` and `HCCL_SHM_DISABLE`).
 //! - [`cma`]: the same-host fast path (Linux cross-memory attach).
+//! - [`shm_link`]: same-host pairs move every frame through shared-memory
+//!   rings ([`crate::shm`]); the socket stays for doorbells and liveness.
 //!
 //! Threads: each [`TcpRank`] owns a current-thread tokio runtime with a
 //! reader and a writer task per peer. The runtime runs on the caller's

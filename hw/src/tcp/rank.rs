@@ -266,6 +266,8 @@ pub struct TcpRank {
     shm_links: Vec<Arc<ShmLink>>,
     /// Whether the links are told that this thread polls them.
     shm_polling: bool,
+    /// Every peer is on rings: a spin may skip scheduler passes.
+    all_on_rings: bool,
 }
 
 /// Interrupts a [`TcpRank`]'s running op from another thread: the op fails
@@ -423,6 +425,7 @@ impl TcpRank {
             chunk_pool,
             lend_word: LendWord::new(),
             lend_id: 0,
+            all_on_rings: nranks > 1 && shm_links.len() == nranks as usize - 1,
             shm_links,
             shm_polling: false,
         })
@@ -435,6 +438,16 @@ impl TcpRank {
         (0..self.nranks)
             .filter(|&p| self.peers[p as usize].shm.is_some())
             .collect()
+    }
+
+    /// Whether a scheduler pass has anything to do for the rings: bytes
+    /// to read, room for a waiting writer, frames queued for a writer.
+    fn rings_have_work(&self) -> bool {
+        self.shm_links.iter().any(|l| l.has_work())
+            || self
+                .peers
+                .iter()
+                .any(|p| p.queued.load(std::sync::atomic::Ordering::Acquire) > 0)
     }
 
     /// Tells the ring links whether this thread looks at them itself
@@ -659,9 +672,27 @@ impl TcpRank {
             let start = Instant::now();
             let end = start + wait.map_or(spin, |w| spin.min(w));
             let busy_end = start + self.spin_busy;
+            let mut last_pass = start;
             loop {
-                if let Some(ev) = self.next_event(Some(Duration::ZERO)) {
-                    return Some(ev);
+                // With every peer on rings and nothing there for the
+                // tasks, look without a scheduler pass (each polls epoll:
+                // a system call); a pass every RING_PASS still sees a
+                // peer's end on its socket.
+                let quiet =
+                    self.all_on_rings && !self.rings_have_work() && last_pass.elapsed() < RING_PASS;
+                if quiet {
+                    self.flush_outbox();
+                    if let Some(ev) = self.local_events.pop_front() {
+                        return Some(ev);
+                    }
+                    if let Ok(ev) = self.events.try_recv() {
+                        return Some(ev);
+                    }
+                } else {
+                    last_pass = Instant::now();
+                    if let Some(ev) = self.next_event(Some(Duration::ZERO)) {
+                        return Some(ev);
+                    }
                 }
                 let now = Instant::now();
                 if now >= end {

@@ -82,6 +82,11 @@ pub const SPIN_OVERSUBSCRIBED: Duration = Duration::from_micros(50);
 /// The first part of [`SPIN_BEFORE_SLEEP`], looked through without yielding
 /// the CPU, when this host's ranks fit its CPUs (zero otherwise).
 pub const SPIN_BUSY: Duration = Duration::from_micros(50);
+/// While a rank whose peers are all on shared-memory rings spins, it
+/// runs a scheduler pass (which polls `epoll`: a system call) only when a
+/// ring has something for its tasks, or after this long without one, so
+/// that a peer's end on its socket is still seen while nothing moves.
+pub const RING_PASS: Duration = Duration::from_micros(100);
 /// Longest a failing op waits for its abort frames to be written.
 pub const ABORT_FLUSH: Duration = Duration::from_secs(1);
 /// How long a rank that found a peer's loan withdrawn (the peer's op
