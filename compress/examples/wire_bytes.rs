@@ -1,7 +1,7 @@
 //! Bytes on the wire per step, measured: `wire_bytes RANKS ELEMENTS STEPS`
 //! runs dense AllReduce, Top-K 1% and INT8 on `RANKS` TCP ranks (threads
-//! of this process over loopback, `HCCL_INTRA_CMA_ENABLE=0` so every byte
-//! goes through a socket) and reads the kernel's per-socket `bytes_sent`
+//! of this process over loopback, `HCCL_INTRA_CMA_ENABLE=0` and
+//! `HCCL_SHM_DISABLE=1` so every byte goes through a socket) and reads the kernel's per-socket `bytes_sent`
 //! (`ss -tinp`, TCP_INFO) of this process's sockets before and after each
 //! configuration. Prints one JSON line per configuration: bytes sent by
 //! all ranks per step, and per rank. The counts include TCP payload only
@@ -46,6 +46,8 @@ fn main() {
     let steps: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(5);
     // Before any communicator reads it.
     std::env::set_var("HCCL_INTRA_CMA_ENABLE", "0");
+    // Same-host frames would otherwise travel in shared memory.
+    std::env::set_var("HCCL_SHM_DISABLE", "1");
     let comms = Comm::init_all_on(BackendKind::Tcp, ranks).expect("TCP ranks");
     let configs = [
         ("dense", None),
