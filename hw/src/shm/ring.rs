@@ -22,6 +22,8 @@
 //! first (the mover's swap sees the flag and rings) or the move comes
 //! first (the CAS fails, the sleeper sees the new position and does not
 //! sleep). No fence pairing, so it holds under loom's model too.
+// Under loom only the models use these (the mapped rings are not built).
+#![cfg_attr(loom, allow(dead_code))]
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::AtomicU64;
