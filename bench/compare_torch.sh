@@ -15,7 +15,7 @@
 # REPEAT=k (default 3): runs per library, interleaved (hccl_rs, Gloo, hccl
 # test, hccl_rs, ...); the table shows the median run. DDP_STEPS=s (default
 # 300): steps per DDP run of the small model (s/10 of the MLP); DDP=0 skips
-# DDP. BENCH_HUGEPAGES=0: 4 KiB pages everywhere (default: numpy's rule,
+# DDP; DDP_MODELS="small" runs only that one. BENCH_HUGEPAGES=0: 4 KiB pages everywhere (default: numpy's rule,
 # huge pages from 4 MiB, in the torch scripts; `hccl test` allocates with
 # Vec, on 4 KiB pages unless THP is "always").
 set -euo pipefail
@@ -40,9 +40,13 @@ DDP_STEPS=${DDP_STEPS:-300}
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
-echo "building hccl (release)" >&2
-cargo build --release -q -p hccl-cli --bin hccl
-HCCL="$TARGET/release/hccl"
+# HCCL_BIN=path: an hccl binary built already (default: build one).
+HCCL=${HCCL_BIN:-}
+if [ -z "$HCCL" ]; then
+  echo "building hccl (release)" >&2
+  cargo build --release -q -p hccl-cli --bin hccl
+  HCCL="$TARGET/release/hccl"
+fi
 
 # A free port for torch's store, in --spawn's range (20000-31999, below
 # Linux's ephemeral ports), as python/tests/conftest.py picks them.
@@ -92,7 +96,7 @@ for rep in $(seq 1 "$REPEAT"); do
     torch_ranks "$n" bench/torch_allreduce.py "$MIN" "$MAX" gloo > "$OUT/gloo.$n.$rep"
     hccl_test "$n" > "$OUT/hccltest.$n.$rep"
     if [ "${DDP:-1}" != 0 ]; then
-      for model in small mlp; do
+      for model in ${DDP_MODELS:-small mlp}; do
         steps=$DDP_STEPS
         [ "$model" = mlp ] && steps=$(( DDP_STEPS / 10 ))
         for b in hccl_rs gloo; do
@@ -136,7 +140,7 @@ for n in nprocs:
         print(f"{n:<5} {size:>10} | {cells[0]:<22} | {cells[1]:<22} | {cells[2]:<22} | {ratios(h, g)} | {ratios(h, t)}")
 ddp = []
 for n in nprocs:
-    for model in ("small", "mlp"):
+    for model in ("small", "mlp"):  # the ones run (DDP_MODELS) have files
         got = {}
         for b in ("hccl_rs", "gloo"):
             got[b] = [float(r[3]) if r else None for r in (next(iter(rows(f"{out}/ddp.{b}.{model}.{n}.{rep}")), None) for rep in range(1, reps + 1))]

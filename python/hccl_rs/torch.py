@@ -407,6 +407,31 @@ class ProcessGroupHCCL(dist.ProcessGroup):
     def monitored_barrier(self, opts=None, wait_all_ranks=False):
         self._comm.barrier()
 
+    # torch >= 2.x calls these names of the single-tensor forms on a
+    # ProcessGroup written in Python (2.15: dist.all_gather_into_tensor ->
+    # group.all_gather_single, ...); older ones the names above.
+    def all_gather_single(self, output, input, opts=None):
+        return self._allgather_base(output, input, opts)
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        return self.allgather_into_tensor_coalesced(outputs, inputs, opts)
+
+    def reduce_scatter_single(self, output, input, opts=None):
+        return self._reduce_scatter_base(output, input, opts)
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        return self.reduce_scatter_tensor_coalesced(outputs, inputs, opts)
+
+    def all_to_all_single(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        return self.alltoall_base(output, input, output_split_sizes, input_split_sizes, opts)
+
+    def gather_single(self, output, input, opts=None):
+        """dist.gather_single (torch 2.15): the root's output holds every
+        rank's input in rank order; elsewhere it is unused."""
+        root = _root(opts)
+        out = output if self.rank() == root else None
+        return _Work([self._comm.gather(input, out, root, async_op=True)], [output])
+
     # -- point-to-point ------------------------------------------------
     def send(self, tensors, dstRank, tag=0):  # noqa: N803 (torch's names)
         return _Work([self._comm.send(t, dstRank, async_op=True) for t in tensors], tensors)
