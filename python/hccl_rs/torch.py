@@ -40,20 +40,33 @@ ReduceOp = dist.ReduceOp
 _OPS = [(ReduceOp.SUM, "sum"), (ReduceOp.PRODUCT, "prod"), (ReduceOp.MAX, "max"), (ReduceOp.MIN, "min")]
 if hasattr(ReduceOp, "AVG"):
     _OPS.append((ReduceOp.AVG, "avg"))
+# For errors: torch 1.13's ReduceOp members print as object addresses.
+_UNSUPPORTED = [(getattr(ReduceOp, n), n) for n in ("BAND", "BOR", "BXOR", "PREMUL_SUM") if hasattr(ReduceOp, n)]
 
 
 def _op_name(op):
     for o, name in _OPS:
         if op == o:
             return name
-    raise ValueError(f"hccl_rs: ReduceOp {op} is not supported; accepted: SUM, PRODUCT, MAX, MIN, AVG")
+    name = next((n for o, n in _UNSUPPORTED if op == o), str(op))
+    raise ValueError(f"hccl_rs: ReduceOp {name} is not supported (HCCL has no counterpart); accepted: SUM, PRODUCT, MAX, MIN, AVG")
 
 
-def _reduce_op(opts):
-    """The op of an options object (AllreduceOptions, ...), or an op itself."""
-    if opts is None:
-        return "sum"
-    return _op_name(getattr(opts, "reduceOp", opts))
+# A bool tensor's bytes are 0/1: a byte-wise sum or product could store 2
+# in a bool, so SUM is logical or (max) and PRODUCT logical and (min), as
+# torch's NCCL backend maps them.
+_BOOL_OPS = {"sum": "max", "prod": "min", "max": "max", "min": "min"}
+
+
+def _reduce_op(opts, tensor):
+    """The op of an options object (AllreduceOptions, ...), or an op itself,
+    for `tensor`'s dtype."""
+    name = "sum" if opts is None else _op_name(getattr(opts, "reduceOp", opts))
+    if tensor.dtype != torch.bool:
+        return name
+    if name not in _BOOL_OPS:
+        raise ValueError(f"hccl_rs: ReduceOp {name.upper()} is not supported on bool tensors; accepted: SUM, PRODUCT, MAX, MIN")
+    return _BOOL_OPS[name]
 
 
 def _root(opts):
@@ -243,9 +256,6 @@ class _Work(dist.Work):
         return fut
 
 
-_GROUPS = itertools.count()
-
-
 class ProcessGroupHCCL(dist.ProcessGroup):
     """A torch ProcessGroup whose collectives are hccl-rs's, on CPU tensors.
 
@@ -257,7 +267,11 @@ class ProcessGroupHCCL(dist.ProcessGroup):
     def __init__(self, store, rank, size, timeout=None, name="hccl"):
         super().__init__(rank, size)
         self._name = name
-        key = f"hccl_rs/root_info/{next(_GROUPS)}"
+        # torch hands each group a store of its own (a PrefixStore named by
+        # the group, the same on every member), so one key serves; a counter
+        # of this process's groups would differ between members that belong
+        # to different sets of groups, and overlapping new_group calls hung.
+        key = "hccl_rs/root_info"
         with _exec_timeout(timeout):
             if rank == 0:
                 info = get_root_info()
@@ -283,8 +297,7 @@ class ProcessGroupHCCL(dist.ProcessGroup):
 
     # -- collectives ---------------------------------------------------
     def allreduce(self, tensors, opts=None):
-        op = _reduce_op(opts)
-        return _Work([self._comm.all_reduce(t, None, op, async_op=True) for t in tensors], tensors)
+        return _Work([self._comm.all_reduce(t, None, _reduce_op(opts, t), async_op=True) for t in tensors], tensors)
 
     def allreduce_coalesced(self, tensors, opts=None):
         return self.allreduce(tensors, opts)
@@ -323,9 +336,9 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         return _Work([self._comm.all_gather(i, o, async_op=True) for o, i in zip(outputs, inputs)], outputs)
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
-        op = _reduce_op(opts)
         works = []
         for out, ins in zip(output_tensors, input_tensors):
+            op = _reduce_op(opts, out)
             if len(ins) != self.size():
                 raise ValueError(f"reduce_scatter: {len(ins)} input tensors for {self.size()} ranks")
             counts = [t.numel() for t in ins]
@@ -338,16 +351,15 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         return _Work(works, output_tensors)
 
     def _reduce_scatter_base(self, output, input, opts=None):
-        op = _reduce_op(opts)
+        op = _reduce_op(opts, output)
         return _Work([self._comm.reduce_scatter(input, output, op, async_op=True)], [output])
 
     def reduce_scatter_tensor_coalesced(self, outputs, inputs, opts=None):
-        op = _reduce_op(opts)
-        return _Work([self._comm.reduce_scatter(i, o, op, async_op=True) for o, i in zip(outputs, inputs)], outputs)
+        return _Work([self._comm.reduce_scatter(i, o, _reduce_op(opts, o), async_op=True) for o, i in zip(outputs, inputs)], outputs)
 
     def reduce(self, tensors, opts=None):
-        op, root = _reduce_op(opts), _root(opts)
-        return _Work([self._comm.reduce(t, None, op, root, async_op=True) for t in tensors], tensors)
+        root = _root(opts)
+        return _Work([self._comm.reduce(t, None, _reduce_op(opts, t), root, async_op=True) for t in tensors], tensors)
 
     def gather(self, output_tensors, input_tensors, opts=None):
         root = _root(opts)
@@ -444,28 +456,30 @@ class ProcessGroupHCCL(dist.ProcessGroup):
 
 
 class _exec_timeout:
-    """Sets HCCL_EXEC_TIMEOUT from torch's timeout while a communicator is
-    built (it reads the variable then), unless the timeout is torch's default
-    and the variable is set."""
+    """Sets HCCL_EXEC_TIMEOUT (each op) and HCCL_CONNECT_TIMEOUT (the
+    bootstrap) from torch's timeout while a communicator is built (it reads
+    the variables then), unless the timeout is torch's default and the
+    variable is set. torch's timeout covers its own store's bootstrap too, so
+    without the second a rank waited 120 s for a missing rank where Gloo's
+    gave up at the timeout."""
+
+    VARS = ("HCCL_EXEC_TIMEOUT", "HCCL_CONNECT_TIMEOUT")
 
     def __init__(self, timeout):
-        self.value = None
         default = getattr(dist, "default_pg_timeout", None)
-        if timeout is not None and (timeout != default or "HCCL_EXEC_TIMEOUT" not in os.environ):
-            self.value = str(max(1, int(round(timeout.total_seconds()))))
+        secs = None if timeout is None else str(max(1, int(round(timeout.total_seconds()))))
+        self.values = {v: secs for v in self.VARS if secs is not None and (timeout != default or v not in os.environ)}
 
     def __enter__(self):
-        self.old = os.environ.get("HCCL_EXEC_TIMEOUT")
-        if self.value is not None:
-            os.environ["HCCL_EXEC_TIMEOUT"] = self.value
+        self.old = {v: os.environ.get(v) for v in self.values}
+        os.environ.update(self.values)
 
     def __exit__(self, *exc):
-        if self.value is None:
-            return
-        if self.old is None:
-            os.environ.pop("HCCL_EXEC_TIMEOUT", None)
-        else:
-            os.environ["HCCL_EXEC_TIMEOUT"] = self.old
+        for v, old in self.old.items():
+            if old is None:
+                os.environ.pop(v, None)
+            else:
+                os.environ[v] = old
 
 
 def _creator(name):

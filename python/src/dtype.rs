@@ -37,7 +37,7 @@ pub(crate) fn from_format(format: &CStr, item_size: usize) -> Result<Option<Data
         _ => None,
     };
     d.map(Some).ok_or_else(|| {
-        format!("buffer format {f:?} (items of {item_size} bytes) has no HCCL data type; accepted: signed and unsigned integers of 1, 2, 4, 8 bytes, float16 ('e'), float32, float64, raw bytes ('B') with dtype= (e.g. dtype='bf16' for bfloat16 bits)")
+        format!("buffer format {f:?} (items of {item_size} bytes) has no HCCL data type; accepted: signed and unsigned integers of 1, 2, 4, 8 bytes, float16 ('e'), float32, float64, raw bytes ('B') with dtype= (e.g. dtype='bf16' for bfloat16 bits; a bool array as arr.view(numpy.uint8))")
     })
 }
 

@@ -139,6 +139,29 @@ def collectives(argv):
         t = torch.ones(3)
         dist.all_reduce(t, group=g)
         eq(t, [len(evens)] * 3, "new_group all_reduce")
+    # An overlapping group made after it: members with different group
+    # histories (rank 2 is in both) must still find one another.
+    if p >= 3:
+        upper = list(range(1, p))
+        g2 = dist.new_group(upper)
+        if r in upper:
+            t = torch.ones(2)
+            dist.all_reduce(t, group=g2)
+            eq(t, [len(upper)] * 2, "overlapping new_group all_reduce")
+    # 0-dim tensors (a loss, a flag), as with Gloo.
+    s = torch.tensor(float(r + 1))
+    dist.all_reduce(s)
+    eq(s.reshape(1), [p * (p + 1) / 2], "0-dim all_reduce")
+    s = torch.tensor(float(r))
+    dist.broadcast(s, 0)
+    eq(s.reshape(1), [0.0], "0-dim broadcast")
+    # bool: SUM is logical or, PRODUCT logical and; every byte stays 0 or 1.
+    b = torch.tensor([True, r == 0, False])
+    dist.all_reduce(b)
+    eq(b.view(torch.uint8), [1, 1, 0], "bool all_reduce SUM")
+    b = torch.tensor([True, r == 0, False])
+    dist.all_reduce(b, op=dist.ReduceOp.PRODUCT)
+    eq(b.view(torch.uint8), [1, int(p == 1), 0], "bool all_reduce PRODUCT")
     # Rank 0 hosts the store: it leaves last.
     dist.barrier()
     dist.destroy_process_group()

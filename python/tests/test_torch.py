@@ -4,6 +4,8 @@ collective against numpy for several dtypes and 1-4 ranks, errors on every
 rank, DDP against a single-process run, and the guide's snippets."""
 
 import json
+import os
+from datetime import timedelta
 
 import pytest
 
@@ -80,3 +82,22 @@ def test_the_guides_snippets_run_as_written():
     # RANK_ID, Ascend's variable, stands in for RANK.
     outs = launch("guide", 2, rank_var="RANK_ID")
     assert [r["ok"] for r in results(outs)] == [True, True]
+
+
+def test_an_unsupported_reduce_op_is_named():
+    from hccl_rs.torch import _op_name
+
+    dist = torch.distributed
+    with pytest.raises(ValueError, match="ReduceOp BXOR is not supported"):
+        _op_name(dist.ReduceOp.BXOR)
+
+
+def test_torchs_timeout_bounds_the_bootstrap_too(monkeypatch):
+    from hccl_rs.torch import _exec_timeout
+
+    for v in _exec_timeout.VARS:
+        monkeypatch.delenv(v, raising=False)
+    with _exec_timeout(timedelta(seconds=15)):
+        assert os.environ["HCCL_EXEC_TIMEOUT"] == "15"
+        assert os.environ["HCCL_CONNECT_TIMEOUT"] == "15"
+    assert "HCCL_CONNECT_TIMEOUT" not in os.environ
