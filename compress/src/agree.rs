@@ -6,7 +6,7 @@
 
 use hccl::Comm;
 
-use crate::CompressError;
+use crate::{CompressError, ErrorFeedback};
 
 /// What a rank is about to exchange.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,4 +52,31 @@ pub(crate) fn agree(comm: &Comm, mine: Bucket) -> Result<(), CompressError> {
             other: of(r).describe(),
         }),
     }
+}
+
+/// The check every compressed exchange makes before any bucket data moves:
+/// `fb` must be this bucket's (length `len`), and every rank must exchange
+/// the same bucket. A rank whose `fb` is wrong still takes part in the
+/// AllGather (as scheme 0), so its peers fail with a mismatch instead of
+/// waiting for it.
+///
+/// # Errors
+/// This rank's [`CompressError::Length`] first, else
+/// [`CompressError::BucketMismatch`]; the communicator's errors.
+pub(crate) fn check_bucket(
+    comm: &Comm,
+    fb: &ErrorFeedback,
+    scheme: u64,
+    len: usize,
+    param: u64,
+) -> Result<(), CompressError> {
+    let local = fb.check(len);
+    let bucket = Bucket {
+        scheme: if local.is_ok() { scheme } else { 0 },
+        len: len as u64,
+        param,
+    };
+    let agreed = agree(comm, bucket);
+    local?;
+    agreed
 }

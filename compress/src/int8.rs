@@ -19,7 +19,7 @@
 
 use hccl::Comm;
 
-use crate::agree::{agree, Bucket};
+use crate::agree::check_bucket;
 use crate::topk::ErrorFeedback;
 use crate::{CompressError, Exchange, Path};
 
@@ -149,15 +149,7 @@ impl Int8 {
         fb: &mut ErrorFeedback,
     ) -> Result<Exchange, CompressError> {
         let len = grad.len();
-        let local = fb.check(len);
-        let bucket = Bucket {
-            scheme: if local.is_ok() { 2 } else { 0 },
-            len: len as u64,
-            param: self.block as u64,
-        };
-        let agreed = agree(comm, bucket);
-        local?;
-        agreed?;
+        check_bucket(comm, fb, 2, len, self.block as u64)?;
         tracing::debug!(
             target: "hccl_compress",
             comm = comm.name(),

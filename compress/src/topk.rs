@@ -21,7 +21,7 @@
 use hccl::comm::ReduceOp;
 use hccl::Comm;
 
-use crate::agree::{agree, Bucket};
+use crate::agree::check_bucket;
 use crate::select::{top_k, Selection};
 use crate::{CompressError, Exchange, Path};
 
@@ -262,15 +262,7 @@ impl TopK {
     ) -> Result<Exchange, CompressError> {
         let len = grad.len();
         let k = self.k(len);
-        let local = fb.check(len);
-        let bucket = Bucket {
-            scheme: if local.is_ok() { 1 } else { 0 },
-            len: len as u64,
-            param: k as u64,
-        };
-        let agreed = agree(comm, bucket);
-        local?;
-        agreed?;
+        check_bucket(comm, fb, 1, len, k as u64)?;
         let sparse = sparse_wins(comm.size(), len, k);
         tracing::debug!(
             target: "hccl_compress",
