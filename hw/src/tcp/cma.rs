@@ -221,7 +221,15 @@ pub struct PeerCma {
     pub peer_pid: u32,
 }
 
-fn frame(kind: FrameKind, session: SessionId, comm: u64, tag: u32, len: u64) -> FrameHeader {
+/// A control frame's header on a fresh data connection (the probe and
+/// the shared-memory offer exchanges).
+pub(super) fn frame(
+    kind: FrameKind,
+    session: SessionId,
+    comm: u64,
+    tag: u32,
+    len: u64,
+) -> FrameHeader {
     FrameHeader {
         kind,
         session,
@@ -233,7 +241,8 @@ fn frame(kind: FrameKind, session: SessionId, comm: u64, tag: u32, len: u64) -> 
     }
 }
 
-async fn read_frame(
+/// Reads one frame header of `kind` (anything else is an error naming it).
+pub(super) async fn read_frame(
     s: &mut TcpStream,
     session: SessionId,
     kind: FrameKind,

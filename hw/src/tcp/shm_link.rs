@@ -16,8 +16,8 @@
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::wire::{FrameHeader, FrameKind, SessionId, ShmOffer, SHM_OFFER_LEN, SHM_TOKEN_LEN};
-use super::wire::{FRAME_HEADER_LEN, SIG_LEN};
+use super::cma::{frame, read_frame};
+use super::wire::{FrameKind, SessionId, ShmOffer, SHM_OFFER_LEN, SHM_TOKEN_LEN};
 use crate::shm::segment::Segment;
 
 /// Bytes of each ring of a pair's segment (two per pair, one each way):
@@ -25,33 +25,6 @@ use crate::shm::segment::Segment;
 /// ([`MAX_INLINE_ON_CMA`](super::wire::MAX_INLINE_ON_CMA)) and small
 /// enough to stay in a core's L2 cache.
 pub const SHM_RING: u64 = 256 << 10;
-
-fn frame(kind: FrameKind, session: SessionId, comm: u64, tag: u32, len: u64) -> [u8; 88] {
-    FrameHeader {
-        kind,
-        session,
-        comm,
-        seq: 0,
-        tag,
-        len,
-        sig: [0; SIG_LEN],
-    }
-    .encode()
-}
-
-async fn read_header(
-    s: &mut TcpStream,
-    session: SessionId,
-    kind: FrameKind,
-) -> Result<FrameHeader, String> {
-    let mut hb = [0u8; FRAME_HEADER_LEN];
-    s.read_exact(&mut hb).await.map_err(|e| e.to_string())?;
-    let h = FrameHeader::decode(&hb, session).map_err(|e| e.to_string())?;
-    if h.kind != kind {
-        return Err(format!("{:?} instead of {kind:?}", h.kind));
-    }
-    Ok(h)
-}
 
 /// The offer exchange on one connection (see the module docs); `lower`:
 /// this rank is the pair's lower one; `peer_pid`: the peer's process as
@@ -88,10 +61,12 @@ pub(crate) async fn exchange(
             }
         }
     }
-    let mut out = frame(FrameKind::ShmOffer, session, comm, 0, SHM_OFFER_LEN as u64).to_vec();
+    let mut out = frame(FrameKind::ShmOffer, session, comm, 0, SHM_OFFER_LEN as u64)
+        .encode()
+        .to_vec();
     out.extend_from_slice(&mine.encode());
     s.write_all(&out).await.map_err(|e| e.to_string())?;
-    read_header(s, session, FrameKind::ShmOffer).await?;
+    read_frame(s, session, FrameKind::ShmOffer).await?;
     let mut body = [0u8; SHM_OFFER_LEN];
     s.read_exact(&mut body).await.map_err(|e| e.to_string())?;
     let theirs = ShmOffer::decode(&body).map_err(|e| e.to_string())?;
@@ -99,7 +74,7 @@ pub(crate) async fn exchange(
         return Ok(None);
     }
     if lower {
-        let answer = read_header(s, session, FrameKind::ShmReply).await?;
+        let answer = read_frame(s, session, FrameKind::ShmReply).await?;
         // The peer has mapped it (or given up): the descriptor can go.
         let (seg, file) = created.ok_or("no segment")?;
         drop(file);
@@ -123,7 +98,8 @@ pub(crate) async fn exchange(
         comm,
         u32::from(seg.is_some()),
         0,
-    );
+    )
+    .encode();
     s.write_all(&reply).await.map_err(|e| e.to_string())?;
     Ok(seg)
 }
