@@ -272,7 +272,7 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         # of this process's groups would differ between members that belong
         # to different sets of groups, and overlapping new_group calls hung.
         key = "hccl_rs/root_info"
-        with _exec_timeout(timeout):
+        with _hccl_timeouts(timeout):
             if rank == 0:
                 info = get_root_info()
                 store.set(key, info)
@@ -455,7 +455,7 @@ class ProcessGroupHCCL(dist.ProcessGroup):
         raise HcclError("hccl_rs: recv from any source is not supported (HCCL has no wildcard receive); name src")
 
 
-class _exec_timeout:
+class _hccl_timeouts:
     """Sets HCCL_EXEC_TIMEOUT (each op) and HCCL_CONNECT_TIMEOUT (the
     bootstrap) from torch's timeout while a communicator is built (it reads
     the variables then), unless the timeout is torch's default and the

@@ -93,11 +93,11 @@ def test_an_unsupported_reduce_op_is_named():
 
 
 def test_torchs_timeout_bounds_the_bootstrap_too(monkeypatch):
-    from hccl_rs.torch import _exec_timeout
+    from hccl_rs.torch import _hccl_timeouts
 
-    for v in _exec_timeout.VARS:
+    for v in _hccl_timeouts.VARS:
         monkeypatch.delenv(v, raising=False)
-    with _exec_timeout(timedelta(seconds=15)):
+    with _hccl_timeouts(timedelta(seconds=15)):
         assert os.environ["HCCL_EXEC_TIMEOUT"] == "15"
         assert os.environ["HCCL_CONNECT_TIMEOUT"] == "15"
     assert "HCCL_CONNECT_TIMEOUT" not in os.environ
