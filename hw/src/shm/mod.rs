@@ -1,6 +1,6 @@
 //! Same-host shared memory: per-pair single-producer single-consumer byte
 //! rings in a segment both processes map (after Open MPI's vader and
-//! NCCL's SHM transport). [`ring`] is the protocol (positions, sleep
+//! NCCL's SHM transport). `ring` is the protocol (positions, sleep
 //! flags), checked by loom models and property tests; `segment` is the
 //! mapped memory (the crate's one module with `unsafe` code).
 
