@@ -119,9 +119,6 @@ fn spawn(net: &Net, dir: &PathBuf, rank: usize, host: &str) -> Child {
         .env("HCCL_IF_IP", &net.addr[rank])
         .env("HCCL_CONNECT_TIMEOUT", "20")
         .env("HCCL_EXEC_TIMEOUT", "1")
-        // The two namespaces share one kernel, so the same-host rings would
-        // carry every frame past the veth link the test cuts.
-        .env("HCCL_SHM_DISABLE", "1")
         .env("MASTER_ADDR", &net.addr[0])
         .env("MASTER_PORT", "29517")
         .env("WORLD_SIZE", "2")

@@ -9,9 +9,14 @@
 //! exchange reported, checks the token, and answers [`FrameKind::ShmReply`]
 //! 1 (mapped) or 0; the lower rank closes its descriptor after the answer
 //! either way, so from then on the segment lives only in the two
-//! mappings. A pair whose answer is 0 (another host or pid namespace,
-//! `/proc` not readable, `HCCL_SHM_DISABLE=1` on either side) stays on the
-//! socket, with a debug log line saying why.
+//! mappings. A pair whose answer is 0 (another host, pid or network
+//! namespace, `/proc` not readable, `HCCL_SHM_DISABLE=1` on either side)
+//! stays on the socket, with a debug log line saying why.
+//!
+//! Ranks in two network namespaces of one kernel (containers with their
+//! own network, or the netns test hosts) could map each other's memory,
+//! but the rings would then bypass the network their operator gave them:
+//! a cut link would no longer cut anything. Such pairs stay on the socket.
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -80,10 +85,11 @@ pub(crate) async fn exchange(
         drop(file);
         return Ok((answer.tag == 1).then_some(seg));
     }
-    let opened = if theirs.cap == SHM_RING {
-        Segment::open(peer_pid, theirs.fd, theirs.cap, &theirs.token)
-    } else {
+    let opened = if theirs.cap != SHM_RING {
         Err(format!("rings of {} bytes, not {SHM_RING}", theirs.cap))
+    } else {
+        same_network_namespace(peer_pid)
+            .and_then(|()| Segment::open(peer_pid, theirs.fd, theirs.cap, &theirs.token))
     };
     let seg = match opened {
         Ok(seg) => Some(seg),
@@ -102,4 +108,24 @@ pub(crate) async fn exchange(
     .encode();
     s.write_all(&reply).await.map_err(|e| e.to_string())?;
     Ok(seg)
+}
+
+/// `Ok` if process `pid` is in this process's network namespace (the
+/// targets of `/proc/self/ns/net` and `/proc/<pid>/ns/net` agree,
+/// proc(5)); otherwise the reason, for the debug log.
+fn same_network_namespace(pid: u32) -> Result<(), String> {
+    let ns = |p: &str| std::fs::read_link(p).map_err(|e| format!("reading {p}: {e}"));
+    let (mine, theirs) = (
+        ns("/proc/self/ns/net")?,
+        ns(&format!("/proc/{pid}/ns/net"))?,
+    );
+    if mine == theirs {
+        Ok(())
+    } else {
+        Err(format!(
+            "pid {pid} is in network namespace {}, this process in {}",
+            theirs.display(),
+            mine.display()
+        ))
+    }
 }
