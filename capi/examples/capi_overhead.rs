@@ -5,10 +5,11 @@
 //! loopback TCP (`HcclCommInitAll`). Rounds alternate between the two
 //! paths; each prints the median of the rounds' per-op means.
 //!
-//! `cargo run --release -p hccl-capi --example capi_overhead [ROUNDS [PATH]]`
+//! `cargo run --release -p hccl-capi --example capi_overhead [ROUNDS [PATH [SIZE]]]`
 //!
 //! PATH `c` or `comm` runs that path only, every round (for `perf stat`
-//! of one path); the table then shows it in both columns.
+//! of one path); the table then shows it in both columns (`both`: the
+//! default). SIZE `small` or `large` keeps the 8 KiB or the 16 MiB row.
 
 use std::ffi::c_void;
 use std::sync::{Arc, Barrier};
@@ -86,7 +87,16 @@ fn main() {
         "{:>10} | {:>12} | {:>12} | {:>10}",
         "bytes", "Comm (us)", "C API (us)", "C - Comm"
     );
-    for (bytes, iters) in [(8usize << 10, 2000u32), (16 << 20, 20)] {
+    // A third argument keeps one size: `small` (8 KiB) or `large` (16 MiB).
+    let sizes: Vec<(usize, u32)> = [(8usize << 10, 2000u32), (16 << 20, 20)]
+        .into_iter()
+        .filter(|&(b, _)| match std::env::args().nth(3).as_deref() {
+            Some("small") => b < 1 << 20,
+            Some("large") => b >= 1 << 20,
+            _ => true,
+        })
+        .collect();
+    for (bytes, iters) in sizes {
         let per_rank: Vec<_> = (0..RANKS)
             .map(|r| {
                 let b = Arc::clone(&barrier);

@@ -5,6 +5,13 @@
 //! for the queue to drain and returns the first failed task's error (and
 //! clears it). An event is recorded by a task on a stream: it completes
 //! when the stream reaches it, and keeps the time it did.
+//!
+//! A synchronize without a timeout runs the stream's next tasks itself
+//! while the worker has not taken them (one runner at a time, so the
+//! order holds): a program that synchronizes after every op, as most
+//! do, then pays no hop to the worker and back (two thread wake-ups per
+//! op, bench/capi.md). The worker is still woken at every enqueue, so a
+//! stream progresses while its host thread does something else.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -25,7 +32,21 @@ struct Queue {
     finished: u64,
     /// The first failure since the last synchronize, and its log line.
     error: Option<(AclError, String)>,
+    /// A task is running (on the worker or a synchronizing thread).
+    busy: bool,
     closed: bool,
+}
+
+impl Queue {
+    /// The next task, if none is running; marks the queue busy.
+    fn take(&mut self) -> Option<Task> {
+        if self.busy {
+            return None;
+        }
+        let t = self.tasks.pop_front()?;
+        self.busy = true;
+        Some(t)
+    }
 }
 
 struct Inner {
@@ -84,18 +105,27 @@ pub(crate) type Clock = Arc<SimClock>;
 impl Stream {
     /// A stream with a running worker; `Err` if no thread can start.
     pub(crate) fn new() -> std::io::Result<Stream> {
+        Stream::with_worker(true)
+    }
+
+    /// A stream, with its worker or (tests) without one.
+    fn with_worker(worker: bool) -> std::io::Result<Stream> {
         let inner = Arc::new(Inner {
             q: Mutex::new(Queue::default()),
             cv: Condvar::new(),
         });
         let w = Arc::clone(&inner);
-        let worker = std::thread::Builder::new()
-            .name("acl-stream".into())
-            .spawn(move || run(&w))?;
+        let worker = worker
+            .then(|| {
+                std::thread::Builder::new()
+                    .name("acl-stream".into())
+                    .spawn(move || run(&w))
+            })
+            .transpose()?;
         static NEXT_ID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
         Ok(Stream {
             inner,
-            worker: Mutex::new(Some(worker)),
+            worker: Mutex::new(worker),
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             clock: Arc::new(SimClock::default()),
         })
@@ -130,6 +160,15 @@ impl Stream {
         let mut q = lock(&self.inner.q);
         let target = q.submitted;
         while q.finished < target {
+            // Without a timeout this thread may run the tasks itself: it
+            // waits for them anyway. With one it must be free to return.
+            if deadline.is_none() && q.finished + u64::from(q.busy) < target {
+                if let Some(task) = q.take() {
+                    drop(q);
+                    q = run_one(&self.inner, task);
+                    continue;
+                }
+            }
             q = match deadline {
                 None => self.inner.cv.wait(q).unwrap_or_else(|p| p.into_inner()),
                 Some(d) => {
@@ -173,32 +212,38 @@ impl Drop for Stream {
     }
 }
 
+/// The worker: runs tasks as they come until the stream is closed and
+/// drained.
 fn run(inner: &Inner) {
+    let mut q = lock(&inner.q);
     loop {
-        let task = {
-            let mut q = lock(&inner.q);
-            loop {
-                if let Some(t) = q.tasks.pop_front() {
-                    break t;
-                }
-                if q.closed {
-                    return;
-                }
-                q = inner.cv.wait(q).unwrap_or_else(|p| p.into_inner());
-            }
-        };
-        // A panicking task (a bug) fails the task, not the stream.
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(task))
-            .unwrap_or(Err(crate::codes::ACL_ERROR_RT_INTERNAL_ERROR));
-        let mut q = lock(&inner.q);
-        if let Err(e) = r {
-            // The task logged why on this thread (crate::log::fail).
-            q.error
-                .get_or_insert_with(|| (e, crate::log::recent_text()));
+        if let Some(task) = q.take() {
+            drop(q);
+            q = run_one(inner, task);
+        } else if q.closed && q.tasks.is_empty() && !q.busy {
+            return;
+        } else {
+            q = inner.cv.wait(q).unwrap_or_else(|p| p.into_inner());
         }
-        q.finished += 1;
-        inner.cv.notify_all();
     }
+}
+
+/// Runs a task taken with [`Queue::take`] on this thread and books its
+/// result; returns the queue locked again.
+fn run_one(inner: &Inner, task: Task) -> MutexGuard<'_, Queue> {
+    // A panicking task (a bug) fails the task, not the stream.
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(task))
+        .unwrap_or(Err(crate::codes::ACL_ERROR_RT_INTERNAL_ERROR));
+    let mut q = lock(&inner.q);
+    if let Err(e) = r {
+        // The task logged why on this thread (crate::log::fail).
+        q.error
+            .get_or_insert_with(|| (e, crate::log::recent_text()));
+    }
+    q.busy = false;
+    q.finished += 1;
+    inner.cv.notify_all();
+    q
 }
 
 #[derive(Default)]
@@ -375,6 +420,64 @@ mod tests {
         gate.1.notify_all();
         assert_eq!(s.synchronize(None), Ok(()));
         assert_eq!(ran.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn an_untimed_synchronize_runs_the_tasks_itself_in_order() {
+        // No worker: only the synchronizing thread can run them.
+        let s = Stream::with_worker(false).unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        for i in 0..3u32 {
+            let log = Arc::clone(&log);
+            s.enqueue(Box::new(move || {
+                log.lock().unwrap().push(i);
+                if i == 1 {
+                    crate::log::fail("task", 0, format_args!("task {i} failed"));
+                    return Err(7);
+                }
+                Ok(())
+            }));
+        }
+        // A timed one must stay free to return, so it runs nothing.
+        assert_eq!(s.synchronize(Some(Duration::from_millis(5))), Err(None));
+        assert!(log.lock().unwrap().is_empty());
+        assert_eq!(
+            s.synchronize(None),
+            Err(Some((7, "task: task 1 failed".to_string())))
+        );
+        assert_eq!(*log.lock().unwrap(), vec![0, 1, 2]);
+        assert!(s.is_idle());
+    }
+
+    #[test]
+    fn the_worker_and_synchronizing_threads_run_one_task_at_a_time_in_order() {
+        let s = Arc::new(Stream::new().unwrap());
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let running = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let syncers: Vec<_> = (0..2)
+            .map(|_| {
+                let s = Arc::clone(&s);
+                std::thread::spawn(move || {
+                    for _ in 0..200 {
+                        assert_eq!(s.synchronize(None), Ok(()));
+                    }
+                })
+            })
+            .collect();
+        for i in 0..2000u32 {
+            let (log, running) = (Arc::clone(&log), Arc::clone(&running));
+            s.enqueue(Box::new(move || {
+                assert!(!running.swap(true, Ordering::SeqCst), "two runners");
+                log.lock().unwrap().push(i);
+                running.store(false, Ordering::SeqCst);
+                Ok(())
+            }));
+        }
+        for t in syncers {
+            t.join().unwrap();
+        }
+        assert_eq!(s.synchronize(None), Ok(()), "no task panicked");
+        assert_eq!(*log.lock().unwrap(), (0..2000).collect::<Vec<_>>());
     }
 
     #[test]
