@@ -51,7 +51,10 @@ impl Queue {
 
 struct Inner {
     q: Mutex<Queue>,
-    cv: Condvar,
+    /// The worker waits here for a task (or the close).
+    work: Condvar,
+    /// Synchronizing threads wait here for tasks to finish.
+    done: Condvar,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -112,7 +115,8 @@ impl Stream {
     fn with_worker(worker: bool) -> std::io::Result<Stream> {
         let inner = Arc::new(Inner {
             q: Mutex::new(Queue::default()),
-            cv: Condvar::new(),
+            work: Condvar::new(),
+            done: Condvar::new(),
         });
         let w = Arc::clone(&inner);
         let worker = worker
@@ -146,7 +150,7 @@ impl Stream {
         let mut q = lock(&self.inner.q);
         q.submitted += 1;
         q.tasks.push_back(task);
-        self.inner.cv.notify_all();
+        self.inner.work.notify_one();
     }
 
     /// Waits until every task enqueued so far has run; returns (and
@@ -170,14 +174,14 @@ impl Stream {
                 }
             }
             q = match deadline {
-                None => self.inner.cv.wait(q).unwrap_or_else(|p| p.into_inner()),
+                None => self.inner.done.wait(q).unwrap_or_else(|p| p.into_inner()),
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {
                         return Err(None);
                     }
                     self.inner
-                        .cv
+                        .done
                         .wait_timeout(q, d - now)
                         .unwrap_or_else(|p| p.into_inner())
                         .0
@@ -199,7 +203,7 @@ impl Stream {
     /// Runs what is queued, then stops the worker (`aclrtDestroyStream`).
     pub(crate) fn close(&self) {
         lock(&self.inner.q).closed = true;
-        self.inner.cv.notify_all();
+        self.inner.work.notify_one();
         if let Some(w) = lock(&self.worker).take() {
             let _ = w.join();
         }
@@ -223,7 +227,7 @@ fn run(inner: &Inner) {
         } else if q.closed && q.tasks.is_empty() && !q.busy {
             return;
         } else {
-            q = inner.cv.wait(q).unwrap_or_else(|p| p.into_inner());
+            q = inner.work.wait(q).unwrap_or_else(|p| p.into_inner());
         }
     }
 }
@@ -242,7 +246,13 @@ fn run_one(inner: &Inner, task: Task) -> MutexGuard<'_, Queue> {
     }
     q.busy = false;
     q.finished += 1;
-    inner.cv.notify_all();
+    inner.done.notify_all();
+    // Only the worker waits on `work`, and only for a task it can take
+    // (or the close): no wake-up when nothing is left, so a synchronize
+    // that ran the task itself does not wake the worker for nothing.
+    if !q.tasks.is_empty() || q.closed {
+        inner.work.notify_one();
+    }
     q
 }
 
