@@ -241,18 +241,50 @@ pub(crate) fn submit_timed(
 ) {
     let clock = stream.clock();
     let args = args.filter(|_| crate::timing::enabled());
-    stream.enqueue(Box::new(move || match op(&c.comm) {
-        Ok(()) => {
-            if let Some(a) = &args {
-                clock.add(crate::timing::op_ns(a));
+    stream.enqueue(Box::new(move || {
+        // A panic (a bug) is this op's failure, reported as HCCL's
+        // internal error by the stream and by `HcclGetCommAsyncError`.
+        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| op(&c.comm)));
+        let code = match run {
+            Ok(Ok(())) => {
+                if let Some(a) = &args {
+                    clock.add(crate::timing::op_ns(a));
+                }
+                return Ok(());
             }
-            Ok(())
-        }
-        Err(e) => {
-            let code = e.hccl_result();
-            log::fail(f, code, op_error_text(&e));
-            crate::stream::lock_opt(&c.failed).get_or_insert(code);
-            Err(ACL_ERROR_RT_INTERNAL_ERROR)
-        }
+            Ok(Err(e)) => log::fail(f, e.hccl_result(), op_error_text(&e)),
+            Err(_) => log::fail(f, HCCL_E_INTERNAL, "the op panicked (a bug in hccl-rs)"),
+        };
+        crate::stream::lock_opt(&c.failed).get_or_insert(code);
+        Err(ACL_ERROR_RT_INTERNAL_ERROR)
     }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panicking_op_fails_its_stream_and_sets_the_async_error() {
+        let comm = Comm::init_all_on(hccl::BackendKind::Sim, 1)
+            .unwrap()
+            .remove(0);
+        let entry = Arc::new(CommEntry {
+            comm,
+            name: "t".into(),
+            failed: Mutex::new(None),
+            parent: None,
+        });
+        let stream = Stream::new().unwrap();
+        submit("HcclAllReduce", Arc::clone(&entry), &stream, |_| {
+            panic!("bug")
+        });
+        let (code, text) = stream.synchronize(None).unwrap_err().unwrap();
+        assert_eq!(code, ACL_ERROR_RT_INTERNAL_ERROR);
+        assert!(
+            text.contains("HcclAllReduce") && text.contains("panicked"),
+            "{text}"
+        );
+        assert_eq!(*entry.failed.lock().unwrap(), Some(HCCL_E_INTERNAL));
+    }
 }
