@@ -52,6 +52,15 @@ impl ErrorFeedback {
         ErrorFeedback::default()
     }
 
+    /// A state with the given residual and momentum (each empty, or one
+    /// element per bucket element): to carry a residual over when the
+    /// buckets change, as a DDP hook does when DDP rebuilds its buckets.
+    /// Their lengths are checked against the bucket at the next exchange
+    /// ([`CompressError::Length`]).
+    pub fn from_parts(residual: Vec<f32>, momentum: Vec<f32>) -> ErrorFeedback {
+        ErrorFeedback { residual, momentum }
+    }
+
     /// The residual: one element per bucket element, or empty before the
     /// first step.
     pub fn residual(&self) -> &[f32] {

@@ -7,6 +7,13 @@ async (``async_op=True`` returns a ``Work``), on numpy arrays, memoryviews,
 bytearrays and contiguous CPU ``torch.Tensor``s, in place, without a copy.
 Errors raise ``HcclError`` (``.code``: the HcclResult code; ``.message``).
 
+Gradient compression (the Rust crate hccl-compress): ``TopK`` (Top-K with
+error feedback, really sparse on the wire) and ``Int8`` (per-block INT8),
+each exchanging one bucket with an ``ErrorFeedback``; ``Reducer``, DDP's
+buckets for a plain training loop (``hccl_rs.reducer.ModelReducer`` hooks it
+into a model's backward); ``hccl_rs.hooks``, DDP communication hooks
+(``hooks.topk(ratio)``, ``hooks.int8()``) for any backend.
+
 ``hccl_rs.torch`` is a ``torch.distributed`` backend on it, registered as
 ``"hccl_rs"`` and, unless another package (torch_npu) has that name, as
 ``"hccl"``. Importing ``hccl_rs`` registers it when torch is installed
@@ -15,11 +22,11 @@ Errors raise ``HcclError`` (``.code``: the HcclResult code; ``.message``).
 
 import os as _os
 
-from ._native import Comm, HcclError, Work, __version__, get_root_info
+from ._native import Comm, ErrorFeedback, HcclError, Int8, Reducer, TopK, Work, __version__, get_root_info, sparse_wins
 
 HcclError.__module__ = "hccl_rs"
 
-__all__ = ["Comm", "HcclError", "Work", "get_root_info", "__version__"]
+__all__ = ["Comm", "ErrorFeedback", "HcclError", "Int8", "Reducer", "TopK", "Work", "get_root_info", "sparse_wins", "__version__"]
 
 
 def _register_torch():

@@ -1,7 +1,7 @@
 """Type stubs of hccl_rs._native (the Rust extension; see hccl_rs/__init__.py)."""
 
 from os import PathLike
-from typing import Any, Callable, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 # A buffer-protocol object (numpy array, memoryview, bytearray) or a
 # contiguous CPU torch.Tensor. Its format gives the element type unless
@@ -71,6 +71,87 @@ class Comm:
     def async_error(self) -> Optional[HcclError]: ...
     def abort(self) -> None: ...
     def destroy(self) -> None: ...
+
+class ErrorFeedback:
+    """One rank's error-feedback state for one bucket (residual; Top-K's momentum).
+
+    Empty until the first exchange; pass the same object to every step's
+    exchange of that bucket (a bucket of another length raises). Built from
+    float32 buffers (copied) to carry a residual over to a new bucket layout.
+    """
+
+    def __init__(self, residual: Optional[Buffer] = None, momentum: Optional[Buffer] = None) -> None: ...
+    @property
+    def len(self) -> int:
+        """Elements of the residual (0 before the first exchange)."""
+    def residual(self) -> bytes:
+        """The residual as float32 bytes: numpy.frombuffer(b, numpy.float32)."""
+    def momentum(self) -> bytes:
+        """The momentum (Top-K with momentum correction) as float32 bytes, else empty."""
+    def reset(self) -> None: ...
+    @property
+    def last_path(self) -> Optional[str]:
+        """The last exchange's path: "sparse", "dense" (the byte rule chose AllReduce), "int8"."""
+    @property
+    def last_k(self) -> Optional[int]:
+        """Pairs per rank of the last sparse exchange."""
+    @property
+    def last_payload_bytes(self) -> Optional[int]:
+        """Bytes this rank handed to the last exchange's data collective."""
+
+class TopK:
+    """Top-K with error feedback (DGC, GRACE), exchanged as (index, value) pairs by AllGather.
+
+    selection: "exact" (quickselect) or "sampled" (DGC's sampled threshold
+    on sample_ratio of the bucket; the same k elements); momentum: DGC's
+    momentum correction factor in [0, 1). Dense AllReduce instead when the
+    pairs would move more bytes (sparse_wins).
+    """
+
+    def __init__(self, ratio: float, *, selection: str = "exact", sample_ratio: float = 0.01, momentum: Optional[float] = None) -> None: ...
+    @property
+    def ratio(self) -> float: ...
+    @property
+    def selection(self) -> str: ...
+    @property
+    def momentum(self) -> Optional[float]: ...
+    def k(self, n: int) -> int:
+        """Elements sent of a bucket of n: ceil(ratio * n), at most n."""
+    def all_reduce(self, comm: Comm, grad: Buffer, feedback: ErrorFeedback, *, average: bool = False, async_op: bool = False) -> Optional[Work]:
+        """Sums float32 grad in place over comm's ranks through Top-K with feedback (this bucket's)."""
+
+class Int8:
+    """INT8 per-block quantisation (scale max|x|/127 per block) with error feedback, by AllGather."""
+
+    def __init__(self, block: int = 256) -> None: ...
+    @property
+    def block(self) -> int: ...
+    def payload_bytes(self, n: int) -> int:
+        """Bytes one rank sends for a bucket of n elements: 4 per block + n."""
+    def all_reduce(self, comm: Comm, grad: Buffer, feedback: ErrorFeedback, *, average: bool = False, async_op: bool = False) -> Optional[Work]:
+        """Sums float32 grad in place over comm's ranks through INT8 with feedback (this bucket's)."""
+
+class Reducer:
+    """DDP's buckets for a plain training loop, on a communicator split from comm.
+
+    push(p, grad) copies a gradient in and marks it ready (complete buckets
+    are reduced at once on the reducer's thread); finish() waits and returns
+    {"paths", "payload_bytes", "exposed_s", "comm_s"}; grad(p, out) copies
+    the reduced gradient out. The bucket plan is checked across ranks.
+    """
+
+    def __init__(self, comm: Comm, param_sizes: Sequence[int], *, compression: Union[None, TopK, Int8] = None, first_bucket_bytes: int = 1 << 20, bucket_cap_bytes: int = 25 << 20, average: bool = True, rebuild: bool = True) -> None: ...
+    def push(self, p: int, grad: Buffer) -> None: ...
+    def finish(self) -> Dict[str, Any]: ...
+    def grad(self, p: int, out: Buffer) -> None: ...
+    @property
+    def buckets(self) -> List[List[int]]: ...
+    @property
+    def param_sizes(self) -> List[int]: ...
+    def close(self) -> None: ...
+
+def sparse_wins(world: int, n: int, k: int) -> bool:
+    """True if k (index, value) pairs per rank by AllGather move fewer bytes than a dense AllReduce of n float32 (P*k*8 < 2*n*4)."""
 
 def get_root_info() -> str:
     """HcclGetRootInfo: makes this process the root of the next bootstrap."""

@@ -22,7 +22,7 @@ use crate::stream::Stream;
 use crate::work::{Done, Work};
 
 /// An op as the stream runs it.
-type Op = Box<dyn FnOnce(&hccl::Comm) -> Result<(), CommError> + Send>;
+pub(crate) type Op = Box<dyn FnOnce(&hccl::Comm) -> Result<(), CommError> + Send>;
 
 /// Runs `$body` with `$t` the Rust element type of data type `$d`.
 macro_rules! with_element {
@@ -144,7 +144,7 @@ fn count(arg: &str, m: &Mem, d: DataType) -> PyResult<u64> {
 
 /// The buffer of `obj`: its buffer protocol, or a `torch.Tensor`'s
 /// memory (no copy; bfloat16 named, bool as uint8 bytes).
-fn get(obj: &Bound<'_, PyAny>, arg: &str, writable: bool) -> PyResult<Mem> {
+pub(crate) fn get(obj: &Bound<'_, PyAny>, arg: &str, writable: bool) -> PyResult<Mem> {
     if is_tensor(obj) {
         Mem::tensor(obj, arg)
     } else {
@@ -241,7 +241,7 @@ fn send_recv<'a, 'py>(
 pub(crate) struct Comm {
     /// `None` once destroyed.
     comm: Mutex<Option<Arc<hccl::Comm>>>,
-    stream: Arc<Stream>,
+    pub(crate) stream: Arc<Stream>,
     rank: u32,
     size: u32,
     name: String,
@@ -260,13 +260,20 @@ impl Comm {
         }
     }
 
-    fn handle(&self, py: Python<'_>) -> PyResult<Arc<hccl::Comm>> {
+    /// The communicator (an error once destroyed).
+    pub(crate) fn handle(&self, py: Python<'_>) -> PyResult<Arc<hccl::Comm>> {
         let c = self.comm.lock().unwrap_or_else(|p| p.into_inner()).clone();
         c.ok_or_else(|| hccl_error(py, 1, &format!("comm '{}' was destroyed", self.name)))
     }
 
     /// Runs `op` now (returns None) or queues it (returns its Work).
-    fn go(&self, py: Python<'_>, what: &str, async_op: bool, op: Op) -> PyResult<Option<Work>> {
+    pub(crate) fn go(
+        &self,
+        py: Python<'_>,
+        what: &str,
+        async_op: bool,
+        op: Op,
+    ) -> PyResult<Option<Work>> {
         let comm = self.handle(py)?;
         if async_op {
             let done = Arc::new(Done::default());

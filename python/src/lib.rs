@@ -5,6 +5,7 @@
 //! | module | job |
 //! | --- | --- |
 //! | `comm` | `hccl_rs.Comm`: constructors and every op of `hccl::Comm` |
+//! | `compress` | `hccl_rs.TopK`, `Int8`, `ErrorFeedback`, `Reducer`: gradient compression and DDP-style buckets (`hccl-compress`) |
 //! | `stream` | a communicator's ops in call order, blocking and async |
 //! | `work` | `hccl_rs.Work`, an async op's handle |
 //! | `buffer` | the caller's buffers, used in place (the one `unsafe` module) |
@@ -18,6 +19,7 @@
 
 mod buffer;
 mod comm;
+mod compress;
 mod dtype;
 mod error;
 mod stream;
@@ -52,6 +54,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     hccl::init_logging();
     m.add_class::<comm::Comm>()?;
     m.add_class::<work::Work>()?;
+    m.add_class::<compress::TopK>()?;
+    m.add_class::<compress::Int8>()?;
+    m.add_class::<compress::ErrorFeedback>()?;
+    m.add_class::<compress::Reducer>()?;
+    m.add_function(wrap_pyfunction!(compress::sparse_wins, m)?)?;
     m.add("HcclError", m.py().get_type::<error::HcclError>())?;
     m.add_function(wrap_pyfunction!(get_root_info, m)?)?;
     m.add_function(wrap_pyfunction!(cli, m)?)?;

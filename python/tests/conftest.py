@@ -39,8 +39,8 @@ def free_port():
     raise RuntimeError("no free port in 20000-31999")
 
 
-def launch(case, n, *args, init="env", timeout=120, env=None, expect_fail=(), rank_var="RANK"):
-    """Runs `python tests/ranks.py CASE ARGS` as `n` ranks, torchrun-style
+def launch(case, n, *args, init="env", timeout=120, env=None, expect_fail=(), rank_var="RANK", script="ranks.py"):
+    """Runs `python tests/SCRIPT CASE ARGS` (SCRIPT: ranks.py) as `n` ranks, torchrun-style
     (init="env": env:// variables; init="tcp": tcp://127.0.0.1:PORT passed as
     an argument, no MASTER_* set). Returns each rank's stdout; ranks listed in
     `expect_fail` must exit non-zero, the others zero. `rank_var` names the
@@ -61,7 +61,7 @@ def launch(case, n, *args, init="env", timeout=120, env=None, expect_fail=(), ra
             for k in ("RANK", "MASTER_ADDR", "MASTER_PORT"):
                 e.pop(k, None)
             extra = [f"--init=tcp://127.0.0.1:{port}", f"--rank={r}"]
-        cmd = [sys.executable, os.path.join(HERE, "ranks.py"), case, *map(str, args), *extra]
+        cmd = [sys.executable, os.path.join(HERE, script), case, *map(str, args), *extra]
         procs.append(subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     outs = []
     for r, p in enumerate(procs):
