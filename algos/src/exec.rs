@@ -65,11 +65,12 @@ const EMPTY_SLOT: Slot = Slot {
 };
 
 /// A set of ring positions: the first 64 inline (no allocation for the
-/// usual small windows), the rest in `hi`.
+/// usual small windows), the rest in `hi` (a boxed slice: 16 bytes in
+/// the executor, which the simulator keeps one of per rank).
 #[derive(Debug, Default)]
 struct Bits {
     lo: u64,
-    hi: Vec<u64>,
+    hi: Box<[u64]>,
 }
 
 impl Bits {
@@ -103,8 +104,12 @@ impl Bits {
 
     fn reset(&mut self, positions: usize) {
         self.lo = 0;
-        self.hi.clear();
-        self.hi.resize(positions.div_ceil(64).saturating_sub(1), 0);
+        let words = positions.div_ceil(64).saturating_sub(1);
+        if self.hi.len() == words {
+            self.hi.fill(0);
+        } else {
+            self.hi = vec![0; words].into_boxed_slice();
+        }
     }
 
     /// The first set position in cyclic order from `start`, over a ring of

@@ -6,13 +6,40 @@
 //! super pod), as HCCL's hierarchical algorithms assume symmetric servers;
 //! [`GroupLayout::regular`] reports that shape or why it is not regular.
 
+use std::sync::OnceLock;
+
 use crate::schedule::Rank;
 
 /// Server and super-pod index of every rank.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct GroupLayout {
     server_of: Vec<u32>,
     pod_of: Vec<u32>,
+    /// [`GroupLayout::regular`]'s answer, computed once: it is O(ranks) and
+    /// hierarchical planning asks it once per rank (O(ranks²) at 16,384
+    /// ranks in the simulator otherwise).
+    shape: OnceLock<Result<Regular, LayoutError>>,
+}
+
+/// Equal when the ranks sit in the same places (the cached shape follows
+/// from them).
+impl PartialEq for GroupLayout {
+    fn eq(&self, other: &GroupLayout) -> bool {
+        self.server_of == other.server_of && self.pod_of == other.pod_of
+    }
+}
+
+impl Eq for GroupLayout {}
+
+/// The ranks' places only, as before the shape was stored (whether it has
+/// been asked yet changes nothing printed).
+impl std::fmt::Debug for GroupLayout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupLayout")
+            .field("server_of", &self.server_of)
+            .field("pod_of", &self.pod_of)
+            .finish()
+    }
 }
 
 /// The shape of a regular layout: `world = pods * servers_per_pod * ranks_per_server`,
@@ -66,6 +93,7 @@ impl GroupLayout {
         GroupLayout {
             server_of: vec![0; world as usize],
             pod_of: vec![0; world as usize],
+            shape: OnceLock::new(),
         }
     }
 
@@ -82,6 +110,7 @@ impl GroupLayout {
         GroupLayout {
             server_of: (0..world).map(|r| (r / per_server) as u32).collect(),
             pod_of: (0..world).map(|r| (r / per_pod) as u32).collect(),
+            shape: OnceLock::new(),
         }
     }
 
@@ -99,7 +128,11 @@ impl GroupLayout {
         if server_of.is_empty() {
             return Err(LayoutError::Empty);
         }
-        Ok(GroupLayout { server_of, pod_of })
+        Ok(GroupLayout {
+            server_of,
+            pod_of,
+            shape: OnceLock::new(),
+        })
     }
 
     /// Number of ranks.
@@ -125,11 +158,16 @@ impl GroupLayout {
         v.len() as u32
     }
 
-    /// The regular shape, if the layout has one.
+    /// The regular shape, if the layout has one (computed on the first
+    /// call, O(ranks); later calls return the stored answer).
     ///
     /// # Errors
     /// [`LayoutError::Irregular`] naming the first rank that breaks it.
     pub fn regular(&self) -> Result<Regular, LayoutError> {
+        self.shape.get_or_init(|| self.find_regular()).clone()
+    }
+
+    fn find_regular(&self) -> Result<Regular, LayoutError> {
         let n = self.server_of.len();
         if n == 0 {
             return Err(LayoutError::Empty);
@@ -206,6 +244,7 @@ impl From<&hccl_topology::ClusterSpec> for GroupLayout {
         GroupLayout {
             server_of: ranks.clone().map(|r| c.server_of(r).unwrap_or(0)).collect(),
             pod_of: ranks.map(|r| c.super_pod_of(r).unwrap_or(0)).collect(),
+            shape: OnceLock::new(),
         }
     }
 }
@@ -227,6 +266,13 @@ mod tests {
         );
         assert_eq!(l.server_of(23), 5);
         assert_eq!(l.pod_of(12), 1);
+        // The stored answer is the same, and a layout that has answered
+        // equals one that has not.
+        assert_eq!(l.regular(), l.find_regular());
+        assert_eq!(l, GroupLayout::pods(2, 3, 4));
+        let bad = GroupLayout::from_parts(vec![0, 0, 1], vec![0; 3]).unwrap();
+        assert!(bad.regular().is_err());
+        assert_eq!(bad.regular(), bad.find_regular());
     }
 
     #[test]

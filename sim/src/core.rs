@@ -36,6 +36,7 @@
 //! Flows already on the wire at the crash are completed (the bytes left the
 //! NIC before the process died); their receivers see them.
 
+use hccl_algos::exec::Executor;
 use hccl_algos::schedule::{Op, Rank, StepId};
 use hccl_algos::transport::OpContext;
 use hccl_topology::Fabric;
@@ -50,7 +51,7 @@ use crate::fold::Fold;
 use crate::hooks::{Ctl, Delivered, Hooks, MessageFate, MessageInfo};
 use crate::queue::{EventKind, EventQueue};
 use crate::scenario::{CommEntry, CostParams, OpEntry};
-use crate::small::IdList;
+use crate::small::{IdList, SmallList};
 use crate::trace::TraceHash;
 
 /// Where a rank is in its list of ops.
@@ -69,10 +70,10 @@ pub(crate) enum Status {
 }
 
 /// A posted send or receive waiting for its partner, kept at the receiver.
-/// Only what matching and timing need (40 bytes, not the whole [`Op`]): the
+/// Only what matching and timing need (48 bytes, not the whole [`Op`]): the
 /// op itself is in the poster's executor window until it completes, and in
 /// data mode also in `Core::data_ops` (slot `op_slot`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Pending {
     pub comm: u64,
     pub seq: u64,
@@ -100,28 +101,42 @@ struct Side {
     op: Option<Op>,
 }
 
-/// Per-rank state held by the core.
+/// Unmatched posts kept inline in a rank's record (ring and hierarchical
+/// schedules with the benchmark's window have at most this many at a
+/// receiver almost always; more spill to the heap).
+const INLINE_PENDING: usize = 2;
+
+/// Channels kept inline in a rank's record (a ring rank sends to one
+/// peer, a hierarchical ring rank to two).
+const INLINE_CHANS: usize = 2;
+
+/// Per-rank state: one record holds everything a rank touches per step
+/// (status, unmatched posts, completions, channels and the executor), so a
+/// step costs the lines of one record, not one buffer each (at 4,096
+/// ranks and more, each is a cache miss).
 #[derive(Debug)]
 pub(crate) struct RankState {
     pub status: Status,
+    pub touched: bool,
     /// Current (or delayed) op index into the scenario.
     pub op: u32,
     /// Next scenario op index to examine.
     pub next_op: u32,
     pub ctx: OpContext,
-    /// Unmatched posts addressed to this rank (as receiver).
-    pub pending: Vec<Pending>,
     /// Completed steps not yet fed to the executor.
     pub completions: IdList,
+    /// Unmatched posts addressed to this rank (as receiver).
+    pub pending: SmallList<Pending, INLINE_PENDING>,
     /// Channels to the peers this rank sent to, sorted by destination.
-    pub chans: Vec<Chan>,
-    pub touched: bool,
+    pub chans: SmallList<Chan, INLINE_CHANS>,
+    /// The executor of the running op (set and dropped by the engine).
+    pub exec: Option<Executor>,
     pub mem: Option<Box<RankMem>>,
 }
 
 /// The ordered channel from a rank to one peer: its route and the FIFO of
 /// matched messages waiting to use it (linked through [`Msg::next`]).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Chan {
     pub dst: u32,
     pub route: u32,
@@ -251,10 +266,11 @@ impl<'a> Core<'a> {
                     op: u32::MAX,
                     next_op: 0,
                     ctx: idle_ctx,
-                    pending: Vec::new(),
+                    pending: SmallList::default(),
                     completions: IdList::default(),
-                    chans: Vec::new(),
+                    chans: SmallList::default(),
                     touched: false,
+                    exec: None,
                     mem: None,
                 })
                 .collect(),
@@ -561,7 +577,7 @@ impl<'a> Core<'a> {
     /// (with its route) on first use.
     fn chan(&mut self, src: u32, dst: u32) -> Result<usize, SimError> {
         let cache = &self.ranks[src as usize].chans;
-        match cache.binary_search_by_key(&dst, |c| c.dst) {
+        match cache.as_slice().binary_search_by_key(&dst, |c| c.dst) {
             Ok(i) => Ok(i),
             Err(i) => {
                 let route = if let Some(f) = &self.fold {
@@ -627,7 +643,7 @@ impl<'a> Core<'a> {
         }
         let (cs, cd) = self.chan_key(src, dst);
         let chan = self.chan(cs, cd)?;
-        let route = self.ranks[cs as usize].chans[chan].route;
+        let route = self.ranks[cs as usize].chans.as_slice()[chan].route;
         let ctx = self.ranks[dst as usize].ctx;
         let fate = if !self.observe_messages {
             MessageFate::Deliver
@@ -650,11 +666,15 @@ impl<'a> Core<'a> {
             self.route_buf = route_links;
             fate
         };
-        let payload = match (&self.ranks[src as usize].mem, send.op) {
-            (Some(mem), Some(Op::Send { src: region, .. })) if self.data => mem
-                .read(region)
-                .map_err(|e| self.apply_error(src, op_index, send_step, e))?
-                .to_vec(),
+        // Timing mode reads nothing of the sender's record.
+        let payload = match (self.data, send.op) {
+            (true, Some(Op::Send { src: region, .. })) => match &self.ranks[src as usize].mem {
+                Some(mem) => mem
+                    .read(region)
+                    .map_err(|e| self.apply_error(src, op_index, send_step, e))?
+                    .to_vec(),
+                None => Vec::new(),
+            },
             _ => Vec::new(),
         };
         let msg = Msg {
@@ -695,7 +715,7 @@ impl<'a> Core<'a> {
             self.msg_data[i] = (recv_op, payload);
         }
         self.counters.messages += 1;
-        let c = &mut self.ranks[cs as usize].chans[chan];
+        let c = &mut self.ranks[cs as usize].chans.as_mut_slice()[chan];
         if c.head == NONE {
             c.head = id;
             c.tail = id;
@@ -730,7 +750,7 @@ impl<'a> Core<'a> {
             (m.src, m.dst, m.next)
         };
         let (src, dst) = self.chan_key(src, dst);
-        let chans = &mut self.ranks[src as usize].chans;
+        let chans = self.ranks[src as usize].chans.as_mut_slice();
         let i = chans
             .binary_search_by_key(&dst, |c| c.dst)
             .expect("a message's channel exists");
@@ -1006,11 +1026,7 @@ impl Core<'_> {
             + self
                 .ranks
                 .iter()
-                .map(|r| {
-                    r.pending.capacity() * size_of::<Pending>()
-                        + r.completions.heap_bytes()
-                        + r.chans.capacity() * size_of::<Chan>()
-                })
+                .map(|r| r.pending.heap_bytes() + r.completions.heap_bytes() + r.chans.heap_bytes())
                 .sum::<usize>()
             + self.msgs.capacity() * size_of::<Msg>()
             + self.msg_data.capacity() * size_of::<(Op, Vec<u8>)>()

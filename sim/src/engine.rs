@@ -30,7 +30,6 @@ struct OpTimes {
 pub(crate) struct Engine<'a> {
     sc: &'a Scenario<'a>,
     core: Core<'a>,
-    execs: Vec<Option<Executor>>,
     times: Vec<OpTimes>,
 }
 
@@ -44,7 +43,6 @@ impl<'a> Engine<'a> {
         let core = Core::new(
             sc.fabric, sc.costs, sc.seed, data, &sc.ops, &sc.comms, hooks, fold,
         );
-        let world = sc.fabric.world_size() as usize;
         let times = sc
             .ops
             .iter()
@@ -57,12 +55,7 @@ impl<'a> Engine<'a> {
                 }
             })
             .collect();
-        Engine {
-            sc,
-            core,
-            execs: (0..world).map(|_| None).collect(),
-            times,
-        }
+        Engine { sc, core, times }
     }
 
     /// Ranks the engine runs: all, or the representatives of a folded run.
@@ -259,7 +252,7 @@ impl<'a> Engine<'a> {
             rank: comm_rank,
             dtype,
         };
-        self.execs[r as usize] = Some(Executor::with_window(plan, self.sc.window));
+        self.core.ranks[r as usize].exec = Some(Executor::with_window(plan, self.sc.window));
         let start = &mut self.times[i].start[comm_rank as usize];
         start.get_or_insert(self.core.now);
         if !was_delayed {
@@ -276,7 +269,7 @@ impl<'a> Engine<'a> {
         let comm_rank = rs.ctx.rank as usize;
         rs.status = Status::Idle;
         let mem = rs.mem.take();
-        self.execs[r as usize] = None;
+        rs.exec = None;
         let t = &mut self.times[i];
         t.end[comm_rank] = Some(now);
         if let (Some(outputs), Some(mem)) = (t.outputs.as_mut(), mem) {
@@ -288,13 +281,30 @@ impl<'a> Engine<'a> {
     /// moving on to the next op when the plan is done.
     fn drive(&mut self, r: u32) -> Result<(), SimError> {
         loop {
-            if self.core.ranks[r as usize].status == Status::Crashed {
-                self.execs[r as usize] = None;
+            let rs = &mut self.core.ranks[r as usize];
+            if rs.status == Status::Crashed {
+                rs.exec = None;
                 return Ok(());
             }
-            let Some(exec) = self.execs[r as usize].as_mut() else {
+            // Out of the rank's record while the core posts its steps
+            // (posting needs the whole core), back in before anything else.
+            let Some(mut exec) = rs.exec.take() else {
                 return Ok(());
             };
+            let step = self.step_exec(r, &mut exec);
+            self.core.ranks[r as usize].exec = Some(exec);
+            if !step? {
+                return Ok(());
+            }
+            self.finish_op(r);
+            self.start_next(r)?;
+        }
+    }
+
+    /// One round of [`Self::drive`] on the rank's executor: true when its
+    /// plan is done.
+    fn step_exec(&mut self, r: u32, exec: &mut Executor) -> Result<bool, SimError> {
+        loop {
             let ctx = self.core.ranks[r as usize].ctx;
             let mut t = SimTransport::new(&mut self.core, r);
             while let Some(c) = t.poll_completion()? {
@@ -306,15 +316,12 @@ impl<'a> Engine<'a> {
                 t.post(&ctx, id, &step.op)?;
                 posted = true;
             }
-            if !self.core.ranks[r as usize].completions.is_empty() {
+            let rs = &self.core.ranks[r as usize];
+            if !rs.completions.is_empty() {
                 continue; // zero-cost steps completed while posting
             }
             // A step just posted is in flight: the plan cannot be done.
-            if posted || self.core.ranks[r as usize].status != Status::Running || !exec.is_done() {
-                return Ok(());
-            }
-            self.finish_op(r);
-            self.start_next(r)?;
+            return Ok(!posted && rs.status == Status::Running && exec.is_done());
         }
     }
 
@@ -338,7 +345,7 @@ impl<'a> Engine<'a> {
                 self.consume(r, i);
             }
             self.core.ranks[r as usize].next_op = saved;
-            let (in_flight, blocked) = match &self.execs[r as usize] {
+            let (in_flight, blocked) = match &self.core.ranks[r as usize].exec {
                 Some(e) => (
                     e.in_flight().map(|(i, s)| (i, *s)).collect(),
                     e.blocked().map(|(i, s)| (i, *s)).collect(),
@@ -364,7 +371,7 @@ impl<'a> Engine<'a> {
                 // (a crashed rank's posts are removed from the lists).
                 let poster = if p.is_send { p.peer } else { dst };
                 let op = self.core.pending_op(p).or_else(|| {
-                    let exec = self.execs.get(poster as usize)?.as_ref()?;
+                    let exec = self.core.ranks.get(poster as usize)?.exec.as_ref()?;
                     exec.step(p.step).map(|s| s.op)
                 })?;
                 Some(UnmatchedPost {
@@ -403,8 +410,7 @@ impl<'a> Engine<'a> {
         // Executors are dropped as ranks finish: count the peak, one full
         // window per rank of the largest communicator-op (an upper bound).
         let window_slot = std::mem::size_of::<(hccl_algos::Step, u8)>();
-        let exec_bytes = self.execs.len()
-            * (std::mem::size_of::<Option<Executor>>() + self.sc.window.min(1024) * window_slot);
+        let exec_bytes = self.core.ranks.len() * self.sc.window.min(1024) * window_slot;
         let c = self.core.counters;
         let stats = EngineStats {
             events: c.events,

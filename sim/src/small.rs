@@ -1,33 +1,58 @@
-//! [`IdList`]: a list of `u32` ids stored inline while short.
+//! [`SmallList`]: a list of `Copy` values stored inline while short.
 //!
-//! Per-link flow lists and per-rank completion lists hold one or two ids
-//! almost always; keeping them inside their owner's struct saves a cache
-//! miss on a separate heap buffer at every flow start, end and completion.
-//! Element order is exactly that of a `Vec` under the same `push`,
-//! `swap_remove` and `pop` calls (the max-min solver's float sums depend on
-//! iteration order, so the simulated times do too).
+//! Per-link flow lists, per-rank completion lists ([`IdList`]), per-rank
+//! unmatched posts and per-rank channels hold one to three entries almost
+//! always; keeping them inside their owner's struct (the rank's record, a
+//! link's state) saves a cache miss on a separate heap buffer at every
+//! flow start and end, post, match and completion, and the buffer's
+//! allocation (its header and capacity slack are most of a rank's share
+//! of memory at scale). Element order is exactly that of a `Vec` under the
+//! same calls (the max-min solver's float sums depend on iteration order,
+//! so the simulated times do too; hang reports list posts in this order).
 
-/// Ids kept inline.
-const INLINE: usize = 3;
-
-/// A `Vec<u32>` that keeps up to 3 elements inline, in 24 bytes.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct IdList {
+/// A `Vec<T>` that keeps up to `N` elements inline.
+#[derive(Debug, Clone)]
+pub(crate) struct SmallList<T, const N: usize> {
     len: u32,
-    inline: [u32; INLINE],
-    /// All elements once there are more than `INLINE` (boxed: one pointer
+    inline: [T; N],
+    /// All elements once there are more than `N` (boxed: one pointer
     /// inline, since most lists never spill).
     #[allow(clippy::box_collection)] // 8 bytes in the owner instead of 24
-    spill: Option<Box<Vec<u32>>>,
+    spill: Option<Box<Vec<T>>>,
 }
 
-impl IdList {
-    pub(crate) fn as_slice(&self) -> &[u32] {
-        if self.len as usize <= INLINE {
+/// Up to 3 ids inline, in 24 bytes.
+pub(crate) type IdList = SmallList<u32, 3>;
+
+impl<T: Copy + Default, const N: usize> Default for SmallList<T, N> {
+    fn default() -> Self {
+        SmallList {
+            len: 0,
+            inline: [T::default(); N],
+            spill: None,
+        }
+    }
+}
+
+impl<T: Copy + Default, const N: usize> SmallList<T, N> {
+    pub(crate) fn as_slice(&self) -> &[T] {
+        if self.len as usize <= N {
             &self.inline[..self.len as usize]
         } else {
             self.spill.as_deref().map_or(&[], Vec::as_slice)
         }
+    }
+
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [T] {
+        if self.len as usize <= N {
+            &mut self.inline[..self.len as usize]
+        } else {
+            self.spill.as_deref_mut().map_or(&mut [], Vec::as_mut_slice)
+        }
+    }
+
+    pub(crate) fn iter(&self) -> std::slice::Iter<'_, T> {
+        self.as_slice().iter()
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -38,49 +63,132 @@ impl IdList {
         self.len == 0
     }
 
-    pub(crate) fn push(&mut self, x: u32) {
-        let n = self.len as usize;
-        if n < INLINE {
-            self.inline[n] = x;
-        } else {
-            let spill = self.spill.get_or_insert_with(Box::default);
-            if n == INLINE {
+    /// The spill buffer holding a copy of the inline elements, for a list
+    /// of `N` growing past them.
+    fn spill_all(&mut self) -> &mut Vec<T> {
+        let spill = self.spill.get_or_insert_with(Box::default);
+        spill.clear();
+        spill.extend_from_slice(&self.inline);
+        spill
+    }
+
+    /// Back inline once a spilled list is down to `N` elements.
+    fn unspill(&mut self) {
+        if self.len as usize == N {
+            if let Some(spill) = self.spill.as_mut() {
+                self.inline.copy_from_slice(spill);
                 spill.clear();
-                spill.extend_from_slice(&self.inline);
             }
-            spill.push(x);
+        }
+    }
+
+    pub(crate) fn push(&mut self, x: T) {
+        let n = self.len as usize;
+        if n < N {
+            self.inline[n] = x;
+        } else if n == N {
+            self.spill_all().push(x);
+        } else {
+            self.spill
+                .as_mut()
+                .expect("a list longer than N has spilled")
+                .push(x);
         }
         self.len += 1;
     }
 
-    /// Removes element `i`, moving the last one into its place.
-    pub(crate) fn swap_remove(&mut self, i: usize) -> u32 {
+    /// Inserts `x` at `i`, shifting the later elements right (`Vec::insert`).
+    pub(crate) fn insert(&mut self, i: usize, x: T) {
         let n = self.len as usize;
-        assert!(i < n, "swap_remove index {i} out of {n}");
-        let x;
-        if n <= INLINE {
-            x = self.inline[i];
-            self.inline[i] = self.inline[n - 1];
+        assert!(i <= n, "insert index {i} past length {n}");
+        if n < N {
+            self.inline.copy_within(i..n, i + 1);
+            self.inline[i] = x;
+        } else if n == N {
+            self.spill_all().insert(i, x);
         } else {
-            let spill = self
+            self.spill
+                .as_mut()
+                .expect("a list longer than N has spilled")
+                .insert(i, x);
+        }
+        self.len += 1;
+    }
+
+    /// Removes element `i`, keeping the order of the others (`Vec::remove`).
+    pub(crate) fn remove(&mut self, i: usize) -> T {
+        let n = self.len as usize;
+        assert!(i < n, "remove index {i} out of {n}");
+        let x;
+        if n <= N {
+            x = self.inline[i];
+            self.inline.copy_within(i + 1..n, i);
+        } else {
+            x = self
                 .spill
                 .as_mut()
-                .expect("a list longer than INLINE has spilled");
-            x = spill.swap_remove(i);
-            if n - 1 == INLINE {
-                self.inline.copy_from_slice(spill);
-            }
+                .expect("a list longer than N has spilled")
+                .remove(i);
         }
         self.len -= 1;
+        self.unspill();
         x
     }
 
-    pub(crate) fn pop(&mut self) -> Option<u32> {
+    /// Removes element `i`, moving the last one into its place.
+    pub(crate) fn swap_remove(&mut self, i: usize) -> T {
+        let n = self.len as usize;
+        assert!(i < n, "swap_remove index {i} out of {n}");
+        let x;
+        if n <= N {
+            x = self.inline[i];
+            self.inline[i] = self.inline[n - 1];
+        } else {
+            x = self
+                .spill
+                .as_mut()
+                .expect("a list longer than N has spilled")
+                .swap_remove(i);
+        }
+        self.len -= 1;
+        self.unspill();
+        x
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<T> {
         let n = self.len as usize;
         if n == 0 {
             return None;
         }
         Some(self.swap_remove(n - 1))
+    }
+
+    /// Keeps the elements for which `keep` is true, in order (`Vec::retain`).
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&T) -> bool) {
+        let n = self.len as usize;
+        if n <= N {
+            let mut k = 0;
+            for i in 0..n {
+                let x = self.inline[i];
+                if keep(&x) {
+                    self.inline[k] = x;
+                    k += 1;
+                }
+            }
+            self.len = k as u32;
+            return;
+        }
+        let spill = self
+            .spill
+            .as_mut()
+            .expect("a list longer than N has spilled");
+        spill.retain(keep);
+        let k = spill.len();
+        if k <= N {
+            self.inline[..k].copy_from_slice(spill);
+            spill.clear();
+        }
+        self.len = k as u32;
     }
 
     pub(crate) fn clear(&mut self) {
@@ -92,9 +200,9 @@ impl IdList {
 
     /// Heap bytes held.
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.spill
-            .as_ref()
-            .map_or(0, |s| s.capacity() * 4 + std::mem::size_of::<Vec<u32>>())
+        self.spill.as_ref().map_or(0, |s| {
+            s.capacity() * std::mem::size_of::<T>() + std::mem::size_of::<Vec<T>>()
+        })
     }
 }
 
@@ -123,6 +231,56 @@ mod tests {
             }
             assert_eq!(a.as_slice(), &v[..], "after op {i}");
             assert_eq!(a.len(), v.len());
+        }
+    }
+
+    /// The ordered operations (insert, remove, retain) too, on a list of 2
+    /// inline, against a `Vec`.
+    #[test]
+    fn ordered_operations_behave_like_a_vec() {
+        let mut a: SmallList<u64, 2> = SmallList::default();
+        let mut v: Vec<u64> = Vec::new();
+        let mut x = 11u64;
+        for i in 0..2000u64 {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let r = (x >> 33) as usize;
+            match r % 7 {
+                0 | 1 if v.len() < 7 => {
+                    let at = r / 7 % (v.len() + 1);
+                    a.insert(at, i);
+                    v.insert(at, i);
+                }
+                2 if v.len() < 7 => {
+                    a.push(i);
+                    v.push(i);
+                }
+                3 | 4 if !v.is_empty() => {
+                    let at = r / 7 % v.len();
+                    assert_eq!(a.remove(at), v.remove(at));
+                }
+                5 => {
+                    let m = (r / 7 % 3 + 2) as u64;
+                    a.retain(|e| e % m != 0);
+                    v.retain(|e| e % m != 0);
+                }
+                6 if !v.is_empty() => {
+                    let at = r / 7 % v.len();
+                    a.as_mut_slice()[at] += 1;
+                    v[at] += 1;
+                }
+                _ => a.clear_and(&mut v),
+            }
+            assert_eq!(a.as_slice(), &v[..], "after op {i}");
+            assert_eq!(a.iter().count(), v.len());
+        }
+    }
+
+    impl SmallList<u64, 2> {
+        fn clear_and(&mut self, v: &mut Vec<u64>) {
+            self.clear();
+            v.clear();
         }
     }
 }

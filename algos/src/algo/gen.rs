@@ -14,8 +14,12 @@ use crate::collective::VCounts;
 use crate::schedule::{BufKind, Deps, Op, Rank, RankPlan, Region, Step, StepId};
 
 /// Steps of a round kept inline in the plan's own allocation (one cache
-/// line fewer per pulled step than a separate buffer); more spill to a deque.
-const INLINE_STEPS: usize = 3;
+/// line fewer per pulled step than a separate buffer); more spill to a
+/// deque. A ring round emits 2; the third of a round with a phase join
+/// or an `Avg` divide spills, and the deque is freed once drained (the
+/// simulator holds one plan per rank: a third inline step was 80 bytes
+/// per rank for a few rounds per op).
+const INLINE_STEPS: usize = 2;
 
 const NO_STEP: Step = Step {
     op: Op::Copy {
@@ -27,7 +31,8 @@ const NO_STEP: Step = Step {
 
 /// FIFO of emitted steps: a small inline ring (a ring round emits 2-3
 /// steps, 3 with a phase join), then an overflow deque
-/// (used only while the ring is full, so the order is plain FIFO).
+/// (used only while the ring is full, so the order is plain FIFO; freed
+/// when it empties).
 #[derive(Debug)]
 struct StepQueue {
     ring: [Step; INLINE_STEPS],
@@ -71,6 +76,9 @@ impl StepQueue {
                     };
                     self.ring[self.len as usize] = x;
                     self.len += 1;
+                }
+                if self.spill.is_empty() && self.spill.capacity() > 0 {
+                    self.spill = VecDeque::new();
                 }
             }
             Some(s)

@@ -43,9 +43,9 @@ pub(crate) fn allreduce(
             let sb = c.idx(-(t as i64) - 1);
             let rb = c.idx(-(t as i64) - 2);
             let (from, deps) = if t == 0 {
-                (src.block(&blocks, sb), vec![])
+                (src.block(&blocks, sb), None)
             } else {
-                (dst.block(&blocks, sb), vec![s0 + 2 * (t - 1) + 1])
+                (dst.block(&blocks, sb), Some(s0 + 2 * (t - 1) + 1))
             };
             e.push(
                 Op::Send {
@@ -53,7 +53,7 @@ pub(crate) fn allreduce(
                     tag: c.tag0 + t,
                     src: from,
                 },
-                &deps,
+                deps.as_slice(),
             );
             e.push(
                 Op::RecvReduce {
@@ -133,9 +133,9 @@ pub(crate) fn reduce_scatter(
         let sb = c.idx(-(t as i64) - 1);
         let rb = c.idx(-(t as i64) - 2);
         let (from, deps) = if t == 0 {
-            (src.block(&blocks, sb), vec![])
+            (src.block(&blocks, sb), None)
         } else {
-            (slot(t - 1, blocks.len(sb)), vec![s0 + 2 * (t - 1) + 1])
+            (slot(t - 1, blocks.len(sb)), Some(s0 + 2 * (t - 1) + 1))
         };
         e.push(
             Op::Send {
@@ -143,7 +143,7 @@ pub(crate) fn reduce_scatter(
                 tag: c.tag0 + t,
                 src: from,
             },
-            &deps,
+            deps.as_slice(),
         );
         let last = t == k - 2;
         let to = if last {
@@ -152,11 +152,7 @@ pub(crate) fn reduce_scatter(
             slot(t, blocks.len(rb))
         };
         // Slot t%2 was last read by the send of round t-1.
-        let deps = if t >= 2 {
-            vec![s0 + 2 * (t - 1)]
-        } else {
-            vec![]
-        };
+        let deps = if t >= 2 { Some(s0 + 2 * (t - 1)) } else { None };
         let r = e.push(
             Op::RecvReduce {
                 peer: prev,
@@ -165,7 +161,7 @@ pub(crate) fn reduce_scatter(
                 dst: to,
                 op: c.op,
             },
-            &deps,
+            deps.as_slice(),
         );
         if last {
             e.divide(divide, out.at(0, own_len), &[r]);
@@ -199,9 +195,9 @@ pub(crate) fn allgather(c: Ctx, blocks: Blocks, src: Option<Loc>, dst: Loc) -> B
         let sb = c.idx(-(u as i64));
         let rb = c.idx(-(u as i64) - 1);
         let (from, deps) = match (u, src) {
-            (0, Some(s)) => (s.at(0, blocks.len(own)), vec![]),
-            (0, None) => (dst.block(&blocks, sb), vec![]),
-            _ => (dst.block(&blocks, sb), vec![r_prev]),
+            (0, Some(s)) => (s.at(0, blocks.len(own)), None),
+            (0, None) => (dst.block(&blocks, sb), None),
+            _ => (dst.block(&blocks, sb), Some(r_prev)),
         };
         e.push(
             Op::Send {
@@ -209,7 +205,7 @@ pub(crate) fn allgather(c: Ctx, blocks: Blocks, src: Option<Loc>, dst: Loc) -> B
                 tag: c.tag0 + u,
                 src: from,
             },
-            &deps,
+            deps.as_slice(),
         );
         r_prev = e.push(
             Op::Recv {
@@ -500,11 +496,11 @@ pub(crate) fn scatter(
             );
         } else {
             let deps = if j >= 2 {
-                vec![s0 + 2 * (j - 2) + 1]
+                Some(s0 + 2 * (j - 2) + 1)
             } else {
-                vec![]
+                None
             };
-            forward(e, prev, next, c.tag0 + w, ch.slot(j, len), &deps);
+            forward(e, prev, next, c.tag0 + w, ch.slot(j, len), deps.as_slice());
         }
     });
     (ch.scratch_bytes(), gen)
@@ -566,12 +562,8 @@ pub(crate) fn gather(
         // Forward the block of member v + j, received into slot j.
         let w = v + j;
         let len = blocks.len(ch.member(w));
-        let deps = if j >= 3 {
-            vec![s0 + 2 * (j - 2)]
-        } else {
-            vec![]
-        };
-        forward(e, next, prev, c.tag0 + w, ch.slot(j, len), &deps);
+        let deps = if j >= 3 { Some(s0 + 2 * (j - 2)) } else { None };
+        forward(e, next, prev, c.tag0 + w, ch.slot(j, len), deps.as_slice());
     });
     (ch.scratch_bytes(), gen)
 }
