@@ -23,6 +23,7 @@ mod replay;
 mod sim;
 mod test;
 mod topo;
+mod workload;
 
 /// hccl-rs: collective communication in the style of Huawei HCCL.
 #[derive(Parser, Debug)]
@@ -47,6 +48,8 @@ enum Command {
     Test(Box<test::TestArgs>),
     /// Run collectives on the simulated fabric, optionally under a fault plan; print results or the hang report (exit 4 on a hang, 3 on mismatched arguments, 2 on bad flags).
     Sim(Box<sim::SimArgs>),
+    /// Simulate one data-parallel training step of a model (ResNet-50, GPT-2, GPT-3 XL or a JSON workload) on the simulated fabric: baseline, DDP overlap, overlap + Top-K, overlap + INT8; step time, exposed communication, link utilisation.
+    Workload(Box<workload::WorkloadArgs>),
     /// Name the root cause of a failed or hung job from its ranks' flight-recorder dumps (HCCL_FLIGHT_RECORDER_DIR); exit 4 when a cause is named.
     Doctor(doctor::DoctorArgs),
 }
@@ -77,6 +80,7 @@ where
         Command::Plan(c) => plan::run(c),
         Command::Test(c) => test::run(*c, "hccl test"),
         Command::Sim(c) => sim::run(*c),
+        Command::Workload(c) => workload::run(*c),
         Command::Doctor(c) => doctor::run(c),
     })
 }

@@ -162,7 +162,7 @@ impl std::fmt::Display for FlagError {
 impl std::error::Error for FlagError {}
 
 /// `msg` as a [`FlagError`].
-fn bad_flag(msg: impl std::fmt::Display) -> anyhow::Error {
+pub(crate) fn bad_flag(msg: impl std::fmt::Display) -> anyhow::Error {
     FlagError(msg.to_string()).into()
 }
 
@@ -269,7 +269,10 @@ fn scenario_file(a: &SimArgs) -> anyhow::Result<ScenarioFile> {
     })
 }
 
-fn fabric(a: &SimArgs, file: &ScenarioFile) -> anyhow::Result<Fabric> {
+/// The fabric of `a`'s --rank-table, --fabric or --preset/--servers (else
+/// `file`'s preset, else one Atlas 800T A2 server); a bad preset or server
+/// count named by a flag is a [`FlagError`].
+pub(crate) fn fabric(a: &SimArgs, file: &ScenarioFile) -> anyhow::Result<Fabric> {
     if let Some(path) = &a.rank_table {
         let table =
             RankTable::from_file(path).with_context(|| format!("reading {}", path.display()))?;

@@ -33,7 +33,7 @@ pub(crate) mod sizes;
 #[path = "test/tcp.rs"]
 mod tcp;
 #[path = "test/trace.rs"]
-mod trace;
+pub(crate) mod trace;
 #[path = "test/workload.rs"]
 pub(crate) mod workload;
 

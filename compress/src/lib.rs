@@ -54,7 +54,7 @@ pub use reducer::{OverlappedGradientSync, Reduced, Reducer, ReducerConfig, StepS
 pub use select::Selection;
 pub use topk::{sparse_wins, ErrorFeedback, SparseGrad, TopK, PAIR_BYTES};
 
-use hccl::comm::ReduceOp;
+use hccl::comm::{DataType, ReduceOp};
 use hccl::Comm;
 
 /// How one bucket's exchange went on this rank.
@@ -80,6 +80,29 @@ pub enum Path {
     },
     /// One AllGather of INT8 payloads.
     Int8,
+}
+
+/// One collective of a bucket's exchange, as [`Compression::wire_ops`]
+/// lists them: what a simulator replays to time the exchange without data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WireOp {
+    /// The collective.
+    pub kind: WireKind,
+    /// Elements per rank with HCCL's meaning: an AllReduce's whole
+    /// buffer, an AllGather's send buffer (the receive buffer holds
+    /// `count × world`).
+    pub count: u64,
+    /// Element type.
+    pub dtype: DataType,
+}
+
+/// The collectives the exchanges use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WireKind {
+    /// AllReduce (sum).
+    AllReduce,
+    /// AllGather.
+    AllGather,
 }
 
 /// What a bucket goes through.
@@ -117,6 +140,38 @@ impl Compression {
             }
             Compression::TopK(t) => t.all_reduce(comm, grad, fb),
             Compression::Int8(q) => q.all_reduce(comm, grad, fb),
+        }
+    }
+
+    /// The collectives [`Compression::all_reduce`] makes, in order, for a
+    /// bucket of `len` elements on `world` ranks: `None`, one AllReduce of
+    /// `len` fp32; Top-K, the 24-byte bucket check (an AllGather of 3
+    /// u64) then, as [`sparse_wins`] decides, an AllGather of `2k` u32
+    /// (the (index, value) pairs, [`TopK::k`]) or an AllReduce of `len`
+    /// fp32; INT8, the bucket check then an AllGather of
+    /// [`Int8::payload_bytes`] bytes. The same on every rank.
+    pub fn wire_ops(&self, len: usize, world: u32) -> Vec<WireOp> {
+        let op = |kind, count: usize, dtype| WireOp {
+            kind,
+            count: count as u64,
+            dtype,
+        };
+        let check = op(WireKind::AllGather, 3, DataType::Uint64);
+        let dense = op(WireKind::AllReduce, len, DataType::Fp32);
+        match self {
+            Compression::None => vec![dense],
+            Compression::TopK(t) => {
+                let k = t.k(len);
+                if sparse_wins(world, len, k) {
+                    vec![check, op(WireKind::AllGather, 2 * k, DataType::Uint32)]
+                } else {
+                    vec![check, dense]
+                }
+            }
+            Compression::Int8(q) => vec![
+                check,
+                op(WireKind::AllGather, q.payload_bytes(len), DataType::Uint8),
+            ],
         }
     }
 

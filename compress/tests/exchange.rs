@@ -284,3 +284,39 @@ fn bad_settings_name_the_field_and_value() {
         .to_string()
         .starts_with("block = 0"));
 }
+
+#[test]
+fn wire_ops_are_the_collectives_the_exchange_makes() {
+    use hccl::comm::DataType;
+    use hccl_compress::WireKind;
+    for p in [2u32, 4] {
+        for (compression, len) in [
+            (Compression::None, 1000),
+            (Compression::TopK(TopK::new(0.01).unwrap()), 1000),
+            // Above 1/P density: the rule picks dense.
+            (Compression::TopK(TopK::new(0.6).unwrap()), 1000),
+            (Compression::Int8(Int8::new(64).unwrap()), 1000),
+        ] {
+            let ops = compression.wire_ops(len, p);
+            let exchanges = on_ranks(BackendKind::Sim, p, |c| {
+                let mut g = int_grad(c.rank(), 0, len);
+                let mut fb = ErrorFeedback::new();
+                compression.all_reduce(c, &mut g, &mut fb).unwrap()
+            });
+            let data = *ops.last().unwrap();
+            let ex = exchanges[0];
+            assert!(exchanges.iter().all(|e| *e == ex));
+            let (kind, dtype) = match ex.path {
+                Path::Dense => (WireKind::AllReduce, DataType::Fp32),
+                Path::Sparse { .. } => (WireKind::AllGather, DataType::Uint32),
+                Path::Int8 => (WireKind::AllGather, DataType::Uint8),
+            };
+            let what = compression.describe();
+            assert_eq!((data.kind, data.dtype), (kind, dtype), "{what} on {p}");
+            assert_eq!(data.count * dtype.size(), ex.payload_bytes, "{what} on {p}");
+            // The compressed exchanges first check the bucket (3 u64).
+            let checked = !matches!(compression, Compression::None);
+            assert_eq!(ops.len(), 1 + usize::from(checked), "{what}");
+        }
+    }
+}

@@ -251,3 +251,40 @@ fn misuse_is_an_error_naming_the_parameter() {
     });
     assert!(e[0].starts_with("bucket_cap_bytes = 0"), "{}", e[0]);
 }
+
+#[test]
+fn bucket_plan_is_the_reducers_first_plan_and_checks_its_order() {
+    let cfg = config(Compression::None, true);
+    let order: Vec<usize> = (0..SIZES.len()).rev().collect();
+    let plan = cfg.bucket_plan(&SIZES, &order).unwrap();
+    let built = on_ranks(BackendKind::Sim, 2, |c| {
+        Reducer::new(c, &SIZES, cfg.clone())
+            .unwrap()
+            .buckets()
+            .to_vec()
+    });
+    assert_eq!(built[0], plan);
+    // 64 + 1000 elements pass the first cap of 400 bytes at once.
+    assert_eq!(plan[0], vec![5, 4]);
+    for bad in [
+        vec![5, 4, 3, 2, 1],
+        vec![5, 4, 3, 2, 1, 1],
+        vec![6, 4, 3, 2, 1, 0],
+    ] {
+        match cfg.bucket_plan(&SIZES, &bad) {
+            Err(CompressError::Config { field: "order", .. }) => {}
+            other => panic!("{bad:?}: {other:?}"),
+        }
+    }
+    let zero = ReducerConfig {
+        bucket_cap_bytes: 0,
+        ..cfg.clone()
+    };
+    assert!(matches!(
+        zero.bucket_plan(&SIZES, &order),
+        Err(CompressError::Config {
+            field: "bucket_cap_bytes",
+            ..
+        })
+    ));
+}

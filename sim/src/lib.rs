@@ -17,6 +17,9 @@
 //! - Determinism: events ordered by `(time, seq)`, one seeded ChaCha8 RNG
 //!   (for hooks), no wall clock, no hash-ordered collections — enforced by
 //!   this crate's `clippy.toml` (`disallowed-types`/`disallowed-methods`).
+//! - Training steps ([`workload`]): a model's per-layer compute and
+//!   gradients, its buckets' collectives launched when ready, compute and
+//!   communication overlapping on one timeline.
 //! - Faults and hang reports plug in through [`Hooks`] and [`Stall`]:
 //!   [`faults`] (fault plans, the argument-consistency check) and [`hang`]
 //!   (hang reports with root causes).
@@ -45,6 +48,7 @@ pub mod selector;
 mod small;
 mod trace;
 mod transport;
+pub mod workload;
 
 pub use collective::{busbw_factor, Collective, PlannedCollective};
 pub use data::default_input;

@@ -51,6 +51,9 @@ pub(crate) struct TraceBuilder {
     link_lanes: BTreeMap<u32, Lanes>,
     named: BTreeMap<(u32, u64), String>,
     offset_ns: u64,
+    /// Process names (pid → name) and the document's `otherData.source`;
+    /// `None`: a sweep's (`sweep`, `ranks`, `links`; `hccl test`).
+    processes: Option<(Vec<(u32, String)>, String)>,
 }
 
 fn us(ns: u64) -> f64 {
@@ -63,14 +66,34 @@ impl TraceBuilder {
         TraceBuilder::default()
     }
 
-    fn slice(&mut self, pid: u32, tid: u64, name: String, start: u64, end: u64, args: Value) {
+    /// A trace of other processes than a sweep's (`hccl workload`):
+    /// `processes` names each pid, `source` says what made it.
+    pub(crate) fn with_processes(processes: Vec<(u32, String)>, source: &str) -> TraceBuilder {
+        TraceBuilder {
+            processes: Some((processes, source.to_string())),
+            ..TraceBuilder::default()
+        }
+    }
+
+    /// A complete event (`"ph": "X"`) on track `tid` of process `pid`,
+    /// from `start` to `end` ns.
+    pub(crate) fn slice(
+        &mut self,
+        pid: u32,
+        tid: u64,
+        name: String,
+        start: u64,
+        end: u64,
+        args: Value,
+    ) {
         self.events.push(json!({
             "ph": "X", "pid": pid, "tid": tid, "name": name,
             "ts": us(start), "dur": us(end.saturating_sub(start)), "args": args,
         }));
     }
 
-    fn name_thread(&mut self, pid: u32, tid: u64, name: String) {
+    /// Names track `tid` of `pid` (the first name given wins).
+    pub(crate) fn name_thread(&mut self, pid: u32, tid: u64, name: String) {
         self.named.entry((pid, tid)).or_insert(name);
     }
 
@@ -164,17 +187,26 @@ impl TraceBuilder {
 
     /// The JSON document.
     pub(crate) fn finish(self) -> Value {
-        let mut events = vec![
-            json!({"ph": "M", "pid": SWEEP_PID, "name": "process_name", "args": {"name": "sweep"}}),
-            json!({"ph": "M", "pid": RANKS_PID, "name": "process_name", "args": {"name": "ranks"}}),
-            json!({"ph": "M", "pid": LINKS_PID, "name": "process_name", "args": {"name": "links"}}),
-        ];
+        let (processes, source) = self.processes.unwrap_or_else(|| {
+            (
+                vec![
+                    (SWEEP_PID, "sweep".into()),
+                    (RANKS_PID, "ranks".into()),
+                    (LINKS_PID, "links".into()),
+                ],
+                "hccl test (simulated time)".into(),
+            )
+        });
+        let mut events: Vec<Value> = processes
+            .into_iter()
+            .map(|(pid, name)| json!({"ph": "M", "pid": pid, "name": "process_name", "args": {"name": name}}))
+            .collect();
         for ((pid, tid), name) in self.named {
             events.push(json!({"ph": "M", "pid": pid, "tid": tid, "name": "thread_name", "args": {"name": name}}));
             events.push(json!({"ph": "M", "pid": pid, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}}));
         }
         events.extend(self.events);
-        json!({ "traceEvents": events, "displayTimeUnit": "ns", "otherData": { "source": "hccl test (simulated time)" } })
+        json!({ "traceEvents": events, "displayTimeUnit": "ns", "otherData": { "source": source } })
     }
 }
 

@@ -69,6 +69,71 @@ impl Default for ReducerConfig {
     }
 }
 
+impl ReducerConfig {
+    /// Both caps at least 1 byte.
+    fn check_caps(&self) -> Result<(), CompressError> {
+        for (field, v) in [
+            ("first_bucket_bytes", self.first_bucket_bytes),
+            ("bucket_cap_bytes", self.bucket_cap_bytes),
+        ] {
+            if v == 0 {
+                return Err(CompressError::Config {
+                    field,
+                    value: "0".into(),
+                    reason: "a bucket cap is at least 1 byte (DDP: 1 MiB first, 25 MiB after)"
+                        .into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The buckets a [`Reducer`] with this configuration builds over
+    /// parameters of `sizes` elements (f32) filled in `order` (parameter
+    /// indices; a reducer's first plan uses reverse parameter order, its
+    /// rebuild the observed ready order): per bucket, its parameters in
+    /// layout order. The first bucket closes once it holds at least
+    /// `first_bucket_bytes`, the others at `bucket_cap_bytes`; a parameter
+    /// larger than the cap gets a bucket of its own (DDP's
+    /// `compute_bucket_assignment_by_size`). For planning and simulation
+    /// (`hccl workload`).
+    ///
+    /// # Errors
+    /// [`CompressError::Config`] (field `order`) when `order` is not a
+    /// permutation of `0..sizes.len()`, or a cap is 0.
+    pub fn bucket_plan(
+        &self,
+        sizes: &[usize],
+        order: &[usize],
+    ) -> Result<Vec<Vec<usize>>, CompressError> {
+        let mut seen = vec![false; sizes.len()];
+        for &p in order {
+            match seen.get_mut(p) {
+                Some(s) if !*s => *s = true,
+                _ => {
+                    return Err(CompressError::Config {
+                        field: "order",
+                        value: p.to_string(),
+                        reason: format!(
+                        "parameter {p} is out of range or listed twice; give each of 0..{} once",
+                        sizes.len()
+                    ),
+                    })
+                }
+            }
+        }
+        self.check_caps()?;
+        if order.len() != sizes.len() {
+            return Err(CompressError::Config {
+                field: "order",
+                value: format!("{} of {} parameters", order.len(), sizes.len()),
+                reason: "give every parameter once".into(),
+            });
+        }
+        Ok(Plan::build(sizes, order, self.first_bucket_bytes, self.bucket_cap_bytes).buckets)
+    }
+}
+
 /// What one step's reduction did on this rank.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StepStats {
@@ -134,19 +199,7 @@ impl Engine {
         config: ReducerConfig,
         nsets: usize,
     ) -> Result<Engine, CompressError> {
-        for (field, v) in [
-            ("first_bucket_bytes", config.first_bucket_bytes),
-            ("bucket_cap_bytes", config.bucket_cap_bytes),
-        ] {
-            if v == 0 {
-                return Err(CompressError::Config {
-                    field,
-                    value: "0".into(),
-                    reason: "a bucket cap is at least 1 byte (DDP: 1 MiB first, 25 MiB after)"
-                        .into(),
-                });
-            }
-        }
+        config.check_caps()?;
         let order: Vec<usize> = (0..sizes.len()).rev().collect();
         let plan = Plan::build(
             sizes,
