@@ -10,7 +10,7 @@
 //! | where | job |
 //! | --- | --- |
 //! | [`comm`] | the communicator: constructors (rank table, root info, launcher variables, [`Comm::init_all`]), op ordering, argument checks, planning, the typed and byte-level collectives, point-to-point, [`group`], split, abort and destroy |
-//! | `comm`'s backends | what moves the bytes, behind one seam: TCP (`HCCL_BACKEND=tcp`, the default) and the simulator (`HCCL_BACKEND=sim`); see [`BackendKind`] |
+//! | `comm`'s backends | what moves the bytes, behind one seam: TCP (`HCCL_BACKEND=tcp`, the default), the simulator (`HCCL_BACKEND=sim`) and, with `--features ascend`, CANN's HCCL on Ascend NPUs (`HCCL_BACKEND=ascend`); see [`BackendKind`] |
 //! | [`profiling`] | per-op records and their JSON files (`HCCL_PROFILING_ENABLE`) |
 //! | [`flight`] | the flight recorder's dump format (JSON Lines; `docs/flight_recorder.md`) and its reader |
 //! | [`logging`] | [`init_logging`]: the library's `tracing` events on stderr (`RUST_LOG`, `ASCEND_GLOBAL_LOG_LEVEL`) |
@@ -20,8 +20,9 @@
 //! | `hccl_hw` | the real transport: TCP between processes, hosts or threads |
 //! | `hccl-cli` (`cli/`) | the `hccl` and `hccl-test` programs; not a dependency of this crate |
 //!
-//! The Ascend backend is planned, not written (`hw/ascend-sys` is an empty
-//! placeholder).
+//! The Ascend backend (`--features ascend`) opens CANN at run time through
+//! `hccl_ascend_sys`; it is tested against hccl-rs's own `libhccl.so`
+//! (`capi/tests/ascend.rs`), not yet on NPUs.
 //!
 //! # Example
 //!

@@ -3,7 +3,8 @@
 //!
 //! No sockets, no threads, no clock: every algorithm emits a
 //! [`schedule::RankPlan`] per rank, which an [`exec::Executor`] runs over any
-//! transport (the simulator in `hccl-sim`, TCP in `hccl-hw`; Ascend planned).
+//! transport (the simulator in `hccl-sim`, TCP in `hccl-hw`; the Ascend backend's
+//! schedule mode runs the same plans in waves over HCCL's batch calls).
 //! No environment either: settings such as `HCCL_ALGO` come in as
 //! arguments (`algos/clippy.toml` disallows the reads, denied here).
 // `unsafe` only in `kernels::simd` (run-time instruction-set dispatch).

@@ -3,8 +3,9 @@
 //! Completion-based and not async: post a step, later learn that it
 //! finished. Memory is named as (buffer, offset, length) regions, never as
 //! pointers: the transport owns the memory of the op it runs. The simulator
-//! and the TCP transport implement it (a planned Ascend transport would
-//! too); the executor and the algorithms are the same on both.
+//! and the TCP transport implement it; the executor and the algorithms are
+//! the same on both. (The Ascend backend's schedule mode runs the same
+//! plans with a wave loop of its own, as HCCL's batch calls need.)
 
 use std::time::Duration;
 

@@ -806,13 +806,21 @@ impl<'a> Send<'a> {
     }
 
     fn elems<T: bytemuck::Pod>(&self) -> &[T] {
-        bytemuck::cast_slice(self.bytes())
+        // An empty buffer (a count of 0 on this rank) may be a dangling
+        // pointer of byte alignment, which a cast of wider elements refuses.
+        match self.bytes() {
+            [] => &[],
+            b => bytemuck::cast_slice(b),
+        }
     }
 }
 
 #[allow(clippy::mut_from_ref)]
 fn elems_mut<T: bytemuck::Pod>(s: &Span) -> &mut [T] {
-    bytemuck::cast_slice_mut(s.bytes_mut())
+    match s.bytes_mut() {
+        [] => &mut [],
+        b => bytemuck::cast_slice_mut(b),
+    }
 }
 
 /// `HcclAllGatherV(void *sendBuf, uint64_t sendCount, void *recvBuf, const

@@ -1,5 +1,6 @@
-//! Real transports for hccl-rs: TCP between processes and hosts (an Ascend
-//! transport is planned: there is no `ascend` feature yet).
+//! Real transports for hccl-rs: TCP between processes and hosts. (On
+//! Ascend NPUs, CANN's HCCL moves the bytes: the facade's `ascend` feature
+//! over `hccl-ascend-sys`.)
 //!
 //! `unsafe` lives in one module, `shm::segment` (the atomics and byte
 //! copies of memory mapped by two processes); everywhere else the crate

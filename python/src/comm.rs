@@ -420,12 +420,13 @@ impl Comm {
         &self.name
     }
 
-    /// "tcp" or "sim".
+    /// "tcp", "sim" or "ascend".
     #[getter]
     fn backend(&self) -> &'static str {
         match self.backend {
             BackendKind::Tcp => "tcp",
             BackendKind::Sim => "sim",
+            BackendKind::Ascend => "ascend",
         }
     }
 

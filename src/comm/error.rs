@@ -134,6 +134,18 @@ pub enum CommError {
     /// (`HCCL_E_PARA`). The text names the entry.
     #[error("{0}")]
     RankList(String),
+    /// CANN failed under the Ascend backend (`--features ascend`): a
+    /// library or symbol that is not there, or an HCCL / ACL call's error
+    /// with its function, code, CANN's text and what to check. The
+    /// `HcclResult` is the call's own ([`hccl_ascend_sys::AscendError::hccl_result`]).
+    #[cfg(feature = "ascend")]
+    #[error("{}{error}", op_prefix(op))]
+    Ascend {
+        /// The op (`comm 'world' AllReduce #3`; "" outside an op).
+        op: String,
+        /// CANN's error.
+        error: hccl_ascend_sys::AscendError,
+    },
     /// The call is not available on this backend or configuration.
     #[error("unsupported: {0}")]
     Unsupported(String),
@@ -212,6 +224,12 @@ pub enum BackendError {
     /// the words TCP uses.
     #[error("{0}")]
     Sim(String),
+    /// The Ascend backend's account (`--features ascend`): its check of
+    /// the ranks' op signatures before HCCL runs the op, in the words TCP
+    /// uses.
+    #[cfg(feature = "ascend")]
+    #[error("{0}")]
+    Ascend(String),
 }
 
 impl From<TopologyError> for CommError {
@@ -336,6 +354,8 @@ impl CommError {
             CommError::PeerLost(_) => 13,
             CommError::Sim(_) | CommError::Broken(_) | CommError::Undelivered(_) => 4,
             CommError::SubComm { source, .. } => source.hccl_result(),
+            #[cfg(feature = "ascend")]
+            CommError::Ascend { error, .. } => error.hccl_result() as u32,
         }
     }
 }

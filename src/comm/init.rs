@@ -28,7 +28,7 @@ use super::{
 /// built: the transport's ([`TcpConfig::from_env`]), `HCCL_ALGO` and the
 /// profiling variables, so a bad value fails the constructor, not the
 /// first op.
-fn settings() -> Result<TcpConfig, CommError> {
+pub(crate) fn settings() -> Result<TcpConfig, CommError> {
     let cfg = TcpConfig::from_env()?;
     plan::algo_env()?;
     profile::check_env()?;
@@ -66,6 +66,15 @@ fn refuse_sim() -> Result<(), CommError> {
     Ok(())
 }
 
+/// The refusal of the Ascend constructors in a build without the
+/// `ascend` feature.
+#[cfg(not(feature = "ascend"))]
+fn no_ascend() -> CommError {
+    CommError::Unsupported(
+        "the Ascend backend (HCCL_BACKEND=ascend) is not in this build: rebuild with `--features ascend`".into(),
+    )
+}
+
 /// The rank table's bytes; an unreadable file is a
 /// [`CommError::RankTable`] holding [`TopologyError::Io`]
 /// (`HCCL_E_OPEN_FILE_FAILURE`).
@@ -89,6 +98,13 @@ fn precision_from_env() -> Result<ReducePrecision, CommError> {
             value: v,
             reason,
         }),
+    }
+}
+
+#[cfg(not(feature = "ascend"))]
+impl Comm {
+    fn ascend_cluster_info(_path: &Path, _rank: u32) -> Result<Comm, CommError> {
+        Err(no_ascend())
     }
 }
 
@@ -179,6 +195,11 @@ impl Comm {
     /// connected, missing [...]", "session expired", port in use, ...).
     pub fn init_root_info(nranks: u32, root_info: &RootInfo, rank: u32) -> Result<Comm, CommError> {
         refuse_sim()?;
+        if BackendKind::from_env()? == BackendKind::Ascend {
+            return Err(CommError::Unsupported(
+                "HCCL_BACKEND=ascend: Comm::init_root_info takes hccl-rs's TCP root info; use Comm::init_ascend_root_info with CANN's (Comm::ascend_root_info), Comm::init_cluster_info or Comm::from_env".into(),
+            ));
+        }
         Comm::tcp("world", settings()?, root_info, nranks, rank)
     }
 
@@ -197,6 +218,9 @@ impl Comm {
     ) -> Result<Comm, CommError> {
         refuse_sim()?;
         let path = rank_table_path.as_ref();
+        if BackendKind::from_env()? == BackendKind::Ascend {
+            return Comm::ascend_cluster_info(path, rank);
+        }
         let bytes = read_rank_table(path)?;
         let cfg = settings()?;
         let t = launch::from_rank_table(&bytes, cfg.base_port)?;
@@ -282,6 +306,13 @@ impl Comm {
                     })
                     .collect()
             }
+            #[cfg(feature = "ascend")]
+            BackendKind::Ascend => {
+                let s = super::AscendSettings::from_env()?;
+                return Comm::init_all_ascend_with(ndev, &s, &cfg, local);
+            }
+            #[cfg(not(feature = "ascend"))]
+            BackendKind::Ascend => return Err(no_ascend()),
             BackendKind::Tcp => {
                 if cfg.if_ip.is_none() && cfg.socket_ifname.is_none() {
                     cfg.if_ip = Some(std::net::Ipv4Addr::LOCALHOST.into());
@@ -322,9 +353,39 @@ impl Comm {
     /// Missing or bad variables; [`CommError::Unsupported`] under
     /// `HCCL_BACKEND=sim`; `MASTER_PORT` in use; bootstrap failures.
     pub fn from_env() -> Result<Comm, CommError> {
+        Comm::from_env_on(BackendKind::from_env()?)
+    }
+
+    /// [`Comm::from_env`] on an explicit backend: `Tcp`, or `Ascend`,
+    /// where the ranks first join over TCP as `from_env` does, rank 0's
+    /// `HcclGetRootInfo` is broadcast over that, and every rank then joins
+    /// CANN's communicator with it (`HcclCommInitRootInfo`) on its NPU
+    /// (`ASCEND_DEVICE_ID`, else the launcher's local rank, else rank
+    /// modulo the NPUs seen).
+    ///
+    /// # Errors
+    /// As [`Comm::from_env`]; [`CommError::Unsupported`] for `Sim`, and
+    /// for `Ascend` in a build without `--features ascend`; CANN's errors.
+    pub fn from_env_on(backend: BackendKind) -> Result<Comm, CommError> {
+        match backend {
+            BackendKind::Sim => {
+                return Err(CommError::Unsupported(
+                    "HCCL_BACKEND=sim runs every rank in one process: use Comm::init_all".into(),
+                ))
+            }
+            #[cfg(feature = "ascend")]
+            BackendKind::Ascend => return Comm::ascend_from_env(),
+            #[cfg(not(feature = "ascend"))]
+            BackendKind::Ascend => return Err(no_ascend()),
+            BackendKind::Tcp => {}
+        }
+        Comm::tcp_from_env()
+    }
+
+    /// [`Comm::from_env`] over TCP.
+    pub(crate) fn tcp_from_env() -> Result<Comm, CommError> {
         let l = launch::EnvLaunch::from_env()?;
         let cfg = settings()?;
-        refuse_sim()?;
         let root = if l.rank == 0 {
             RootInfo::serve(&cfg, l.root, l.session, "MASTER_PORT")?
         } else {

@@ -21,6 +21,10 @@
 //! [`Comm::init_all`] on the simulator ([`hccl_sim`], data mode), so a
 //! program written against `Comm` moves to a simulated cluster by changing
 //! one variable. The simulator backend needs every rank in one process.
+//! With `--features ascend`, `HCCL_BACKEND=ascend` runs each rank on an
+//! Ascend NPU through CANN's HCCL, opened at run time (`Comm::init_all_ascend`,
+//! `Comm::from_env`, `Comm::init_cluster_info`; `HCCL_ASCEND_MODE=native`
+//! or `schedule`).
 //!
 //! **Algorithms.** `HCCL_ALGO` (HCCL's syntax, e.g. `level0:ring` or
 //! `allreduce=level0:NA;level1:H-D_R`) if it names one for the collective,
@@ -51,6 +55,8 @@ mod group;
 mod handle;
 mod hccl_env;
 mod init;
+#[cfg(feature = "ascend")]
+mod init_ascend;
 pub mod launch;
 mod lifecycle;
 mod local;
@@ -76,6 +82,8 @@ use ordering::Tickets;
 use plan::HostFit;
 use profile::CommProfile;
 
+#[cfg(feature = "ascend")]
+pub use backend::ascend::{AscendMode, AscendSettings};
 pub use backend::sim_settings::SimSettings;
 pub use element::Element;
 pub use error::{BackendError, CommError};
@@ -92,10 +100,13 @@ pub enum BackendKind {
     Tcp,
     /// The discrete-event simulator, all ranks in this process.
     Sim,
+    /// CANN's HCCL on Ascend NPUs (`--features ascend`; without it,
+    /// constructors on this backend fail with [`CommError::Unsupported`]).
+    Ascend,
 }
 
 impl BackendKind {
-    /// `HCCL_BACKEND` (`tcp` or `sim`, in any case), default `tcp`.
+    /// `HCCL_BACKEND` (`tcp`, `sim` or `ascend`, in any case), default `tcp`.
     ///
     /// # Errors
     /// [`CommError::Env`] for another value.
@@ -106,16 +117,17 @@ impl BackendKind {
     /// [`BackendKind::from_env`] of a value (`None`: unset).
     ///
     /// # Errors
-    /// [`CommError::Env`] for a value other than `tcp` or `sim`.
+    /// [`CommError::Env`] for a value other than `tcp`, `sim` or `ascend`.
     pub fn parse(value: Option<&str>) -> Result<BackendKind, CommError> {
         let v = value.unwrap_or("").trim();
         match v.to_ascii_lowercase().as_str() {
             "" | "tcp" => Ok(BackendKind::Tcp),
             "sim" => Ok(BackendKind::Sim),
+            "ascend" => Ok(BackendKind::Ascend),
             _ => Err(CommError::Env {
                 var: "HCCL_BACKEND",
                 value: v.into(),
-                reason: "accepted: tcp, sim (in any case)".into(),
+                reason: "accepted: tcp, sim, ascend (in any case)".into(),
             }),
         }
     }

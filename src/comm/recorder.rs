@@ -337,6 +337,7 @@ impl Recorder {
                 backend: match sh.kind {
                     super::BackendKind::Tcp => "tcp",
                     super::BackendKind::Sim => "sim",
+                    super::BackendKind::Ascend => "ascend",
                 }
                 .into(),
                 host: host_name(),

@@ -277,4 +277,12 @@ impl Shared {
     pub(crate) fn plan(&self, args: &CollectiveArgs) -> Result<PlannedOp, CommError> {
         plan::plan(args, self.rank, self.fit, self.algo.as_ref())
     }
+
+    /// Rank `rank`'s plan of `args`, as that rank computes it (the same
+    /// arguments, host fit and `HCCL_ALGO`): for a backend that orders the
+    /// ranks' messages itself (the Ascend backend's schedule mode).
+    #[cfg(feature = "ascend")]
+    pub(crate) fn plan_of(&self, args: &CollectiveArgs, rank: u32) -> Result<PlannedOp, CommError> {
+        plan::plan(args, rank, self.fit, self.algo.as_ref())
+    }
 }

@@ -266,7 +266,32 @@ pub fn on_threads<R: Send + 'static>(
     world: u32,
     f: impl Fn(Comm) -> R + Send + Sync + Clone + 'static,
 ) -> Vec<R> {
-    let comms = Comm::init_all_on(backend, world).expect("init_all");
+    on_comms(Comm::init_all_on(backend, world).expect("init_all"), f)
+}
+
+/// Every case of [`cases`] on this rank of `comm` (case `i` with seed
+/// `i`), in order: the failures, each named by its case. Every rank must
+/// run it.
+pub fn run_all(comm: Comm) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (i, case) in cases(comm.size()).iter().enumerate() {
+        if let Err(e) = run_case(&comm, case, i as u64) {
+            bad.push(format!("{}: {e}", case.name()));
+        }
+    }
+    bad
+}
+
+/// Runs `f(comm)` on every one of `comms` (the ranks of one communicator
+/// of this process, however made), one thread each, and returns the
+/// results in rank order.
+///
+/// # Panics
+/// If a rank's thread panics.
+pub fn on_comms<R: Send + 'static>(
+    comms: Vec<Comm>,
+    f: impl Fn(Comm) -> R + Send + Sync + Clone + 'static,
+) -> Vec<R> {
     let hs: Vec<_> = comms
         .into_iter()
         .map(|c| {

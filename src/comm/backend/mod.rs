@@ -7,6 +7,7 @@
 //! | --- | --- | --- |
 //! | [`TcpBackend`] | `tcp.rs` (over [`hccl_hw::tcp::TcpRank`]) | `tcp` |
 //! | [`SimBackend`] | `sim.rs` (over a [`sim_world::SimWorld`] shared by the ranks) | `sim` |
+//! | `AscendBackend` (`--features ascend`) | `ascend.rs` (an HCCL communicator of CANN, through `hccl_ascend_sys`), `ascend_schedule.rs` (its schedule mode) | `ascend` |
 //!
 //! **Adding a backend** is one new file here: a type implementing
 //! [`Backend`] (and a [`Splitter`] for [`super::Comm::split`] and
@@ -15,6 +16,10 @@
 //! constructor that builds it (`Comm::init_all_on` and the other
 //! constructors in `init.rs`). Nothing else matches on the backend.
 
+#[cfg(feature = "ascend")]
+pub(crate) mod ascend;
+#[cfg(feature = "ascend")]
+mod ascend_schedule;
 pub(crate) mod sim;
 pub(crate) mod sim_cluster;
 pub(crate) mod sim_settings;
