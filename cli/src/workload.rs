@@ -630,6 +630,24 @@ mod tests {
     }
 
     #[test]
+    fn int8_by_all_gather_beats_dense_bytes_only_on_few_ranks() {
+        // Each rank receives P-1 int8 payloads (~len bytes each) against
+        // ~8(P-1)/P·len for a dense fp32 AllReduce: fewer bytes below 8 ranks.
+        for (line, fewer) in [
+            (
+                "hccl workload --profile resnet50 --preset ring --servers 4",
+                true,
+            ),
+            ("hccl workload --profile resnet50 --servers 2", false),
+        ] {
+            let r = rows(&parse(&format!("{line} --configs overlap,int8")));
+            let (dense, int8) = (r[0].step.injected_bytes, r[1].step.injected_bytes);
+            assert_eq!(int8 < dense, fewer, "{line}: int8 {int8} vs dense {dense}");
+            assert_eq!(r[1].compressed, r[1].buckets);
+        }
+    }
+
+    #[test]
     fn a_workload_file_with_a_bad_field_is_named() {
         let dir = std::env::temp_dir().join(format!("hccl-workload-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
