@@ -14,7 +14,8 @@
 //!
 //! The collectives of each bucket are `Compression::wire_ops`, the ones
 //! the library's exchange makes; `hccl_sim::workload::simulate_step` runs
-//! them in timing mode with the selector's algorithms. Exit codes: 0; 1
+//! them in timing mode with the selector's algorithms (`HCCL_ALGO`'s where it
+//! fits, as `hccl test`). Exit codes: 0; 1
 //! bad input (a workload file, the environment) or a simulator error; 2
 //! bad flags.
 
@@ -26,6 +27,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::ValueEnum;
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
+use hccl_algos::select::HcclAlgo;
 use hccl_compress::{Compression, Int8, ReducerConfig, TopK, WireKind};
 use hccl_sim::hang::fmt_ns;
 use hccl_sim::scenario_file::ScenarioFile;
@@ -315,11 +317,16 @@ fn run_configs(a: &WorkloadArgs, w: &Workload, fabric: &Fabric) -> anyhow::Resul
         a.configs.clone()
     };
     configs.dedup();
+    // HCCL_ALGO, as `hccl test` reads it: for the collectives it fits.
+    let env = match std::env::var("HCCL_ALGO") {
+        Ok(v) if !v.trim().is_empty() => Some(HcclAlgo::parse(&v)?),
+        _ => None,
+    };
     configs
         .into_iter()
         .map(|config| {
             let (spec, compressed) = spec_of(config, a, w, fabric.world_size())?;
-            let step = simulate_step(fabric, w, &spec, None)?;
+            let step = simulate_step(fabric, w, &spec, env.as_ref())?;
             Ok(Row {
                 config,
                 buckets: spec.buckets.len(),
@@ -352,8 +359,13 @@ fn text(a: &WorkloadArgs, w: &Workload, fabric: &Fabric, rows: &[Row]) -> String
     }
     let _ = writeln!(
         t,
-        "fabric: {} ({world} ranks); collectives timed by hccl-sim with the selector's algorithms",
-        fabric.name()
+        "fabric: {} ({world} ranks); collectives timed by hccl-sim with {}",
+        fabric.name(),
+        match std::env::var("HCCL_ALGO") {
+            Ok(v) if !v.trim().is_empty() =>
+                format!("HCCL_ALGO={v} where it fits, else the selector's algorithms"),
+            _ => "the selector's algorithms".into(),
+        }
     );
     let _ = writeln!(
         t,
