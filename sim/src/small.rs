@@ -72,6 +72,13 @@ impl<T: Copy + Default, const N: usize> SmallList<T, N> {
         spill
     }
 
+    /// The spill buffer of a list longer than `N`.
+    fn spilled(&mut self) -> &mut Vec<T> {
+        self.spill
+            .as_mut()
+            .expect("a list longer than N has spilled")
+    }
+
     /// Back inline once a spilled list is down to `N` elements.
     fn unspill(&mut self) {
         if self.len as usize == N {
@@ -89,10 +96,7 @@ impl<T: Copy + Default, const N: usize> SmallList<T, N> {
         } else if n == N {
             self.spill_all().push(x);
         } else {
-            self.spill
-                .as_mut()
-                .expect("a list longer than N has spilled")
-                .push(x);
+            self.spilled().push(x);
         }
         self.len += 1;
     }
@@ -107,10 +111,7 @@ impl<T: Copy + Default, const N: usize> SmallList<T, N> {
         } else if n == N {
             self.spill_all().insert(i, x);
         } else {
-            self.spill
-                .as_mut()
-                .expect("a list longer than N has spilled")
-                .insert(i, x);
+            self.spilled().insert(i, x);
         }
         self.len += 1;
     }
@@ -124,11 +125,7 @@ impl<T: Copy + Default, const N: usize> SmallList<T, N> {
             x = self.inline[i];
             self.inline.copy_within(i + 1..n, i);
         } else {
-            x = self
-                .spill
-                .as_mut()
-                .expect("a list longer than N has spilled")
-                .remove(i);
+            x = self.spilled().remove(i);
         }
         self.len -= 1;
         self.unspill();
@@ -144,11 +141,7 @@ impl<T: Copy + Default, const N: usize> SmallList<T, N> {
             x = self.inline[i];
             self.inline[i] = self.inline[n - 1];
         } else {
-            x = self
-                .spill
-                .as_mut()
-                .expect("a list longer than N has spilled")
-                .swap_remove(i);
+            x = self.spilled().swap_remove(i);
         }
         self.len -= 1;
         self.unspill();
@@ -178,10 +171,9 @@ impl<T: Copy + Default, const N: usize> SmallList<T, N> {
             self.len = k as u32;
             return;
         }
-        let spill = self
-            .spill
-            .as_mut()
-            .expect("a list longer than N has spilled");
+        let Some(spill) = self.spill.as_mut() else {
+            unreachable!("a list longer than N has spilled")
+        };
         spill.retain(keep);
         let k = spill.len();
         if k <= N {

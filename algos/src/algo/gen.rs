@@ -15,10 +15,10 @@ use crate::schedule::{BufKind, Deps, Op, Rank, RankPlan, Region, Step, StepId};
 
 /// Steps of a round kept inline in the plan's own allocation (one cache
 /// line fewer per pulled step than a separate buffer); more spill to a
-/// deque. A ring round emits 2; the third of a round with a phase join
-/// or an `Avg` divide spills, and the deque is freed once drained (the
-/// simulator holds one plan per rank: a third inline step was 80 bytes
-/// per rank for a few rounds per op).
+/// deque. A ring round emits 2 ([`Seq`] queues a phase join on its own);
+/// the third step of a round with an `Avg` divide spills, and the deque is
+/// freed once drained (the simulator holds one plan per rank: a third
+/// inline step was 80 bytes per rank for one round per op).
 const INLINE_STEPS: usize = 2;
 
 const NO_STEP: Step = Step {
@@ -184,6 +184,9 @@ pub(crate) fn empty() -> Box<dyn Gen> {
 pub(crate) struct Seq {
     /// The running phase, inline (no buffer to chase per round).
     front: Option<Box<dyn Gen>>,
+    /// `front` emitted its last round: the join and the next phase come
+    /// on the next call.
+    front_done: bool,
     rest: VecDeque<Box<dyn Gen>>,
 }
 
@@ -193,6 +196,7 @@ pub(crate) fn seq(phases: Vec<Box<dyn Gen>>) -> Box<dyn Gen> {
     let mut rest: VecDeque<Box<dyn Gen>> = phases.into();
     Box::new(Seq {
         front: rest.pop_front(),
+        front_done: false,
         rest,
     })
 }
@@ -210,9 +214,20 @@ impl Gen for Seq {
         let Some(front) = self.front.as_mut() else {
             return false;
         };
-        if front.fill(e) {
-            return true;
+        if !self.front_done {
+            if front.fill(e) {
+                return true;
+            }
+            // The join waits for the next call, when the plan has handed
+            // out this last round: a round's steps and the join are never
+            // queued together, so a ring phase's two steps fit inline.
+            // The steps and their numbers are the same either way.
+            self.front_done = true;
+            if !self.rest.is_empty() {
+                return true;
+            }
         }
+        self.front_done = false;
         self.front = self.rest.pop_front();
         if self.front.is_none() {
             return false;
@@ -496,6 +511,36 @@ mod tests {
             assert_eq!(q.pop_front(), Some(s));
         }
         assert_eq!(q.pop_front(), None);
+    }
+
+    /// A phase's last round and the join are never queued together: two
+    /// ring-like phases of 2-step rounds never overflow the inline ring,
+    /// and the steps are those of the phases with one join between them.
+    #[test]
+    fn seq_queues_the_join_after_the_last_round() {
+        let two = || {
+            rounds(3, |_, e| {
+                e.push(join_op(), &[]);
+                e.push(join_op(), &[]);
+            })
+        };
+        let mut gen = seq(vec![two(), two()]);
+        let mut e = Emit::default();
+        let mut steps = Vec::new();
+        loop {
+            let live = gen.fill(&mut e);
+            assert!(e.queue.len <= 2 && e.queue.spill.capacity() == 0);
+            while let Some(s) = e.queue.pop_front() {
+                steps.push(s);
+            }
+            if !live {
+                break;
+            }
+        }
+        assert_eq!(steps.len(), 13);
+        assert!(steps[6].deps.all_before, "the join follows phase one");
+        assert!(steps.iter().filter(|s| s.deps.all_before).count() == 1);
+        assert_eq!(steps[7].deps.ids(), &[6], "phase two waits for the join");
     }
 
     #[test]
