@@ -119,6 +119,21 @@ pub(crate) enum TransportArg {
     /// Real processes over the TCP transport (mpirun, torchrun-style env,
     /// or `--spawn N`); measured times.
     Tcp,
+    /// Real processes on Ascend NPUs through CANN's HCCL (hccl-rs built
+    /// with `--features ascend`; `HCCL_ASCEND_MODE` picks native or
+    /// schedule): launched as with tcp, which carries CANN's root info.
+    Ascend,
+}
+
+impl TransportArg {
+    /// The flag's value.
+    fn name(self) -> &'static str {
+        match self {
+            TransportArg::Sim => "sim",
+            TransportArg::Tcp => "tcp",
+            TransportArg::Ascend => "ascend",
+        }
+    }
 }
 
 /// What `hccl test` / `hccl-test` does, for `--help`.
@@ -369,18 +384,18 @@ pub(crate) fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     } else {
         TransportArg::Sim
     });
-    if transport == TransportArg::Tcp {
+    if transport != TransportArg::Sim {
         let auto = if a.transport.is_none() {
             launched
         } else {
             None
         };
-        return run_tcp(&a, bin, auto);
+        return run_tcp(&a, bin, auto, transport);
     }
     if a.spawn.is_some() {
         return Ok(usage_error(
             bin,
-            "--spawn starts real processes: it needs --transport tcp",
+            "--spawn starts real processes: it needs --transport tcp (or ascend)",
         ));
     }
     if let Some(launcher) = launched {
@@ -905,19 +920,24 @@ fn launched_as_ranks() -> Option<&'static str> {
         .map(|l| l.by)
 }
 
-/// `--transport tcp`: validates the flags, then spawns the ranks
+/// `--transport tcp` (or `ascend`, the same launch with the ranks on
+/// CANN's HCCL): validates the flags, then spawns the ranks
 /// (`--spawn N`) or runs this process's rank. `auto` names the launcher
 /// when it, not `--transport tcp`, chose TCP.
 fn run_tcp(
     a: &TestArgs,
     bin: &'static str,
     auto: Option<&'static str>,
+    transport: TransportArg,
 ) -> anyhow::Result<ExitCode> {
     let coll = a.collective;
     if let Some(flag) = tcp_conflict(a) {
         return Ok(usage_error(
             bin,
-            format!("{flag} is for the simulator and cannot be used with --transport tcp"),
+            format!(
+                "{flag} is for the simulator and cannot be used with --transport {}",
+                transport.name()
+            ),
         ));
     }
     // Before any rank starts: every rank would report the same bad value.
@@ -975,7 +995,12 @@ fn run_tcp(
             Err(m) => return Ok(usage_error(bin, m)),
         }
     }
-    let mut settings = format!("{} --seed {} --transport tcp", sweep_settings(a), a.seed);
+    let mut settings = format!(
+        "{} --seed {} --transport {}",
+        sweep_settings(a),
+        a.seed,
+        transport.name()
+    );
     if let Some(p) = a.npus {
         settings.push_str(&format!(" -p {p}"));
     }
@@ -1004,6 +1029,11 @@ fn run_tcp(
         check_note,
         launch_notes: &launch_notes,
         format: a.format,
+        backend: if transport == TransportArg::Ascend {
+            hccl::BackendKind::Ascend
+        } else {
+            hccl::BackendKind::Tcp
+        },
     };
     let (rank, world, rows) = tcp::run_rank(&sweep)?;
     if let (Some(path), 0) = (&a.json, rank) {
@@ -1011,7 +1041,11 @@ fn run_tcp(
     }
     if let Some(path) = &a.plot {
         if rank == 0 {
-            let title = format!("{coll}, TCP, {}: busbw vs size (measured)", a.datatype);
+            let title = format!(
+                "{coll}, {}, {}: busbw vs size (measured)",
+                transport.name(),
+                a.datatype
+            );
             plot::write_svg(path, &title, &rows).map_err(anyhow::Error::msg)?;
         }
     }

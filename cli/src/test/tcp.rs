@@ -61,6 +61,18 @@ pub(crate) struct Sweep<'a> {
     pub launch_notes: &'a [String],
     /// The table's format.
     pub format: output::Format,
+    /// `Tcp`, or `Ascend` (`--transport ascend`: the ranks on CANN's HCCL).
+    pub backend: hccl::BackendKind,
+}
+
+impl Sweep<'_> {
+    /// How the header names where the ranks run.
+    fn transport(&self) -> &'static str {
+        match self.backend {
+            hccl::BackendKind::Ascend => "Ascend backend (CANN's HCCL)",
+            _ => "TCP transport",
+        }
+    }
 }
 
 /// The header line saying what `HCCL_ALGO` (if set) does to this sweep:
@@ -235,6 +247,14 @@ fn settings_mismatch(lines: &[String]) -> Option<String> {
     ))
 }
 
+/// `--transport`'s value for `s`.
+fn flag(s: &Sweep<'_>) -> &'static str {
+    match s.backend {
+        hccl::BackendKind::Ascend => "ascend",
+        _ => "tcp",
+    }
+}
+
 /// Runs this process's rank of the sweep; rank 0 prints the header and
 /// the table (the same columns as the simulator's). Returns this rank, the
 /// world size and the rows (every rank gets the same times and checks).
@@ -245,8 +265,8 @@ pub(crate) fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
     // The launch advice only helps when no launcher set the rank's
     // variables; otherwise the cause (a port in use, a bad HCCL_* value)
     // speaks for itself.
-    let comm = Comm::from_env().with_context(|| match launcher() {
-        Some(l) => format!("--transport tcp ({}): cannot join the communicator", l.by),
+    let comm = Comm::from_env_on(s.backend).with_context(|| match launcher() {
+        Some(l) => format!("--transport {} ({}): cannot join the communicator", flag(s), l.by),
         None => "--transport tcp: cannot join the communicator; run under mpirun, set RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, or add --spawn N".to_string(),
     })?;
     let n = comm.size();
@@ -301,14 +321,16 @@ pub(crate) fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
     if rank == 0 {
         writeln!(
             out,
-            "# hccl test {} (hccl-rs {}, TCP transport)",
+            "# hccl test {} (hccl-rs {}, {})",
             s.coll,
-            env!("CARGO_PKG_VERSION")
+            env!("CARGO_PKG_VERSION"),
+            s.transport()
         )?;
         writeln!(
             out,
-            "# ranks: {n} process{} on the TCP transport, launched by {}",
+            "# ranks: {n} process{} on the {}, launched by {}",
             if n == 1 { "" } else { "es" },
+            s.transport(),
             launcher().map_or("torchrun-style RANK/WORLD_SIZE", |l| l.by)
         )?;
         for note in s.launch_notes {

@@ -1,0 +1,112 @@
+//! `hccl test --transport ascend` (`--features ascend`): `--spawn 2` rank
+//! processes find CANN through `ASCEND_HOME_PATH`, as after CANN's
+//! `set_env.sh`, here pointing at hccl-rs's own prefix (`hccl-capi
+//! install`, the cdylib cargo built for this test), and run the sweep in
+//! both modes with every row checked.
+#![cfg(feature = "ascend")]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The prefix, laid out once per test process.
+fn prefix() -> PathBuf {
+    // cargo builds the dev-dependency's cdylib into deps/.
+    let exe = std::env::current_exe().unwrap();
+    let lib = exe.parent().unwrap().join("libhccl_capi.so");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ascend-cli-prefix-{}", std::process::id()));
+    hccl_capi::prefix::install(&dir, &lib).unwrap()
+}
+
+#[test]
+fn transport_ascend_runs_the_sweep_on_the_library_set_env_sh_names() {
+    let p = prefix();
+    for mode in ["native", "schedule"] {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_hccl"));
+        c.args([
+            "test",
+            "all_reduce",
+            "-b",
+            "8K",
+            "-e",
+            "64K",
+            "-f",
+            "8",
+            "--transport",
+            "ascend",
+            "--spawn",
+            "2",
+        ])
+        .env("ASCEND_HOME_PATH", &p)
+        .env_remove("ASCEND_TOOLKIT_HOME")
+        .env("HCCL_ASCEND_MODE", mode)
+        .env("HCCL_IF_IP", "127.0.0.1")
+        .env("HCCL_EXEC_TIMEOUT", "60")
+        .env_remove("HCCL_ALGO")
+        .env_remove("HCCL_BACKEND");
+        for v in [
+            "RANK",
+            "WORLD_SIZE",
+            "LOCAL_WORLD_SIZE",
+            "OMPI_COMM_WORLD_RANK",
+            "OMPI_COMM_WORLD_SIZE",
+            "OMPI_COMM_WORLD_LOCAL_SIZE",
+            "PMI_RANK",
+            "PMI_SIZE",
+        ] {
+            c.env_remove(v);
+        }
+        let o = c.output().unwrap();
+        let (out, err) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        assert_eq!(o.status.code(), Some(0), "{mode}:\n{out}\n{err}");
+        assert!(out.contains("Ascend backend (CANN's HCCL)"), "{out}");
+        assert!(out.contains("--transport ascend"), "{out}");
+        assert!(!out.contains("FAILED"), "{out}");
+        // 8 KiB and 64 KiB rows.
+        assert!(
+            out.lines().any(|l| l.trim_start().starts_with("8192 ")),
+            "{out}"
+        );
+        assert!(
+            out.lines().any(|l| l.trim_start().starts_with("65536 ")),
+            "{out}"
+        );
+    }
+}
+
+#[test]
+fn transport_ascend_without_cann_says_where_it_looked() {
+    let empty = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("ascend-cli-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .args([
+            "test",
+            "all_reduce",
+            "-b",
+            "8K",
+            "-e",
+            "8K",
+            "--transport",
+            "ascend",
+            "--spawn",
+            "1",
+        ])
+        .env("ASCEND_HOME_PATH", &empty)
+        .env_remove("ASCEND_TOOLKIT_HOME")
+        .env("HCCL_IF_IP", "127.0.0.1")
+        .env_remove("RANK")
+        .env_remove("WORLD_SIZE")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("libhccl.so not found in $ASCEND_HOME_PATH/lib64"),
+        "{err}"
+    );
+    assert!(err.contains("set_env.sh"), "{err}");
+}
