@@ -20,9 +20,27 @@ into a model's backward); ``hccl_rs.hooks``, DDP communication hooks
 (``HCCL_RS_TORCH=0`` skips that, and the import of torch it costs).
 """
 
+import atexit as _atexit
 import os as _os
 
-from ._native import Comm, ErrorFeedback, HcclError, Int8, Reducer, TopK, Work, __version__, get_root_info, sparse_wins
+from ._native import (
+    Comm,
+    ErrorFeedback,
+    HcclError,
+    Int8,
+    Reducer,
+    TopK,
+    Work,
+    __version__,
+    at_exit as _at_exit,
+    get_root_info,
+    sparse_wins,
+)
+
+# Before the interpreter finalizes, the communicators' worker threads stop
+# taking the GIL (src/exit.rs). Registered first, so it runs after the
+# atexit handlers registered later (hccl_rs.torch's future thread's join).
+_atexit.register(_at_exit)
 
 HcclError.__module__ = "hccl_rs"
 

@@ -158,3 +158,8 @@ def get_root_info() -> str:
 
 def cli(argv: Sequence[str]) -> int:
     """Runs the hccl program with argv (python -m hccl_rs ...)."""
+
+def at_exit() -> None:
+    """The package's atexit handler (registered by ``import hccl_rs``): the
+    communicators' worker threads stop taking the GIL before the
+    interpreter finalizes; waits up to 60 s for those taking it now."""

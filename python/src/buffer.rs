@@ -34,12 +34,28 @@ use pyo3::prelude::*;
 
 /// What keeps a [`Mem`]'s memory alive while an op may touch it.
 enum Owner {
-    /// A buffer export, released (with the GIL) when the op is done.
-    Export { _view: PyUntypedBuffer },
+    /// A buffer export, released (with the GIL) when the op is done;
+    /// `None` only while it is dropped.
+    Export { view: Option<PyUntypedBuffer> },
     /// A `torch.Tensor`. Dropped without the GIL, its reference is given
     /// back the next time some thread holds the GIL (PyO3's deferred
     /// decref), so the worker thread never waits for the GIL for it.
     Tensor { _tensor: Py<PyAny> },
+}
+
+impl Drop for Owner {
+    /// Releases a buffer export attached to Python, through
+    /// `crate::exit::attach`: once the interpreter is exiting, a worker
+    /// thread must not attach (the export is then left to the process's
+    /// end, which frees everything).
+    fn drop(&mut self) {
+        if let Owner::Export { view } = self {
+            let mut v = view.take();
+            if crate::exit::attach(|_| drop(v.take())).is_none() {
+                std::mem::forget(v);
+            }
+        }
+    }
 }
 
 /// One Python buffer an op reads or writes.
@@ -85,7 +101,7 @@ impl Mem {
             addr: view.buf_ptr() as usize,
             len: view.len_bytes(),
             dtype,
-            _view: Some(Owner::Export { _view: view }),
+            _view: Some(Owner::Export { view: Some(view) }),
         })
     }
 

@@ -11,6 +11,7 @@
 //! | `buffer` | the caller's buffers, used in place (the one `unsafe` module) |
 //! | `dtype` | buffer formats and names to HCCL's data types and reduce ops |
 //! | `error` | `hccl_rs.HcclError` (`.code`, `.message`) |
+//! | `exit` | the interpreter's exit: no thread of ours attaches after `atexit` |
 //!
 //! Build it with maturin (`pip install ./python`); `python/README.md`
 //! has the usage.
@@ -22,6 +23,7 @@ mod comm;
 mod compress;
 mod dtype;
 mod error;
+mod exit;
 mod stream;
 mod work;
 
@@ -62,6 +64,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("HcclError", m.py().get_type::<error::HcclError>())?;
     m.add_function(wrap_pyfunction!(get_root_info, m)?)?;
     m.add_function(wrap_pyfunction!(cli, m)?)?;
+    m.add_function(wrap_pyfunction!(exit::at_exit, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

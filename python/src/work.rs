@@ -36,7 +36,8 @@ impl Done {
     /// GIL; an exception in one is reported as unraisable), then wakes
     /// `wait`: a program that waited may exit, and this thread must not
     /// take the GIL after that (a thread taking it while the interpreter
-    /// finalizes is ended by CPython in the middle of its frames).
+    /// finalizes is ended by CPython in the middle of its frames; see
+    /// `exit`).
     pub(crate) fn set(&self, r: Result<(), CommError>) {
         let callbacks = {
             let mut s = self.lock();
@@ -44,8 +45,8 @@ impl Done {
             std::mem::take(&mut s.callbacks)
         };
         if !callbacks.is_empty() {
-            // None once the interpreter is finalizing: nobody waits then.
-            let _ = Python::try_attach(|py| {
+            // None once the interpreter is exiting: nobody waits then.
+            let _ = crate::exit::attach(|py| {
                 for cb in callbacks {
                     if let Err(e) = cb.call0(py) {
                         e.write_unraisable(py, Some(cb.bind(py)));

@@ -268,6 +268,49 @@ def ddp_exit(argv):
 
 
 @case
+def op_timeout(argv):
+    """A group made with timeout=2 s (HCCL_EXEC_TIMEOUT): rank 0's
+    all_reduce on it, which rank 1 never calls, raises HCCL_E_TIMEOUT; then
+    both meet on the default group and exit without destroy_process_group
+    (the broken group still alive)."""
+    import time
+    from datetime import timedelta
+
+    init(argv)
+    r = dist.get_rank()
+    g = dist.new_group([0, 1], timeout=timedelta(seconds=2))
+    if r == 0:
+        t0 = time.monotonic()
+        try:
+            dist.all_reduce(torch.ones(16), group=g)
+        except hccl_rs.HcclError as e:
+            result(rank=r, code=e.code, message=str(e), secs=time.monotonic() - t0)
+        else:
+            raise AssertionError("all_reduce that rank 1 never called did not raise")
+    dist.barrier()
+    if r == 1:
+        result(rank=r, code=None)
+
+
+@case
+def exit_pending(argv):
+    """Exits (no destroy, no wait) with an async all_reduce still running
+    and its future's callback pending: rank 1 never calls it. The group's
+    timeout is 300 s, so a process whose exit waited for the op would
+    outlive the test's limit."""
+    from datetime import timedelta
+
+    init(argv)
+    r = dist.get_rank()
+    g = dist.new_group([0, 1], timeout=timedelta(seconds=300))
+    if r == 0:
+        w = dist.all_reduce(torch.ones(1 << 16), group=g, async_op=True)
+        w.get_future().then(lambda f: f.value())
+    dist.barrier()
+    result(rank=r, ok=True)
+
+
+@case
 def guide(argv):
     """The guide's snippets, as written for NPUs with .npu() dropped: init from
     the environment (RANK_ID for RANK), an npu_allreduce-style helper, and the

@@ -3,6 +3,7 @@ for several dtypes and 1-4 ranks, on the simulator and on loopback TCP (the
 ranks of one process: Comm.init_all, driven with async_op=True, each
 communicator on its own stream); blocking ops from Python threads; errors."""
 
+import os
 import subprocess
 import sys
 import threading
@@ -268,3 +269,26 @@ def test_python_m_hccl_rs_runs_the_cli_benchmark():
     rows = [l.split() for l in r.stdout.splitlines() if l.strip() and not l.startswith("#")]
     assert [row[0] for row in rows[1:]] == ["8192", "16384"], r.stdout
     assert all(row[-1] == "success" for row in rows[1:]), r.stdout
+
+
+EXIT_WITH_A_PENDING_OP = """
+import numpy as np, hccl_rs
+comms = hccl_rs.Comm.init_all(2, backend="tcp")
+buf = np.ones(1 << 16, np.float32)
+w = comms[0].all_reduce(buf, async_op=True)  # rank 1 never calls it
+w.add_done_callback(lambda: print("callback", flush=True))
+print("exiting", flush=True)
+"""
+
+
+def test_exit_with_a_pending_async_op_does_not_hang_or_abort():
+    # At exit the interpreter drops comm 1, so comm 0's worker thread fails
+    # the op (a lost peer) while Python finalizes: it must neither take the
+    # GIL then (to run the callback, to release the numpy export: CPython
+    # would end the thread mid-frame, aborting the process) nor keep the
+    # process alive (HCCL_EXEC_TIMEOUT is 300 s).
+    env = dict(os.environ, HCCL_EXEC_TIMEOUT="300", HCCL_IF_IP="127.0.0.1", HCCL_RS_TORCH="0")
+    for _ in range(5):
+        r = subprocess.run([sys.executable, "-c", EXIT_WITH_A_PENDING_OP], env=env, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, (r.returncode, r.stdout, r.stderr[-3000:])
+        assert "exiting" in r.stdout

@@ -78,6 +78,23 @@ def test_exit_without_destroy_does_not_abort():
         assert [r["ok"] for r in results(launch("ddp_exit", 2))] == [True, True]
 
 
+def test_an_op_timeout_raises_on_the_waiting_rank():
+    # new_group(timeout=2 s) is HCCL_EXEC_TIMEOUT=2 for its communicator;
+    # rank 1 never calls the all_reduce, so only the timeout ends it.
+    rs = results(launch("op_timeout", 2))
+    r0 = next(r for r in rs if r["rank"] == 0)
+    assert r0["code"] == 9, r0  # HCCL_E_TIMEOUT
+    assert "timed out after 2 s" in r0["message"] and "rank 1" in r0["message"], r0
+    print(f"op timeout of 2 s raised after {r0['secs']:.2f} s")
+
+
+def test_exit_with_an_op_still_running_does_not_hang_or_abort():
+    # The pending op's group has a 300 s timeout: an exit that waited for
+    # it would exceed launch's limit; launch asserts every rank exited 0.
+    for _ in range(2):
+        assert [r["ok"] for r in results(launch("exit_pending", 2, timeout=90))] == [True, True]
+
+
 def test_the_guides_snippets_run_as_written():
     # RANK_ID, Ascend's variable, stands in for RANK.
     outs = launch("guide", 2, rank_var="RANK_ID")
