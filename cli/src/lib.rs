@@ -85,6 +85,30 @@ where
     })
 }
 
+/// `hccl sim ARGS` (the first is the program's name, as for
+/// [`hccl_main_from`]) returning what it would print and its exit code (0,
+/// 4 a hang, 3 mismatched arguments) instead of printing them: for tests
+/// that replay a real run's dumps as a user does (`hccl sim --replay DIR`,
+/// the replay of `hccl doctor DIR --replay`), then run the files it wrote
+/// (tests/tests/flight_netns.rs).
+///
+/// # Errors
+/// Bad flags (clap's message), a first argument other than `sim`, or what
+/// `hccl sim` fails with (unreadable dumps, a scenario it refuses).
+pub fn sim_output<I, T>(args: I) -> anyhow::Result<(String, u8)>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    match Cli::try_parse_from(args)?.command {
+        Command::Sim(a) => {
+            let out = sim::execute(&a)?;
+            Ok((out.output, out.code))
+        }
+        other => anyhow::bail!("sim_output runs `hccl sim` only, not {other:?}"),
+    }
+}
+
 /// `hccl-test ARGS`: the same program as `hccl test ARGS` (CANN's
 /// `hccl_test` / nccl-tests, on the simulator or over TCP) as its own
 /// binary; exit codes as [`hccl_main`].

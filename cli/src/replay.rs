@@ -110,8 +110,8 @@ pub(crate) fn run(dir: &Path, a: &SimArgs) -> anyhow::Result<Outcome> {
 #[cfg(test)]
 mod tests {
     use hccl::flight::{
-        file_name, Dump, DumpReason, ErrorKind, Header, OpError, OpRecord, OpState, WaitKind,
-        WaitOn, FORMAT, VERSION,
+        file_name, Dump, DumpReason, ErrorKind, Header, OpError, OpRecord, OpState, P2pDir,
+        P2pRecord, WaitKind, WaitOn, FORMAT, VERSION,
     };
 
     use super::*;
@@ -127,6 +127,9 @@ mod tests {
             op: Some("sum".into()),
             root: None,
             peers: Vec::new(),
+            counts: Vec::new(),
+            matrix: Vec::new(),
+            items: Vec::new(),
             bytes: 4096,
             algorithm: Some("ring".into()),
             state,
@@ -352,6 +355,156 @@ mod tests {
         );
         assert!(
             !out.output.contains("world         1       0/4"),
+            "{}",
+            out.output
+        );
+    }
+
+    /// A point-to-point record at `turn`, called at `t` µs: `items` as
+    /// (send, peer, count) of fp32.
+    fn p2p(turn: u64, t: u64, items: &[(bool, u32, u64)], state: OpState) -> OpRecord {
+        let mut r = op(0, turn, t, state);
+        r.seq = None;
+        r.op = None;
+        r.algorithm = None;
+        r.kind = match items {
+            [(true, ..)] => "Send",
+            [(false, ..)] => "Recv",
+            _ => "BatchSendRecv",
+        }
+        .into();
+        r.count = items.iter().map(|i| i.2).sum();
+        r.bytes = 4 * r.count;
+        r.peers = items.iter().map(|i| i.1).collect();
+        r.items = items
+            .iter()
+            .map(|&(send, peer, count)| P2pRecord {
+                dir: if send { P2pDir::Send } else { P2pDir::Recv },
+                peer,
+                count,
+            })
+            .collect();
+        r
+    }
+
+    #[test]
+    fn a_receive_whose_send_never_came_waits_for_the_sender() {
+        // Rank 0 waits in a receive from rank 1, which finished its
+        // all_reduce and never called send.
+        let dumps = vec![
+            dump(
+                "world",
+                0,
+                2,
+                None,
+                vec![
+                    op(0, 0, 0, OpState::Done),
+                    failed(
+                        p2p(1, 10, &[(false, 1, 8)], OpState::Started),
+                        &[(1, WaitKind::NeverCalled)],
+                    ),
+                ],
+            ),
+            dump("world", 1, 2, None, vec![op(0, 0, 0, OpState::Done)]),
+        ];
+        let r = from_dumps(&dumps).unwrap();
+        let last = &r.scenario.ops[1];
+        assert_eq!(last.collective, "send_recv");
+        let pairs = last.pairs.clone().unwrap();
+        assert_eq!((pairs[0].src, pairs[0].dst, pairs[0].count), (1, 0, 8));
+        assert_eq!(r.scenario.rank_orders["1"], [0]);
+        let out = replay("p2p-never", &dumps);
+        assert_eq!(out.code, super::super::sim::EXIT_HANG, "{}", out.output);
+        assert!(
+            out.output.contains("rank 1 never called op #1"),
+            "{}",
+            out.output
+        );
+    }
+
+    #[test]
+    fn ranks_that_both_send_first_replay_as_one_batch() {
+        // Both ranks send, then receive (their sends were queued at once,
+        // as TCP's are); then rank 1 never calls the all_reduce rank 0
+        // waits in. Replayed with rendezvous messages one call at a time,
+        // the exchange itself would be a wait cycle.
+        let dumps = vec![
+            dump(
+                "world",
+                0,
+                2,
+                None,
+                vec![
+                    p2p(0, 0, &[(true, 1, 4)], OpState::Done),
+                    p2p(1, 1, &[(false, 1, 6)], OpState::Done),
+                    failed(op(0, 2, 5, OpState::Started), &[(1, WaitKind::NeverCalled)]),
+                ],
+            ),
+            dump(
+                "world",
+                1,
+                2,
+                None,
+                vec![
+                    p2p(0, 0, &[(true, 0, 6)], OpState::Done),
+                    p2p(1, 1, &[(false, 0, 4)], OpState::Done),
+                ],
+            ),
+        ];
+        let r = from_dumps(&dumps).unwrap();
+        assert_eq!(r.scenario.ops.len(), 2, "{:?}", r.scenario.ops);
+        let batch = &r.scenario.ops[0];
+        assert_eq!(batch.collective, "batch_send_recv");
+        let pairs: Vec<(u32, u32, u64)> = (batch.pairs.iter().flatten())
+            .map(|p| (p.src, p.dst, p.count))
+            .collect();
+        assert_eq!(pairs, [(0, 1, 4), (1, 0, 6)]);
+        let out = replay("p2p-batch", &dumps);
+        assert_eq!(out.code, super::super::sim::EXIT_HANG, "{}", out.output);
+        assert!(
+            out.output.contains("rank 1 never called op #1"),
+            "{}",
+            out.output
+        );
+    }
+
+    #[test]
+    fn v_collectives_replay_with_their_counts() {
+        // Every rank did an AllGatherV; rank 2 never called the AllToAllV.
+        let matrix: Vec<Vec<u64>> = (0..4).map(|i| (0..4).map(|j| i + j).collect()).collect();
+        let dumps = world(|r| {
+            let mut agv = op(0, 0, 0, OpState::Done);
+            agv.kind = "AllGatherV".into();
+            agv.op = None;
+            agv.count = 0;
+            agv.counts = vec![1, 2, 3, 4];
+            let mut v = vec![agv];
+            if r != 2 {
+                let mut a2a = op(1, 1, 10, OpState::Started);
+                a2a.kind = "AllToAllV".into();
+                a2a.op = None;
+                a2a.count = 0;
+                a2a.matrix = matrix.clone();
+                a2a.algorithm = Some("pairwise".into());
+                v.push(failed(a2a, &[(2, WaitKind::NeverCalled)]));
+            }
+            Some(v)
+        });
+        let r = from_dumps(&dumps).unwrap();
+        let ops = &r.scenario.ops;
+        assert_eq!(ops.len(), 2, "{:?}", r.notes);
+        assert_eq!(
+            (ops[0].collective.as_str(), ops[0].counts.clone()),
+            ("all_gather_v", Some(vec![1, 2, 3, 4]))
+        );
+        assert_eq!(
+            (ops[1].collective.as_str(), ops[1].matrix.clone()),
+            ("alltoallv", Some(matrix))
+        );
+        let out = replay("v", &dumps);
+        assert_eq!(out.code, super::super::sim::EXIT_HANG, "{}", out.output);
+        assert!(
+            out.output.contains("rank 2 never called op #1"),
             "{}",
             out.output
         );

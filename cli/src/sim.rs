@@ -258,7 +258,10 @@ fn scenario_file(a: &SimArgs) -> anyhow::Result<ScenarioFile> {
         ops: vec![OpSpec {
             comm: "world".into(),
             collective: a.collective.clone().unwrap_or_default(),
-            count: a.count.unwrap_or(0),
+            count: Some(a.count.unwrap_or(0)),
+            counts: None,
+            matrix: None,
+            pairs: None,
             dtype: a.dtype.clone(),
             op: a.op.clone(),
             root: a.root,

@@ -7,7 +7,10 @@
 //!   "communicators": {"a": [0, 1], "b": [0, 1]},
 //!   "ops": [
 //!     {"comm": "a", "collective": "all_reduce", "count": 1024},
-//!     {"comm": "b", "collective": "broadcast", "count": 64, "root": 1, "algo": "ring"}
+//!     {"comm": "b", "collective": "broadcast", "count": 64, "root": 1, "algo": "ring"},
+//!     {"comm": "a", "collective": "all_gather_v", "counts": [3, 5]},
+//!     {"collective": "alltoallv", "matrix": [[0, 2], [7, 1]], "dtype": "int8"},
+//!     {"comm": "a", "collective": "send_recv", "pairs": [{"src": 0, "dst": 1, "count": 16}]}
 //!   ],
 //!   "rank_orders": {"1": [1, 0]}
 //! }
@@ -17,9 +20,17 @@
 //! - `communicators`: name → fabric ranks (communicator rank `i` is the
 //!   `i`-th); `world` (every rank) exists unless given.
 //! - `ops`: run in this order on every member; `comm` defaults to `world`;
-//!   `dtype` (default `fp32`), `op` (default `sum`), `root` (default 0),
-//!   `algo` (as `HCCL_ALGO` levels or a flat name; default the selector),
-//!   `in_place` (default false).
+//!   `count` (elements); `dtype` (default `fp32`), `op` (default `sum`),
+//!   `root` (default 0), `algo` (as `HCCL_ALGO` levels or a flat name;
+//!   default the selector), `in_place` (default false). The V forms and
+//!   point-to-point take their counts instead of `count`:
+//!   `all_gather_v` / `reduce_scatter_v` `counts` (one per communicator
+//!   rank), `alltoallv` `matrix` (`matrix[i][j]`: rank i to rank j),
+//!   `send_recv` (one) / `batch_send_recv` (any number) `pairs` of
+//!   communicator ranks. A point-to-point op is one rendezvous of all its
+//!   transfers: every transfer starts once its two ranks have started the
+//!   op (the simulator has no eager sends); a member with no transfer in
+//!   it finishes it at once, and a rank order may leave it out.
 //! - `rank_orders`: fabric rank → the op indices it runs, in its order
 //!   (how two communicators called in different orders are written).
 
@@ -27,7 +38,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use hccl_algos::algo::AlgoSpec;
-use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
+use hccl_algos::collective::{CollectiveArgs, CollectiveKind, P2p};
 use hccl_algos::layout::GroupLayout;
 use hccl_algos::select::{select, CostModel, HcclAlgo};
 use hccl_algos::{DataType, ReduceOp};
@@ -44,10 +55,27 @@ pub struct OpSpec {
     /// Communicator name (default `world`).
     #[serde(default = "world")]
     pub comm: String,
-    /// Collective, as hccl_test names it (`all_reduce`, `broadcast`, ...).
+    /// Collective, as hccl_test names it (`all_reduce`, `broadcast`, ...,
+    /// `all_gather_v`, `reduce_scatter_v`, `alltoallv`, `send_recv`,
+    /// `batch_send_recv`).
     pub collective: String,
-    /// Count in elements, with HCCL's meaning for the collective.
-    pub count: u64,
+    /// Count in elements, with HCCL's meaning for the collective; required
+    /// except for the V forms and point-to-point, which take theirs from
+    /// `counts`, `matrix` or `pairs` (and refuse a `count`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u64>,
+    /// `all_gather_v` / `reduce_scatter_v`: elements of each communicator
+    /// rank's block, one entry per rank.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<Vec<u64>>,
+    /// `alltoallv`: `matrix[i][j]` elements communicator rank `i` sends to
+    /// rank `j`, one row and column per rank.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matrix: Option<Vec<Vec<u64>>>,
+    /// `send_recv` (one) / `batch_send_recv` (any number): the transfers,
+    /// between communicator ranks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairs: Option<Vec<PairSpec>>,
     /// Element type (default `fp32`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dtype: Option<String>,
@@ -63,6 +91,18 @@ pub struct OpSpec {
     /// Send and receive buffers alias.
     #[serde(default)]
     pub in_place: bool,
+}
+
+/// One transfer of a `send_recv` / `batch_send_recv` op.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PairSpec {
+    /// Sending communicator rank.
+    pub src: u32,
+    /// Receiving communicator rank.
+    pub dst: u32,
+    /// Elements moved.
+    pub count: u64,
 }
 
 fn world() -> String {
@@ -135,6 +175,117 @@ fn invalid(
         path,
         value: value.to_string(),
         reason: reason.into(),
+    }
+}
+
+/// The field of `kind`'s own counts (`None`: it takes `count`).
+fn counts_field(kind: CollectiveKind) -> Option<&'static str> {
+    match kind {
+        CollectiveKind::AllGatherV | CollectiveKind::ReduceScatterV => Some("counts"),
+        CollectiveKind::AllToAllV => Some("matrix"),
+        CollectiveKind::SendRecv | CollectiveKind::BatchSendRecv => Some("pairs"),
+        _ => None,
+    }
+}
+
+impl OpSpec {
+    /// The call of op `i` (of `kind`, on a communicator of `n` ranks),
+    /// from `count` or the kind's own counts field.
+    fn args(
+        &self,
+        i: usize,
+        kind: CollectiveKind,
+        dtype: DataType,
+        op: ReduceOp,
+        n: u32,
+    ) -> Result<CollectiveArgs, ScenarioFileError> {
+        let path = |f: &str| format!("ops[{i}].{f}");
+        let own = counts_field(kind);
+        let given: [(&str, bool); 4] = [
+            ("count", self.count.is_some()),
+            ("counts", self.counts.is_some()),
+            ("matrix", self.matrix.is_some()),
+            ("pairs", self.pairs.is_some()),
+        ];
+        let wanted = own.unwrap_or("count");
+        if let Some((f, _)) = given.iter().find(|(f, g)| *g && *f != wanted) {
+            return Err(invalid(
+                path(f),
+                format!("(given for \"{}\")", self.collective),
+                format!(
+                    "{} takes `{wanted}`, not `{f}`; leave `{f}` out",
+                    kind.name()
+                ),
+            ));
+        }
+        if !given.iter().any(|(f, g)| *g && *f == wanted) {
+            let what = match wanted {
+                "counts" => "the elements of each communicator rank's block, one per rank",
+                "matrix" => "matrix[i][j], the elements rank i sends to rank j",
+                "pairs" => "the transfers, [{\"src\": 0, \"dst\": 1, \"count\": 8}, ...]",
+                _ => "the count in elements",
+            };
+            return Err(invalid(
+                path(wanted),
+                "(missing)",
+                format!("{} needs `{wanted}`: {what}", kind.name()),
+            ));
+        }
+        let rows = |field: &str, len: usize, index: Option<usize>| {
+            let at = index.map_or_else(|| path(field), |r| format!("{}[{r}]", path(field)));
+            invalid(
+                at,
+                format!("{len} entries"),
+                format!(
+                    "the communicator '{}' has {n} ranks; give one entry per rank",
+                    self.comm
+                ),
+            )
+        };
+        let bad = |field: &str, e: &dyn std::fmt::Display| {
+            invalid(path(field), "(values)", e.to_string())
+        };
+        Ok(match kind {
+            CollectiveKind::AllGatherV | CollectiveKind::ReduceScatterV => {
+                let c = self.counts.clone().unwrap_or_default();
+                if c.len() != n as usize {
+                    return Err(rows("counts", c.len(), None));
+                }
+                CollectiveArgs::v_counts(kind == CollectiveKind::ReduceScatterV, c, dtype)
+                    .map_err(|e| bad("counts", &e))?
+                    .with_op(op)
+                    .with_in_place(self.in_place)
+            }
+            CollectiveKind::AllToAllV => {
+                let m = self.matrix.clone().unwrap_or_default();
+                if m.len() != n as usize {
+                    return Err(rows("matrix", m.len(), None));
+                }
+                if let Some((r, row)) = m
+                    .iter()
+                    .enumerate()
+                    .find(|(_, row)| row.len() != n as usize)
+                {
+                    return Err(rows("matrix", row.len(), Some(r)));
+                }
+                CollectiveArgs::all_to_all_v(m, dtype).map_err(|e| bad("matrix", &e))?
+            }
+            CollectiveKind::SendRecv | CollectiveKind::BatchSendRecv => {
+                let pairs = (self.pairs.iter().flatten())
+                    .map(|p| P2p {
+                        src: p.src,
+                        dst: p.dst,
+                        count: p.count,
+                    })
+                    .collect();
+                CollectiveArgs::p2p(kind == CollectiveKind::BatchSendRecv, pairs, dtype, n)
+                    .with_in_place(self.in_place)
+            }
+            _ => CollectiveArgs::new(kind, self.count.unwrap_or(0), dtype, n)
+                .with_op(op)
+                .with_root(self.root.unwrap_or(0))
+                .with_in_place(self.in_place),
+        })
     }
 }
 
@@ -219,22 +370,7 @@ impl ScenarioFile {
                 Some(d) => d.parse().map_err(|e| parse_err("op", d, &e))?,
                 None => ReduceOp::Sum,
             };
-            let args =
-                match kind {
-                    CollectiveKind::AllToAllV
-                    | CollectiveKind::AllGatherV
-                    | CollectiveKind::ReduceScatterV
-                    | CollectiveKind::SendRecv
-                    | CollectiveKind::BatchSendRecv => return Err(invalid(
-                        path("collective"),
-                        format!("\"{}\"", o.collective),
-                        "V and point-to-point collectives are not supported in scenario files yet",
-                    )),
-                    _ => CollectiveArgs::new(kind, o.count, dtype, n)
-                        .with_op(op)
-                        .with_root(o.root.unwrap_or(0))
-                        .with_in_place(o.in_place),
-                };
+            let args = o.args(i, kind, dtype, op, n)?;
             args.validate()
                 .map_err(|e| invalid(format!("ops[{i}]"), &o.collective, e.to_string()))?;
             let spec: AlgoSpec = match &o.algo {
@@ -311,6 +447,73 @@ mod tests {
         // Both members call 'b' first, as their rank orders say.
         assert_eq!(rep.ops[1].start_ns, vec![Some(0), Some(0)]);
         assert!(rep.ops[0].start_ns.iter().all(|t| t.unwrap() > 0));
+    }
+
+    #[test]
+    fn v_and_point_to_point_ops_move_what_their_counts_say() {
+        use crate::scenario::{Mode, OpId};
+        let f = fabric();
+        let s = ScenarioFile::from_json(
+            r#"{"communicators": {"a": [2, 0]},
+                "ops": [{"comm": "a", "collective": "alltoallv", "matrix": [[1, 2], [0, 3]], "dtype": "int8"},
+                        {"comm": "a", "collective": "all_gather_v", "counts": [2, 1], "dtype": "int8"},
+                        {"collective": "batch_send_recv", "dtype": "int8",
+                         "pairs": [{"src": 0, "dst": 3, "count": 2}, {"src": 3, "dst": 0, "count": 1}]}],
+                "rank_orders": {"1": []}}"#,
+        )
+        .unwrap();
+        let mut sc = s.build(&f, None).unwrap().mode(Mode::Data);
+        // Communicator 'a': rank 0 is fabric rank 2, rank 1 fabric rank 0.
+        sc.set_inputs(OpId(0), vec![vec![10, 11, 12], vec![20, 21, 22]])
+            .unwrap();
+        sc.set_inputs(OpId(1), vec![vec![1, 2], vec![3]]).unwrap();
+        sc.set_inputs(OpId(2), vec![vec![5, 6], vec![], vec![], vec![9]])
+            .unwrap();
+        let rep = sc.run().unwrap();
+        assert!(rep.stall.is_none(), "{:?}", rep.stall);
+        let out = |op: usize| rep.ops[op].outputs.clone().unwrap();
+        // matrix[i][j] from rank i to rank j, in rank order.
+        assert_eq!(out(0), [vec![10], vec![11, 12, 20, 21, 22]]);
+        assert_eq!(out(1), [vec![1, 2, 3], vec![1, 2, 3]]);
+        // Fabric rank 1 has no transfer and no op; 2 neither, but runs it.
+        let o = out(2);
+        assert_eq!((&o[0], &o[3]), (&vec![9], &vec![5, 6]));
+        assert_eq!(rep.ops[2].end_ns[1], None);
+        assert!(rep.ops[2].end_ns[2].is_some());
+    }
+
+    #[test]
+    fn v_and_point_to_point_counts_are_checked() {
+        let e = build_err(r#"{"ops": [{"collective": "all_gather_v", "count": 8}]}"#);
+        assert!(
+            e.contains("ops[0].count") && e.contains("takes `counts`"),
+            "{e}"
+        );
+        let e = build_err(r#"{"ops": [{"collective": "reduce_scatter_v"}]}"#);
+        assert!(
+            e.contains("ops[0].counts = (missing)") && e.contains("one per rank"),
+            "{e}"
+        );
+        let e = build_err(r#"{"ops": [{"collective": "all_gather_v", "counts": [1, 2]}]}"#);
+        assert!(
+            e.contains("ops[0].counts = 2 entries") && e.contains("has 4 ranks"),
+            "{e}"
+        );
+        let e = build_err(
+            r#"{"ops": [{"collective": "alltoallv", "matrix": [[1, 2, 3, 4], [1], [0, 0, 0, 0], [0, 0, 0, 0]]}]}"#,
+        );
+        assert!(e.contains("ops[0].matrix[1] = 1 entries"), "{e}");
+        let e = build_err(
+            r#"{"ops": [{"collective": "send_recv", "pairs": [{"src": 0, "dst": 7, "count": 1}]}]}"#,
+        );
+        assert!(e.contains("ops[0]") && e.contains('7'), "{e}");
+        let e = build_err(r#"{"ops": [{"collective": "all_reduce"}]}"#);
+        assert!(e.contains("ops[0].count = (missing)"), "{e}");
+        let e = build_err(r#"{"ops": [{"collective": "all_reduce", "count": 4, "pairs": []}]}"#);
+        assert!(
+            e.contains("ops[0].pairs") && e.contains("takes `count`"),
+            "{e}"
+        );
     }
 
     #[test]

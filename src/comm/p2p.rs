@@ -412,7 +412,12 @@ fn p2p_desc(turn: u64, op: &str, items: &[P2pItem<'_>]) -> OpDesc {
         dtype: items.first().map_or(DataType::Int8, |it| it.dtype),
         op: None,
         root: None,
-        peers: items.iter().map(|it| it.peer).collect(),
+        items: items
+            .iter()
+            .map(|it| (matches!(it.buf, P2pBuf::Send(_)), it.peer, it.count))
+            .collect(),
+        counts: None,
+        matrix: None,
         bytes: items.iter().map(|it| it.len() as u64).sum(),
     }
 }

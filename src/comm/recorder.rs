@@ -17,15 +17,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use hccl_algos::algo::AlgoSpec;
-use hccl_algos::collective::CollectiveArgs;
+use hccl_algos::collective::{CollectiveArgs, CountMatrix, VCounts};
 use hccl_algos::{DataType, ReduceOp};
 
 use super::backend::sim_cluster::{Called, Cluster};
 use super::profile::OpTime;
 use super::{lock, BackendError, CommError, Shared};
 use crate::flight::{
-    self, Dump, DumpReason, ErrorKind, FlightError, Header, OpError, OpRecord, OpState, WaitKind,
-    WaitOn,
+    self, Dump, DumpReason, ErrorKind, FlightError, Header, OpError, OpRecord, OpState, P2pDir,
+    P2pRecord, WaitKind, WaitOn,
 };
 use hccl_sim::hang::HangReport;
 
@@ -45,7 +45,13 @@ pub(crate) struct OpDesc {
     pub(crate) dtype: DataType,
     pub(crate) op: Option<ReduceOp>,
     pub(crate) root: Option<u32>,
-    pub(crate) peers: Vec<u32>,
+    /// Point-to-point: (send, peer, count) per item, in item order.
+    pub(crate) items: Vec<(bool, u32, u64)>,
+    /// AllGatherV / ReduceScatterV counts (shared with the op's args: a
+    /// reference count, not a copy, on the op path).
+    pub(crate) counts: Option<Arc<VCounts>>,
+    /// AllToAllV's count matrix (shared likewise).
+    pub(crate) matrix: Option<Arc<CountMatrix>>,
     pub(crate) bytes: u64,
 }
 
@@ -60,7 +66,9 @@ impl OpDesc {
             dtype: args.dtype,
             op: args.kind.is_reduction().then_some(args.op),
             root: args.kind.is_rooted().then_some(args.root),
-            peers: Vec::new(),
+            items: Vec::new(),
+            counts: args.counts.clone(),
+            matrix: args.send_matrix.clone(),
             bytes: args.message_bytes(),
         }
     }
@@ -441,7 +449,25 @@ fn record(e: &Entry) -> OpRecord {
         dtype: d.dtype.to_string(),
         op: d.op.map(|o| o.to_string()),
         root: d.root,
-        peers: d.peers.clone(),
+        peers: d.items.iter().map(|&(_, peer, _)| peer).collect(),
+        counts: d
+            .counts
+            .as_ref()
+            .map_or_else(Vec::new, |c| c.counts().to_vec()),
+        matrix: d.matrix.as_ref().map_or_else(Vec::new, |m| {
+            (0..m.n())
+                .map(|i| (0..m.n()).map(|j| m.get(i, j)).collect())
+                .collect()
+        }),
+        items: d
+            .items
+            .iter()
+            .map(|&(send, peer, count)| P2pRecord {
+                dir: if send { P2pDir::Send } else { P2pDir::Recv },
+                peer,
+                count,
+            })
+            .collect(),
         bytes: d.bytes,
         algorithm: e.algorithm.map(|a| a.to_string()),
         state: e.state,
@@ -726,7 +752,9 @@ mod tests {
             dtype: DataType::Fp32,
             op: Some(ReduceOp::Sum),
             root: None,
-            peers: Vec::new(),
+            items: Vec::new(),
+            counts: None,
+            matrix: None,
             bytes: 16,
         }
     }

@@ -216,6 +216,20 @@ pub struct OpRecord {
     /// Peers of a point-to-point op, in item order; empty for a collective.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub peers: Vec<u32>,
+    /// AllGatherV and ReduceScatterV: the elements of each rank's block
+    /// (index: communicator rank); empty for other ops, and in dumps of
+    /// builds before these fields (the replay leaves such records out).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counts: Vec<u64>,
+    /// AllToAllV: `matrix[i][j]` elements rank `i` sends to rank `j`, the
+    /// same on every rank; empty for other ops.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub matrix: Vec<Vec<u64>>,
+    /// A point-to-point op's items in item order (`peers[i]` is
+    /// `items[i].peer`): direction, peer and elements; empty for a
+    /// collective.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub items: Vec<P2pRecord>,
     /// Bytes of the message (hccl_test's size: `count` × element size for
     /// most collectives).
     pub bytes: u64,
@@ -242,6 +256,28 @@ pub struct OpRecord {
     /// For a failed op: its error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<OpError>,
+}
+
+/// Direction of a point-to-point item (HCCL's `HcclSendRecvType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum P2pDir {
+    /// This rank sends the item to its peer.
+    Send,
+    /// This rank receives the item from its peer.
+    Recv,
+}
+
+/// One item of a point-to-point op (`Send`, `Recv`: one; `BatchSendRecv`:
+/// any number).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct P2pRecord {
+    /// Send or receive.
+    pub dir: P2pDir,
+    /// The peer's rank in the communicator.
+    pub peer: u32,
+    /// Elements (of the op's `dtype`).
+    pub count: u64,
 }
 
 /// One rank's dump of one communicator: its header and its ops, oldest
@@ -433,6 +469,9 @@ mod tests {
                     op: Some("sum".into()),
                     root: None,
                     peers: vec![],
+                    counts: vec![],
+                    matrix: vec![],
+                    items: vec![],
                     bytes: 8192,
                     algorithm: Some("ring".into()),
                     state: OpState::Done,
@@ -451,6 +490,13 @@ mod tests {
                     op: None,
                     root: None,
                     peers: vec![0],
+                    counts: vec![],
+                    matrix: vec![],
+                    items: vec![P2pRecord {
+                        dir: P2pDir::Send,
+                        peer: 0,
+                        count: 4,
+                    }],
                     bytes: 4,
                     algorithm: None,
                     state: OpState::Queued,
@@ -469,6 +515,9 @@ mod tests {
                     op: None,
                     root: Some(0),
                     peers: vec![],
+                    counts: vec![],
+                    matrix: vec![],
+                    items: vec![],
                     bytes: 2,
                     algorithm: Some("tree".into()),
                     state: OpState::Failed,

@@ -21,8 +21,24 @@
 //!   goes down when they start the op (`link_down`, timed by
 //!   [`Replay::time_links`]).
 //!
-//! Point-to-point ops and the V collectives are left out (scenario files
-//! cannot express them yet), with a note.
+//! - the V collectives replay with the counts their records carry
+//!   (`counts`, `matrix`); point-to-point ops replay as the scenario's
+//!   `send_recv` / `batch_send_recv` ops: message `n` of each ordered pair
+//!   of ranks (in call order, items of a batch in list order) is matched
+//!   to receive `n` of that pair, as the library matches them. Since a
+//!   TCP send returns once its bytes are queued and the simulator's
+//!   messages are rendezvous, a rank's calls that only send run together
+//!   with its next point-to-point call (one batch, as the sends were still
+//!   in flight), and every call joined by a message to another rank's is
+//!   one op; a message whose sender finished its send but that no rank
+//!   received is left out (it was queued, never read), one whose receive
+//!   never got its send waits for it (a sender that never called send,
+//!   or crashed).
+//!
+//! Records the replay cannot place are left out with a note: V records
+//! and point-to-point records without their counts (dumps of builds
+//! before those fields), and the point-to-point ops of a communicator
+//! whose ring dropped its oldest records (the message numbers are lost).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -31,9 +47,9 @@ use hccl_algos::algo::AlgoSpec;
 use hccl_algos::collective::CollectiveKind;
 use hccl_algos::{DataType, ReduceOp};
 use hccl_sim::faults::{Fault, FaultPlan};
-use hccl_sim::scenario_file::{OpSpec, ScenarioFile};
+use hccl_sim::scenario_file::{OpSpec, PairSpec, ScenarioFile};
 
-use super::{Dump, OpRecord, OpState};
+use super::{Dump, OpRecord, OpState, P2pDir};
 
 /// Dumps that do not make one run's scenario, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -67,6 +83,9 @@ struct Call {
     dtype: String,
     op: Option<String>,
     root: Option<u32>,
+    /// The V forms' counts or matrix (empty for the others).
+    counts: Vec<u64>,
+    matrix: Vec<Vec<u64>>,
 }
 
 impl Call {
@@ -77,22 +96,43 @@ impl Call {
             dtype: r.dtype.clone(),
             op: r.op.clone(),
             root: r.root,
+            counts: r.counts.clone(),
+            matrix: r.matrix.clone(),
         }
     }
 }
 
-/// A collective the scenario can hold (not point-to-point, not V).
-fn replayable(kind: &str) -> Option<CollectiveKind> {
-    let k: CollectiveKind = kind.parse().ok()?;
-    (!matches!(
-        k,
-        CollectiveKind::AllToAllV
-            | CollectiveKind::AllGatherV
-            | CollectiveKind::ReduceScatterV
-            | CollectiveKind::SendRecv
-            | CollectiveKind::BatchSendRecv
-    ))
-    .then_some(k)
+/// A collective record the scenario can hold: a collective (not
+/// point-to-point), and a V form only with its counts.
+fn replayable(r: &OpRecord) -> Option<CollectiveKind> {
+    let k: CollectiveKind = r.kind.parse().ok()?;
+    match k {
+        CollectiveKind::SendRecv | CollectiveKind::BatchSendRecv => None,
+        CollectiveKind::AllGatherV | CollectiveKind::ReduceScatterV => {
+            (!r.counts.is_empty()).then_some(k)
+        }
+        CollectiveKind::AllToAllV => (!r.matrix.is_empty()).then_some(k),
+        _ => Some(k),
+    }
+}
+
+/// Which op of the scenario a record belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Key {
+    /// A collective: communicator and seq.
+    Coll(String, u64),
+    /// Point-to-point: communicator and the number of its group of calls
+    /// joined by messages.
+    P2p(String, usize),
+}
+
+/// A point-to-point op of the scenario: its transfers and who takes part.
+struct P2pOp {
+    /// Transfers between communicator ranks, by (sender, receiver, number).
+    pairs: Vec<PairSpec>,
+    dtype: String,
+    /// The world ranks of its transfers.
+    ranks: BTreeSet<u32>,
 }
 
 /// The world rank of communicator rank `r` of `d`'s communicator.
@@ -106,10 +146,35 @@ fn world_rank(d: &Dump, r: u32) -> u32 {
 
 /// One op of the scenario: its communicator, seq and each rank's record.
 struct Slot<'a> {
+    key: Key,
     comm: String,
-    seq: u64,
-    /// (world rank, record), by world rank.
+    /// A collective's seq (`None`: point-to-point).
+    seq: Option<u64>,
+    /// (world rank, record), by world rank (point-to-point: every call
+    /// of the op, a rank's in call order).
     calls: Vec<(u32, &'a OpRecord)>,
+    /// A point-to-point op's transfers.
+    p2p: Option<P2pOp>,
+}
+
+impl Slot<'_> {
+    /// Whether world rank `rank` (a member of the communicator, `members`)
+    /// takes part: every member in a collective, the ranks of its
+    /// transfers in a point-to-point op.
+    fn takes(&self, rank: u32, members: Option<&Vec<u32>>) -> bool {
+        match &self.p2p {
+            Some(p) => p.ranks.contains(&rank),
+            None => members.is_some_and(|m| m.contains(&rank)),
+        }
+    }
+
+    /// `op #3 ('world' seq 2)` or `op #3 ('world' point-to-point)`.
+    fn name(&self, i: usize) -> String {
+        match self.seq {
+            Some(s) => format!("op #{i} ('{}' seq {s})", self.comm),
+            None => format!("op #{i} ('{}' point-to-point)", self.comm),
+        }
+    }
 }
 
 /// Turns `dumps` (every rank's, of one run) into a scenario.
@@ -167,43 +232,77 @@ pub fn from_dumps(dumps: &[Dump]) -> Result<Replay, ReplayError> {
         let me = world_rank(d, d.header.rank);
         let first = comm_window(dumps, &d.header.comm);
         for r in &d.ops {
-            let Some(seq) = r.seq.filter(|_| replayable(&r.kind).is_some()) else {
+            let Some(seq) = r.seq else {
+                continue; // point-to-point: below
+            };
+            if replayable(r).is_none() {
                 *left_out.entry(r.kind.clone()).or_default() += 1;
                 continue;
-            };
+            }
             if seq < first {
                 continue;
             }
             slots
                 .entry((d.header.comm.clone(), seq))
                 .or_insert_with(|| Slot {
+                    key: Key::Coll(d.header.comm.clone(), seq),
                     comm: d.header.comm.clone(),
-                    seq,
+                    seq: Some(seq),
                     calls: Vec::new(),
+                    p2p: None,
                 })
                 .calls
                 .push((me, r));
         }
     }
     for (kind, k) in &left_out {
-        notes.push(format!(
-            "{k} {kind} op record(s) left out: the replay holds collectives other than the V forms"
-        ));
+        let why = if kind.parse::<CollectiveKind>().is_ok() {
+            "their counts are not in the dump (written by an older build)"
+        } else {
+            "not a collective the replay knows"
+        };
+        notes.push(format!("{k} {kind} op record(s) left out: {why}"));
+    }
+    let mut order: Vec<Slot<'_>> = slots.into_values().collect();
+    let mut p2p_of = BTreeMap::new();
+    for comm in comms.keys() {
+        order.extend(p2p_slots(dumps, comm, &mut p2p_of, &mut notes));
     }
     // Scenario order: when the op was first called, then communicator, seq.
-    let mut order: Vec<Slot<'_>> = slots.into_values().collect();
     order.sort_by_key(|s| {
         let t = s.calls.iter().map(|(_, r)| r.queued_us).min().unwrap_or(0);
-        (t, s.comm.clone(), s.seq)
+        (t, s.comm.clone(), s.seq.unwrap_or(u64::MAX), s.key.clone())
     });
-    let index: BTreeMap<(String, u64), usize> = order
+    let index: BTreeMap<Key, usize> = order
         .iter()
         .enumerate()
-        .map(|(i, s)| ((s.comm.clone(), s.seq), i))
+        .map(|(i, s)| (s.key.clone(), i))
         .collect();
     let mut faults = FaultPlan::default();
     let mut ops = Vec::with_capacity(order.len());
     for (i, s) in order.iter().enumerate() {
+        if let Some(p) = &s.p2p {
+            ops.push(OpSpec {
+                comm: s.comm.clone(),
+                collective: if p.pairs.len() == 1 {
+                    CollectiveKind::SendRecv
+                } else {
+                    CollectiveKind::BatchSendRecv
+                }
+                .name()
+                .to_string(),
+                count: None,
+                counts: None,
+                matrix: None,
+                pairs: Some(p.pairs.clone()),
+                dtype: Some(p.dtype.clone()),
+                op: None,
+                root: None,
+                algo: None,
+                in_place: false,
+            });
+            continue;
+        }
         let (call, algo) = majority(&s.calls);
         for &(rank, r) in &s.calls {
             let mine = Call::of(r);
@@ -213,26 +312,44 @@ pub fn from_dumps(dumps: &[Dump]) -> Result<Replay, ReplayError> {
             match wrong_args(rank, i, &call, &mine) {
                 Some(f) => {
                     notes.push(format!(
-                        "rank {rank} called op #{i} ('{}' seq {}) as {} where the others called {}: replayed as {}",
-                        s.comm,
-                        s.seq,
+                        "rank {rank} called {} as {} where the others called {}: replayed as {}",
+                        s.name(i),
                         describe(&mine),
                         describe(&call),
                         f.describe()
                     ));
                     faults.faults.push(f);
                 }
+                None if mine.kind == call.kind => notes.push(format!(
+                    "rank {rank} called {} as {} where the others called {}: the replay cannot give one rank other V counts, it calls the others' too",
+                    s.name(i),
+                    describe(&mine),
+                    describe(&call)
+                )),
                 None => notes.push(format!(
                     "rank {rank} called {} at '{}' seq {} where the others called {}: the replay cannot change a rank's collective, it calls {} too",
-                    mine.kind, s.comm, s.seq, call.kind, call.kind
+                    mine.kind, s.comm, s.seq.unwrap_or(0), call.kind, call.kind
                 )),
             }
         }
+        let kind = s.calls.iter().find_map(|(_, r)| replayable(r));
+        let v = |field: &Vec<u64>| (!field.is_empty()).then(|| field.clone());
         ops.push(OpSpec {
             comm: s.comm.clone(),
-            collective: replayable(&call.kind)
-                .map_or_else(|| call.kind.clone(), |k| k.name().to_string()),
-            count: call.count,
+            collective: kind.map_or_else(|| call.kind.clone(), |k| k.name().to_string()),
+            count: kind
+                .filter(|&k| {
+                    !matches!(
+                        k,
+                        CollectiveKind::AllGatherV
+                            | CollectiveKind::ReduceScatterV
+                            | CollectiveKind::AllToAllV
+                    )
+                })
+                .map(|_| call.count),
+            counts: v(&call.counts),
+            matrix: (!call.matrix.is_empty()).then(|| call.matrix.clone()),
+            pairs: None,
             dtype: Some(call.dtype.clone()),
             op: call.op.clone(),
             root: call.root,
@@ -240,7 +357,8 @@ pub fn from_dumps(dumps: &[Dump]) -> Result<Replay, ReplayError> {
             in_place: false,
         });
     }
-    // Each dumped rank's own order: its calls by when it made them.
+    // Each dumped rank's own order: its calls by when it made them (a
+    // point-to-point op once, where its first call of it was).
     let mut rank_orders = BTreeMap::new();
     let dumped: BTreeSet<u32> = dumps.iter().map(|d| world_rank(d, d.header.rank)).collect();
     for &rank in &dumped {
@@ -250,7 +368,11 @@ pub fn from_dumps(dumps: &[Dump]) -> Result<Replay, ReplayError> {
             .filter(|d| world_rank(d, d.header.rank) == rank)
         {
             for r in &d.ops {
-                if let Some(&i) = r.seq.and_then(|s| index.get(&(d.header.comm.clone(), s))) {
+                let key = match r.seq {
+                    Some(s) => Some(Key::Coll(d.header.comm.clone(), s)),
+                    None => p2p_of.get(&(d.header.comm.clone(), rank, r.turn)).cloned(),
+                };
+                if let Some(&i) = key.as_ref().and_then(|k| index.get(k)) {
                     mine.push((r.queued_us, d.header.comm.clone(), r.turn, i));
                 }
             }
@@ -262,31 +384,36 @@ pub fn from_dumps(dumps: &[Dump]) -> Result<Replay, ReplayError> {
                 .iter()
                 .any(|&(r, rec)| r == rank && rec.state != OpState::Done)
         });
-        let mut list: Vec<usize> = mine.into_iter().map(|m| m.3).collect();
+        let mut list: Vec<usize> = Vec::with_capacity(mine.len());
+        for m in mine {
+            if !list.contains(&m.3) {
+                list.push(m.3);
+            }
+        }
         if stuck {
             // It stopped in its last op, so it never reached its later
             // ones: the ops of its communicators that others called come
             // after, in scenario order (a cycle needs them).
             let later: Vec<usize> = (0..order.len())
                 .filter(|i| !list.contains(i))
-                .filter(|&i| comms.get(&order[i].comm).is_some_and(|m| m.contains(&rank)))
+                .filter(|&i| order[i].takes(rank, comms.get(&order[i].comm)))
                 .collect();
             list.extend(later);
         }
         rank_orders.insert(rank.to_string(), list);
     }
-    // A world rank with no dump crashed: before the first op of its
-    // communicators that a rank did not finish.
+    // A world rank with no dump crashed: before the first op it takes
+    // part in that a rank did not finish.
     for rank in (0..n).filter(|r| !dumped.contains(r)) {
         let stuck = order.iter().enumerate().find(|(_, s)| {
-            comms.get(&s.comm).is_some_and(|m| m.contains(&rank))
+            s.takes(rank, comms.get(&s.comm))
                 && s.calls.iter().any(|(_, r)| r.state != OpState::Done)
         });
         match stuck {
             Some((i, s)) => {
                 notes.push(format!(
-                    "rank {rank} left no dump: it died; replayed as a crash before op #{i} ('{}' seq {}), where the others stopped",
-                    s.comm, s.seq
+                    "rank {rank} left no dump: it died; replayed as a crash before {}, where the others stopped",
+                    s.name(i)
                 ));
                 faults.faults.push(Fault::Crash {
                     rank,
@@ -345,8 +472,8 @@ pub fn from_dumps(dumps: &[Dump]) -> Result<Replay, ReplayError> {
                         format!("rank {a} waited for rank {b}'s data, which rank {b} had sent (it finished the op),")
                     };
                     notes.push(format!(
-                        "{how} in op #{i} ('{}' seq {}): replayed as the route between them going down when they start it",
-                        s.comm, s.seq
+                        "{how} in {}: replayed as the route between them going down when they start it",
+                        s.name(i)
                     ));
                     let [a, b] = pair;
                     links.push((faults.faults.len(), i, [a, b]));
@@ -381,6 +508,198 @@ pub fn from_dumps(dumps: &[Dump]) -> Result<Replay, ReplayError> {
         notes,
         links,
     })
+}
+
+/// One side of a message: the group of calls it is in, its count and
+/// data type, and whether its call finished.
+struct Side {
+    group: usize,
+    count: u64,
+    dtype: String,
+    done: bool,
+}
+
+/// The point-to-point ops of communicator `comm` in `dumps`, as scenario
+/// slots (module docs: messages matched by pair and number, a rank's
+/// send-only calls joined to its next call, calls joined by a message in
+/// one op); `p2p_of` gets (comm, world rank, turn) → the op's key of
+/// every call placed.
+fn p2p_slots<'a>(
+    dumps: &'a [Dump],
+    comm: &str,
+    p2p_of: &mut BTreeMap<(String, u32, u64), Key>,
+    notes: &mut Vec<String>,
+) -> Vec<Slot<'a>> {
+    let of_comm: Vec<&Dump> = dumps.iter().filter(|d| d.header.comm == comm).collect();
+    let p2p = |r: &OpRecord| r.seq.is_none();
+    let calls: usize = (of_comm.iter())
+        .map(|d| d.ops.iter().filter(|r| p2p(r)).count())
+        .sum();
+    if calls == 0 {
+        return Vec::new();
+    }
+    if let Some(d) = of_comm
+        .iter()
+        .find(|d| d.header.recorded > d.ops.len() as u64)
+    {
+        notes.push(format!(
+            "{calls} point-to-point call(s) of '{comm}' left out: rank {}'s ring dropped its oldest records, so the message numbers are lost (raise {})",
+            d.header.rank,
+            super::ENV_ENTRIES
+        ));
+        return Vec::new();
+    }
+    let bare = (of_comm.iter())
+        .flat_map(|d| d.ops.iter())
+        .filter(|r| p2p(r) && r.items.is_empty())
+        .count();
+    if bare > 0 {
+        notes.push(format!(
+            "{bare} point-to-point call(s) of '{comm}' left out: their items are not in the dump (written by an older build)"
+        ));
+    }
+    // Groups of calls that run together: (dump, its records).
+    let mut groups: Vec<(&Dump, Vec<&OpRecord>)> = Vec::new();
+    let mut sends: BTreeMap<(u32, u32, u64), Side> = BTreeMap::new();
+    let mut recvs: BTreeMap<(u32, u32, u64), Side> = BTreeMap::new();
+    for d in of_comm.iter().copied() {
+        let me = d.header.rank;
+        let mut numbers: BTreeMap<(u32, u32, bool), u64> = BTreeMap::new();
+        let mut open = false;
+        for r in &d.ops {
+            if !p2p(r) || r.items.is_empty() {
+                open = false; // a collective (or an unplaced call) ends a group
+                continue;
+            }
+            if !open {
+                groups.push((d, Vec::new()));
+            }
+            let g = groups.len() - 1;
+            groups[g].1.push(r);
+            for it in &r.items {
+                let (pair, side) = match it.dir {
+                    P2pDir::Send => ((me, it.peer), &mut sends),
+                    P2pDir::Recv => ((it.peer, me), &mut recvs),
+                };
+                let n = numbers
+                    .entry((pair.0, pair.1, it.dir == P2pDir::Send))
+                    .or_default();
+                side.insert(
+                    (pair.0, pair.1, *n),
+                    Side {
+                        group: g,
+                        count: it.count,
+                        dtype: r.dtype.clone(),
+                        done: r.state == OpState::Done,
+                    },
+                );
+                *n += 1;
+            }
+            // A call that receives waits for its messages before the
+            // rank goes on; one that only sends does not.
+            open = r.items.iter().all(|it| it.dir == P2pDir::Send);
+        }
+    }
+    // Calls joined by a message run as one op (union-find over groups).
+    let mut parent: Vec<usize> = (0..groups.len()).collect();
+    fn root(p: &mut [usize], mut x: usize) -> usize {
+        while p[x] != x {
+            p[x] = p[p[x]];
+            x = p[x];
+        }
+        x
+    }
+    for (k, rv) in &recvs {
+        if let Some(sd) = sends.get(k) {
+            let (a, b) = (root(&mut parent, sd.group), root(&mut parent, rv.group));
+            parent[a] = b;
+        }
+    }
+    // Each op's messages: (sender, receiver, number, count, dtype).
+    let mut msgs: BTreeMap<usize, Vec<(u32, u32, u64, u64, String)>> = BTreeMap::new();
+    let mut queued_only = 0;
+    for (&(src, dst, n), sd) in &sends {
+        if recvs.contains_key(&(src, dst, n)) {
+            continue;
+        }
+        if sd.done {
+            queued_only += 1; // queued by its sender, never received
+            continue;
+        }
+        let g = root(&mut parent, sd.group);
+        msgs.entry(g)
+            .or_default()
+            .push((src, dst, n, sd.count, sd.dtype.clone()));
+    }
+    for (&(src, dst, n), rv) in &recvs {
+        if let Some(sd) = sends.get(&(src, dst, n)) {
+            if (sd.count, &sd.dtype) != (rv.count, &rv.dtype) {
+                notes.push(format!(
+                    "message {n} from rank {src} to rank {dst} of '{comm}' was sent as {} {} and received as {} {}: replayed as received",
+                    sd.count, sd.dtype, rv.count, rv.dtype
+                ));
+            }
+        }
+        let g = root(&mut parent, rv.group);
+        msgs.entry(g)
+            .or_default()
+            .push((src, dst, n, rv.count, rv.dtype.clone()));
+    }
+    if queued_only > 0 {
+        notes.push(format!(
+            "{queued_only} message(s) of '{comm}' left out: their senders finished sending them and no rank's record receives them (queued, never read)"
+        ));
+    }
+    let mut out = Vec::new();
+    for (id, (g, mut m)) in msgs.into_iter().enumerate() {
+        m.sort();
+        let key = Key::P2p(comm.to_string(), id);
+        let members: Vec<usize> = (0..groups.len())
+            .filter(|&x| root(&mut parent, x) == g)
+            .collect();
+        let mut calls = Vec::new();
+        let mut seen = BTreeSet::new();
+        for &x in &members {
+            let (d, recs) = &groups[x];
+            let w = world_rank(d, d.header.rank);
+            if !seen.insert(w) {
+                notes.push(format!(
+                    "rank {w}'s point-to-point calls of '{comm}' from turn {} replayed together with its earlier ones (one message joins them)",
+                    recs.first().map_or(0, |r| r.turn)
+                ));
+            }
+            for r in recs {
+                p2p_of.insert((comm.to_string(), w, r.turn), key.clone());
+                calls.push((w, *r));
+            }
+        }
+        let world = |r: u32| of_comm.first().map_or(r, |d| world_rank(d, r));
+        let ranks = m.iter().flat_map(|x| [world(x.0), world(x.1)]).collect();
+        // One data type per op: mixed ones move as bytes.
+        let dtype = m[0].4.clone();
+        let mixed = m.iter().any(|x| x.4 != dtype);
+        let size = |t: &str| t.parse::<DataType>().map_or(1, |t| t.size());
+        let pairs = m
+            .iter()
+            .map(|x| PairSpec {
+                src: x.0,
+                dst: x.1,
+                count: if mixed { x.3 * size(&x.4) } else { x.3 },
+            })
+            .collect();
+        out.push(Slot {
+            key,
+            comm: comm.to_string(),
+            seq: None,
+            calls,
+            p2p: Some(P2pOp {
+                pairs,
+                dtype: if mixed { "int8".into() } else { dtype },
+                ranks,
+            }),
+        });
+    }
+    out
 }
 
 impl Replay {
@@ -499,6 +818,12 @@ fn wrong_args(rank: u32, op: usize, call: &Call, mine: &Call) -> Option<Fault> {
 
 fn describe(c: &Call) -> String {
     let mut s = format!("{} count {} {}", c.kind, c.count, c.dtype);
+    if !c.counts.is_empty() {
+        let _ = write!(s, " counts {:?}", c.counts);
+    }
+    if !c.matrix.is_empty() {
+        let _ = write!(s, " matrix {:?}", c.matrix);
+    }
     if let Some(o) = &c.op {
         let _ = write!(s, " {o}");
     }

@@ -7,12 +7,15 @@
 //! ranks time out within `HCCL_EXEC_TIMEOUT`, dump, and `hccl doctor`
 //! names a dead link between the two named hosts. The replay of those
 //! dumps (`hccl doctor DIR --replay`'s scenario and fault plan, on a full
-//! mesh of two) hangs on a dead link between the same two ranks.
+//! mesh of two) hangs on a dead link between the same two ranks, built
+//! from the library and end to end as `hccl sim --replay DIR` (the
+//! command line's own path), whose written files reproduce its report.
 //!
 //! Needs root and iproute2: skipped with a printed reason where the
 //! namespaces cannot be made, except under CI (`CI=true`), where it fails.
 
-use std::path::PathBuf;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -188,8 +191,49 @@ fn a_link_cut_mid_run_is_named_as_a_dead_link_between_the_two_hosts() {
         text.contains("check the network between node-a (rank 0) and node-b (rank 1)"),
         "{text}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
     replay_names_the_link(&dumps);
+    cli_replay_names_the_link(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The replay as a user runs it: `hccl sim --replay DIR` (what `hccl
+/// doctor DIR --replay` runs after its diagnosis) names the dead link
+/// between ranks 0 and 1, and the files it wrote next to the dumps, run
+/// as its replay line runs them (`hccl sim --scenario ... --faults ...`
+/// with the run's `HCCL_EXEC_TIMEOUT`), print the same report.
+fn cli_replay_names_the_link(dir: &Path) {
+    let (out, code) = hccl_cli::sim_output([
+        OsStr::new("hccl"),
+        OsStr::new("sim"),
+        OsStr::new("--replay"),
+        dir.as_os_str(),
+    ])
+    .unwrap();
+    eprintln!("hccl sim --replay:\n{out}");
+    assert_eq!(code, 4, "a hang: {out}");
+    assert!(out.contains("the route between them going down"), "{out}");
+    assert!(
+        out.lines().any(|l| l.contains("dead link")
+            && (l.contains("stops message(s) 0->1") || l.contains("stops message(s) 1->0"))),
+        "{out}"
+    );
+    let (sc, fp) = (
+        dir.join("replay/scenario.json"),
+        dir.join("replay/faults.json"),
+    );
+    let (again, code) = hccl_cli::sim_output([
+        OsStr::new("hccl"),
+        OsStr::new("sim"),
+        OsStr::new("--scenario"),
+        sc.as_os_str(),
+        OsStr::new("--faults"),
+        fp.as_os_str(),
+        OsStr::new("--exec-timeout"),
+        OsStr::new("1"),
+    ])
+    .unwrap();
+    assert_eq!(code, 4, "{again}");
+    assert!(out.ends_with(&again), "{out}\n---\n{again}");
 }
 
 /// The replay of the cut-link run's dumps, as `hccl doctor DIR --replay`

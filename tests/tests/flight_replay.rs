@@ -1,6 +1,7 @@
 //! From a real failure to its replay (issue 16): two `flight_rank`
 //! processes over loopback TCP with one fault on rank 1 (killed, skips an
-//! op, calls two communicators in the other order, another count), their
+//! op, calls two communicators in the other order, another count, never
+//! sends a message after point-to-point and V ops), their
 //! flight-recorder dumps, and the scenario `hccl::flight::replay` makes of
 //! them, run on the simulator: its hang report names the same cause as
 //! the run (`hccl doctor`'s, tests/flight_doctor.rs). Each job takes about
@@ -30,6 +31,11 @@ fn spawn(dir: &Path, port: u16, rank: u32, fault: &str) -> Child {
 /// Runs the job with `fault` (with `signal`, hung rank 1 is dumped by
 /// SIGUSR1, then killed) and replays its dumps on a full mesh of 2.
 fn replay(fault: &str, signal: bool) -> HangReport {
+    replay_with_ops(fault, signal).0
+}
+
+/// [`replay`], and the replay's ops (the collective of each).
+fn replay_with_ops(fault: &str, signal: bool) -> (HangReport, Vec<String>) {
     let dir: PathBuf =
         std::env::temp_dir().join(format!("hccl-replay-{fault}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -73,8 +79,17 @@ fn replay(fault: &str, signal: bool) -> HangReport {
         .unwrap()
         .exec_timeout_ns(Some(1_000_000_000));
     let run = run_with_faults(&sc, &r.faults).unwrap();
-    run.hang(&sc, "replay")
-        .unwrap_or_else(|| panic!("{fault}: the replay finished: {:?}", r.notes))
+    let h = run
+        .hang(&sc, "replay")
+        .unwrap_or_else(|| panic!("{fault}: the replay finished: {:?}", r.notes));
+    (
+        h,
+        r.scenario
+            .ops
+            .iter()
+            .map(|o| o.collective.clone())
+            .collect(),
+    )
 }
 
 #[test]
@@ -128,5 +143,37 @@ fn another_count_replays_as_a_mismatch() {
         )),
         "{}",
         h.to_text()
+    );
+}
+
+#[test]
+fn a_send_never_made_after_p2p_and_v_ops_replays_as_never_called() {
+    // Both ranks send, then receive (a wait cycle if the replay made
+    // sends rendezvous one call at a time), then an AllToAllV and an
+    // AllGatherV; rank 1 never sends the message rank 0 waits for. Left
+    // out of the replay, those ops would let it finish.
+    let (h, ops) = replay_with_ops("p2p", true);
+    let text = h.to_text();
+    assert!(
+        h.root_causes
+            .iter()
+            .any(|c| matches!(c, RootCause::NeverCalled { rank: 1, .. })),
+        "{text}"
+    );
+    assert!(text.contains("waiting in op #"), "{text}");
+    assert!(text.contains("'send_recv "), "stuck in the receive: {text}");
+    // The exchange as one batch, then the V ops (AllToAllV's exchange of
+    // counts first, an AllGather), then the lone receive.
+    let tail: Vec<&str> = ops.iter().rev().take(5).rev().map(String::as_str).collect();
+    assert_eq!(
+        tail,
+        [
+            "batch_send_recv",
+            "all_gather",
+            "alltoallv",
+            "all_gather_v",
+            "send_recv"
+        ],
+        "{ops:?}"
     );
 }

@@ -19,6 +19,12 @@
 //! - `lose`: the victim aborts its process after the sub-communicator's
 //!   op; the others then sleep (up to 20 s) with their communicators
 //!   alive and call nothing more: ranks that lose a peer while idle;
+//! - `p2p`: after op #3, every rank (two) sends 64 fp32 to the other,
+//!   then receives the other's (both send first: sends are queued), then
+//!   an AllToAllV (rank i sends i + j + 1 elements to rank j) and an
+//!   AllGatherV (rank r's block is r + 2 elements); then the others
+//!   receive a second message from the victim, which never sends it and
+//!   sleeps (up to 20 s): a hung rank, to be dumped by `SIGUSR1`;
 //! - `loop`: every rank runs 8 KiB AllReduces on the world for up to 20 s
 //!   (a link cut from outside stops them); after the first it creates the
 //!   file `HCCL_TEST_MARK` if set, to say it is running.
@@ -74,6 +80,10 @@ fn run(world: &Comm, sub: &Comm, fault: &str, victim: bool) -> Result<(), hccl::
             std::thread::sleep(Duration::from_secs(20));
             Ok(())
         }
+        ("p2p", _) => {
+            all_reduce(world, 2048)?;
+            p2p_and_v(world, victim)
+        }
         ("loop", _) => {
             let end = std::time::Instant::now() + Duration::from_secs(20);
             all_reduce(world, 2048)?;
@@ -87,6 +97,27 @@ fn run(world: &Comm, sub: &Comm, fault: &str, victim: bool) -> Result<(), hccl::
         }
         _ => all_reduce(world, 2048),
     }
+}
+
+/// The `p2p` fault's ops after op #3 (module docs), on two ranks.
+fn p2p_and_v(world: &Comm, victim: bool) -> Result<(), hccl::CommError> {
+    let (me, peer) = (u64::from(world.rank()), 1 - world.rank());
+    let mut got = vec![0f32; 64];
+    world.send(&[me as f32; 64], peer)?;
+    world.recv(&mut got, peer)?;
+    let sc: Vec<u64> = (0..2).map(|j| me + j + 1).collect();
+    let rc: Vec<u64> = (0..2).map(|i| i + me + 1).collect();
+    let displs = |c: &[u64]| vec![0, c[0]];
+    let send = vec![1f32; sc.iter().sum::<u64>() as usize];
+    let mut recv = vec![0f32; rc.iter().sum::<u64>() as usize];
+    world.all_to_all_v(&send, &sc, &displs(&sc), &mut recv, &rc, &displs(&rc))?;
+    let mut all = vec![0f32; 5];
+    world.all_gather_v(&vec![1f32; me as usize + 2], &mut all, &[2, 3], &[0, 2])?;
+    if victim {
+        std::thread::sleep(Duration::from_secs(20));
+        return Ok(());
+    }
+    world.recv(&mut got, peer)
 }
 
 /// Every rank as a thread on the simulator (see the module docs).
