@@ -510,6 +510,10 @@ pub fn from_dumps(dumps: &[Dump]) -> Result<Replay, ReplayError> {
     })
 }
 
+/// A message of a point-to-point op: sender, receiver, its number in
+/// the pair, count and data type.
+type Message = (u32, u32, u64, u64, String);
+
 /// One side of a message: the group of calls it is in, its count and
 /// data type, and whether its call finished.
 struct Side {
@@ -616,7 +620,7 @@ fn p2p_slots<'a>(
         }
     }
     // Each op's messages: (sender, receiver, number, count, dtype).
-    let mut msgs: BTreeMap<usize, Vec<(u32, u32, u64, u64, String)>> = BTreeMap::new();
+    let mut msgs: BTreeMap<usize, Vec<Message>> = BTreeMap::new();
     let mut queued_only = 0;
     for (&(src, dst, n), sd) in &sends {
         if recvs.contains_key(&(src, dst, n)) {
