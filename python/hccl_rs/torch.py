@@ -26,8 +26,21 @@ import os
 import queue
 import threading
 
-import torch
-import torch.distributed as dist
+
+def _autoload():
+    """Entry point of torch's backend autoloading (torch >= 2.5 calls it at
+    the end of ``import torch``). Defined before this module imports torch:
+    when ``import hccl_rs`` came first, torch calls it while this module is
+    still at its ``import torch`` line (torch 2.15 then failed the import:
+    "partially initialized module 'hccl_rs.torch' has no attribute
+    '_autoload'"); the module registers the backend itself when it gets
+    there."""
+    if globals().get("_READY"):
+        register()
+
+
+import torch  # noqa: E402  (after _autoload, see there)
+import torch.distributed as dist  # noqa: E402
 
 from ._native import Comm, HcclError, get_root_info
 
@@ -515,9 +528,5 @@ def register():
         B.register_backend(name, fn, **kw)
 
 
-def _autoload():
-    """Entry point of torch's backend autoloading (torch >= 2.5)."""
-    register()
-
-
 register()
+_READY = True
