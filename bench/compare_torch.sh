@@ -15,7 +15,10 @@
 # REPEAT=k (default 3): runs per library, interleaved (hccl_rs, Gloo, hccl
 # test, hccl_rs, ...); the table shows the median run. DDP_STEPS=s (default
 # 300): steps per DDP run of the small model (s/10 of the MLP); DDP=0 skips
-# DDP; DDP_MODELS="small" runs only that one. BENCH_HUGEPAGES=0: 4 KiB pages everywhere (default: numpy's rule,
+# DDP; DDP_MODELS="small" runs only that one. RUN_TIMEOUT=s (default 600):
+# a torch run still going after s seconds is ended and its figures left
+# out (a Gloo MLP DDP run hung 24 minutes with one rank gone, Gloo's own
+# timeout being 30 minutes, and held the whole benchmark). BENCH_HUGEPAGES=0: 4 KiB pages everywhere (default: numpy's rule,
 # huge pages from 4 MiB, in the torch scripts; `hccl test` allocates with
 # Vec, on 4 KiB pages unless THP is "always").
 set -euo pipefail
@@ -70,7 +73,7 @@ torch_ranks() {
   p=$(port)
   for r in $(seq 0 $((n - 1))); do
     MASTER_ADDR=127.0.0.1 MASTER_PORT=$p RANK=$r WORLD_SIZE=$n GLOO_SOCKET_IFNAME=lo HCCL_IF_IP=127.0.0.1 \
-      "$PY" "$@" > "$OUT/rank.$r" 2>"$OUT/rank.$r.err" &
+      timeout "${RUN_TIMEOUT:-600}" "$PY" "$@" > "$OUT/rank.$r" 2>"$OUT/rank.$r.err" &
     pids+=($!)
   done
   wait "${pids[@]}" || { echo "a rank of $* failed:" >&2; cat "$OUT"/rank.*.err >&2; }
