@@ -85,7 +85,7 @@ pub(crate) struct WorkloadArgs {
     #[arg(long, conflicts_with_all = ["rank_table", "fabric"])]
     pub preset: Option<String>,
     /// Servers of the preset (default 1); 16 Atlas 800T A2 servers are 128 NPUs.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["rank_table", "fabric"])]
     pub servers: Option<u32>,
     /// An HCCL rank table file (the fabric of its machines).
     #[arg(long, conflicts_with = "fabric")]
@@ -577,6 +577,17 @@ mod tests {
         Cli::try_parse_from(std::iter::once("hccl-workload").chain(words))
             .unwrap()
             .w
+    }
+
+    #[test]
+    fn servers_with_a_rank_table_or_fabric_file_is_refused() {
+        // The file fixes the ranks: --servers would be ignored silently.
+        for extra in ["--rank-table t.json", "--fabric f.json"] {
+            let line = format!("--profile resnet50 --servers 4 {extra}");
+            let words = std::iter::once("hccl-workload").chain(line.split_whitespace());
+            let e = Cli::try_parse_from(words).err().expect("refused");
+            assert!(e.to_string().contains("--servers"), "{e}");
+        }
     }
 
     fn rows(a: &WorkloadArgs) -> Vec<Row> {

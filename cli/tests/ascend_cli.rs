@@ -63,6 +63,18 @@ fn transport_ascend_runs_the_sweep_on_the_library_set_env_sh_names() {
         );
         assert_eq!(o.status.code(), Some(0), "{mode}:\n{out}\n{err}");
         assert!(out.contains("Ascend backend (CANN's HCCL)"), "{out}");
+        assert!(
+            out.contains(&format!("MEASURED on CANN's HCCL ({mode} mode")),
+            "{out}"
+        );
+        // Native mode: HCCL picks the algorithm, so the column says so.
+        let row = out.lines().find(|l| l.trim_start().starts_with("8192 "));
+        let row = row.unwrap_or_default();
+        assert_eq!(
+            row.contains("HCCL's own"),
+            mode == "native",
+            "{mode}: {row}"
+        );
         assert!(out.contains("--transport ascend"), "{out}");
         assert!(!out.contains("FAILED"), "{out}");
         // 8 KiB and 64 KiB rows.

@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use hccl::Comm;
+use hccl_algos::algo::AlgoSpec;
+use hccl_algos::collective::CollectiveKind;
 use hccl_algos::layout::GroupLayout;
 use hccl_algos::reference;
 use hccl_algos::select::HcclAlgo;
@@ -73,7 +75,46 @@ impl Sweep<'_> {
             _ => "TCP transport",
         }
     }
+
+    /// What the times were measured over, for the header.
+    fn measured_over(&self) -> String {
+        match self.backend {
+            hccl::BackendKind::Ascend => format!(
+                "on CANN's HCCL ({} mode; TCP carries only the start-up)",
+                if self.hccl_chooses() {
+                    "native"
+                } else {
+                    "schedule"
+                }
+            ),
+            _ => "over TCP".into(),
+        }
+    }
+
+    /// True when CANN's HCCL, not hccl-rs, picks each op's algorithm:
+    /// the Ascend backend's native mode (`HCCL_ASCEND_MODE` unset or
+    /// `native`; a bad value has failed the communicator's start already).
+    fn hccl_chooses(&self) -> bool {
+        self.backend == hccl::BackendKind::Ascend
+            && !std::env::var("HCCL_ASCEND_MODE")
+                .unwrap_or_default()
+                .trim()
+                .eq_ignore_ascii_case("schedule")
+    }
+
+    /// The algorithm column's text for `spec`: HCCL's own in native mode.
+    fn algorithm_name(&self, kind: CollectiveKind, spec: &AlgoSpec, n: u32) -> String {
+        if self.hccl_chooses() {
+            HCCL_CHOOSES.into()
+        } else {
+            super::display_algo(kind, spec, &GroupLayout::flat(n))
+        }
+    }
 }
+
+/// The algorithm column in the Ascend backend's native mode, where CANN's
+/// HCCL picks the algorithm inside its own call.
+const HCCL_CHOOSES: &str = "HCCL's own";
 
 /// The header line saying what `HCCL_ALGO` (if set) does to this sweep:
 /// like the simulator's, a setting that does not fit the collective is
@@ -311,7 +352,7 @@ pub(crate) fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
     }
     let names: Vec<String> = todo
         .iter()
-        .map(|(_, _, spec)| super::display_algo(kind, spec, &GroupLayout::flat(n)))
+        .map(|(_, _, spec)| s.algorithm_name(kind, spec, n))
         .collect();
     let table = output::Printer {
         table: output::Table::new(names.iter().map(String::as_str)),
@@ -345,7 +386,8 @@ pub(crate) fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
         }
         writeln!(
             out,
-            "# times are MEASURED over TCP with {n} processes (wall clock): per rank the average of {} back-to-back ops after {} warmup{} and a barrier; time = max over ranks",
+            "# times are MEASURED {} with {n} processes (wall clock): per rank the average of {} back-to-back ops after {} warmup{} and a barrier; time = max over ranks",
+            s.measured_over(),
             s.iters,
             s.warmup,
             if s.warmup == 1 { "" } else { "s" }
@@ -426,7 +468,7 @@ pub(crate) fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
             time_us: time_ns / 1000.0,
             algbw_gbps: algbw,
             busbw_gbps: algbw * busbw_factor(kind, n),
-            algorithm: super::display_algo(kind, &spec, &GroupLayout::flat(n)),
+            algorithm: s.algorithm_name(kind, &spec, n),
             // HCCL_ALGO chose it only if its setting fits this op.
             chosen_by: if HcclAlgo::from_setting(std::env::var("HCCL_ALGO").ok().as_deref())
                 .ok()

@@ -5,6 +5,11 @@ use std::path::Path;
 
 use hccl_topology::limits::MAX_TIME_NS;
 
+/// The largest gradient a workload file may give, bytes: 1 TiB (2^38
+/// fp32 parameters in one tensor, 100× today's largest layers), so that
+/// an AllGather of P such payloads stays far from `u64` overflow.
+pub const MAX_GRAD_BYTES: u64 = 1 << 40;
+
 use super::{Workload, WORKLOAD_VERSION};
 use crate::error::SimError;
 
@@ -106,7 +111,7 @@ impl Workload {
 
     /// Checks the rules of the format: `version` is [`WORKLOAD_VERSION`];
     /// at least one layer and one gradient; names not empty; gradients a
-    /// positive multiple of 4 bytes; times at most 2147483647 s, each and
+    /// positive multiple of 4 bytes and at most [`MAX_GRAD_BYTES`]; times at most 2147483647 s, each and
     /// in sum (`hccl_topology::limits::MAX_TIME_NS`).
     ///
     /// # Errors
@@ -147,6 +152,13 @@ impl Workload {
                         format!("layers[{i}].grad_bytes[{j}]"),
                         b,
                         "gradients are fp32: a positive multiple of 4 bytes",
+                    ));
+                }
+                if b > MAX_GRAD_BYTES {
+                    return Err(invalid(
+                        format!("layers[{i}].grad_bytes[{j}]"),
+                        b,
+                        format!("at most {MAX_GRAD_BYTES} bytes (1 TiB) per gradient"),
                     ));
                 }
             }
@@ -216,6 +228,11 @@ mod tests {
         let e = err(&GOOD.replace("[400, 4]", "[400, 6]"));
         assert!(
             e.starts_with("workload: layers[0].grad_bytes[1] = 6: gradients are fp32"),
+            "{e}"
+        );
+        let e = err(&GOOD.replace("[400, 4]", "[400, 18446744073709551612]"));
+        assert!(
+            e.starts_with("workload: layers[0].grad_bytes[1] = 18446744073709551612: at most"),
             "{e}"
         );
         let e = err(&GOOD.replace("\"version\": 1", "\"version\": 2"));

@@ -36,7 +36,7 @@ mod step;
 
 use serde::{Deserialize, Serialize};
 
-pub use file::WorkloadError;
+pub use file::{WorkloadError, MAX_GRAD_BYTES};
 pub use step::{simulate_step, BucketOps, Launch, LinkGroupUsage, OpTiming, StepReport, StepSpec};
 
 /// The file format version this build reads and writes.
