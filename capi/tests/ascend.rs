@@ -9,6 +9,8 @@
 //! `tests/ascend_env.rs` runs the same cases on the environment's CANN.
 #![cfg(feature = "ascend")]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Once, OnceLock};
 
@@ -37,21 +39,7 @@ fn lib64() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
     P.get_or_init(|| {
         setup();
-        // deps/ first: the library target/<profile>/ holds may be from
-        // another build.
-        let exe = std::env::current_exe().expect("test binary path");
-        let deps = exe.parent().expect("deps folder");
-        let lib = [
-            deps.join("libhccl_capi.so"),
-            deps.join("../libhccl_capi.so"),
-        ]
-        .into_iter()
-        .find(|p| p.exists())
-        .expect("cargo builds libhccl_capi.so for the tests");
-        let dir = tmp().join(format!("prefix-{}", std::process::id()));
-        hccl_capi::prefix::install(&dir, &lib)
-            .expect("install the prefix")
-            .join("lib64")
+        common::install_built_prefix(&tmp()).join("lib64")
     })
 }
 

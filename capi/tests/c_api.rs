@@ -6,6 +6,8 @@
 //! where one is missing a test prints why and passes, except in CI
 //! (`CI=true`), where it fails: `.ci/run` installs them.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -39,19 +41,7 @@ fn tmp() -> PathBuf {
 /// these tests.
 fn prefix() -> &'static Path {
     static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test binary path");
-        let deps = exe.parent().expect("deps folder");
-        let lib = [
-            deps.join("libhccl_capi.so"),
-            deps.join("../libhccl_capi.so"),
-        ]
-        .into_iter()
-        .find(|p| p.exists())
-        .expect("cargo builds libhccl_capi.so for the tests");
-        let dir = tmp().join(format!("prefix-{}", std::process::id()));
-        hccl_capi::prefix::install(&dir, &lib).expect("install the prefix")
-    })
+    P.get_or_init(|| common::install_built_prefix(&tmp()))
 }
 
 fn c_dir() -> PathBuf {

@@ -5,6 +5,8 @@
 //! both modes with every row checked.
 #![cfg(feature = "ascend")]
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -44,16 +46,7 @@ fn transport_ascend_runs_the_sweep_on_the_library_set_env_sh_names() {
         .env("HCCL_EXEC_TIMEOUT", "60")
         .env_remove("HCCL_ALGO")
         .env_remove("HCCL_BACKEND");
-        for v in [
-            "RANK",
-            "WORLD_SIZE",
-            "LOCAL_WORLD_SIZE",
-            "OMPI_COMM_WORLD_RANK",
-            "OMPI_COMM_WORLD_SIZE",
-            "OMPI_COMM_WORLD_LOCAL_SIZE",
-            "PMI_RANK",
-            "PMI_SIZE",
-        ] {
+        for v in common::LAUNCHER_VARS {
             c.env_remove(v);
         }
         let o = c.output().unwrap();

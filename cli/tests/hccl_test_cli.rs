@@ -1,25 +1,16 @@
 //! `hccl test` / `hccl-test` end to end: flag errors, every collective's
 //! check in data mode, JSON rows, busbw factors, traces, plots, profiling.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
+
+use common::LAUNCHER_VARS;
 
 fn hccl(args: &[&str]) -> Output {
     hccl_env(args, &[])
 }
-
-/// Variables of a launcher: set in the caller's shell, they would make
-/// `hccl test` one rank of a TCP job.
-const LAUNCHER_VARS: [&str; 8] = [
-    "RANK",
-    "WORLD_SIZE",
-    "LOCAL_WORLD_SIZE",
-    "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_SIZE",
-    "PMI_RANK",
-    "PMI_SIZE",
-];
 
 /// `hccl test ARGS` with `env` set (a value of `None` removes the
 /// variable); HCCL_ALGO, HCCL_PROFILING_ENABLE and the launchers'

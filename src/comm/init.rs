@@ -318,22 +318,10 @@ impl Comm {
                     cfg.if_ip = Some(std::net::Ipv4Addr::LOCALHOST.into());
                 }
                 let root = RootInfo::create(&cfg)?;
-                let hs: Vec<_> = (0..ndev)
-                    .map(|r| {
-                        let cfg = cfg.clone();
-                        std::thread::spawn(move || Comm::tcp("world", cfg, &root, ndev, r))
-                    })
-                    .collect();
-                hs.into_iter()
-                    .enumerate()
-                    .map(|(r, h)| {
-                        h.join().unwrap_or_else(|_| {
-                            Err(CommError::Broken(format!(
-                                "init_all: the TCP setup thread of rank {r} panicked"
-                            )))
-                        })
-                    })
-                    .collect::<Result<_, _>>()?
+                let cfg = cfg.clone();
+                on_rank_threads(ndev, "TCP", move |r| {
+                    Comm::tcp("world", cfg.clone(), &root, ndev, r)
+                })?
             }
         };
         for c in &comms {
@@ -537,6 +525,36 @@ impl Comm {
         self.all_gather(mine, &mut all)?;
         Ok(all)
     }
+}
+
+/// `setup(rank)` for ranks `0..n` of this process, each on a thread of
+/// its own (the ranks meet each other during setup, so they must run at
+/// once), collected in rank order; a setup thread that panicked is its
+/// rank's [`CommError::Broken`], naming `what` (the backend).
+///
+/// # Errors
+/// The first rank's error, in rank order.
+pub(crate) fn on_rank_threads<T: Send + 'static>(
+    n: u32,
+    what: &str,
+    setup: impl Fn(u32) -> Result<T, CommError> + Clone + Send + 'static,
+) -> Result<Vec<T>, CommError> {
+    let hs: Vec<_> = (0..n)
+        .map(|r| {
+            let setup = setup.clone();
+            std::thread::spawn(move || setup(r))
+        })
+        .collect();
+    hs.into_iter()
+        .enumerate()
+        .map(|(r, h)| {
+            h.join().unwrap_or_else(|_| {
+                Err(CommError::Broken(format!(
+                    "init_all: the {what} setup thread of rank {r} panicked"
+                )))
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

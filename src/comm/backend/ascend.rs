@@ -735,24 +735,9 @@ pub(crate) fn init_all(
     on_device(&lib, 0)?;
     let root = lib.root_info().map_err(|e| err("", e))?;
     let mode = s.mode;
-    let hs: Vec<_> = (0..ndev)
-        .map(|r| {
-            let lib = Arc::clone(&lib);
-            std::thread::spawn(move || {
-                AscendBackend::join(&lib, &root, (ndev, r, r as i32), mode, exec_timeout)
-            })
-        })
-        .collect();
-    hs.into_iter()
-        .enumerate()
-        .map(|(r, h)| {
-            h.join().unwrap_or_else(|_| {
-                Err(CommError::Broken(format!(
-                    "init_all: the Ascend setup thread of rank {r} panicked"
-                )))
-            })
-        })
-        .collect()
+    crate::comm::init::on_rank_threads(ndev, "Ascend", move |r| {
+        AscendBackend::join(&lib, &root, (ndev, r, r as i32), mode, exec_timeout)
+    })
 }
 
 /// Rank `rank` of the communicator of an HCCL rank table
