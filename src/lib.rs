@@ -9,7 +9,7 @@
 //!
 //! | where | job |
 //! | --- | --- |
-//! | [`comm`] | the communicator: constructors (rank table, root info, launcher variables, [`Comm::init_all`]), op ordering, argument checks, planning, the typed and byte-level collectives, point-to-point, [`group`], split, abort and destroy |
+//! | [`comm`] | the communicator: constructors (rank table, root info, launcher variables, [`Comm::init_all`]), op ordering, argument checks, planning, the typed and byte-level collectives and point-to-point on any [`Buffer`] (host slices, or [`DeviceBuffer`]s: NPU memory on Ascend, host memory elsewhere), [`group`], split, abort and destroy |
 //! | `comm`'s backends | what moves the bytes, behind one seam: TCP (`HCCL_BACKEND=tcp`, the default), the simulator (`HCCL_BACKEND=sim`) and, with `--features ascend`, CANN's HCCL on Ascend NPUs (`HCCL_BACKEND=ascend`); see [`BackendKind`] |
 //! | [`profiling`] | per-op records and their JSON files (`HCCL_PROFILING_ENABLE`) |
 //! | [`flight`] | the flight recorder's dump format (JSON Lines; `docs/flight_recorder.md`) and its reader |
@@ -66,8 +66,8 @@ pub mod logging;
 pub mod profiling;
 
 pub use comm::{
-    group, BackendError, BackendKind, Comm, CommError, Element, Group, OpHandle, P2pItem, P2pKind,
-    RootInfo, SimSettings,
+    group, BackendError, BackendKind, Buffer, BufferMut, Comm, CommError, DeviceBuffer, Element,
+    Group, OpHandle, P2pItem, P2pKind, RootInfo, SimSettings,
 };
 pub use logging::init_logging;
 

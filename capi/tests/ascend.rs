@@ -322,3 +322,113 @@ fn split_and_point_to_point_run_on_ascend_communicators() {
         }
     }
 }
+
+#[test]
+fn every_conformance_case_runs_on_device_buffers_in_both_modes_on_2_and_3_ranks() {
+    for mode in [AscendMode::Native, AscendMode::Schedule] {
+        for world in [2, 3] {
+            let fails = on_ranks(world, mode, |c| {
+                hccl_conformance::run_all_in(c, hccl_conformance::Memory::Device)
+            });
+            for (r, f) in fails.iter().enumerate() {
+                assert!(f.is_empty(), "{mode:?}, {world} ranks, rank {r}: {f:#?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn typed_calls_on_npu_buffers_give_the_hand_computed_results_in_both_modes() {
+    for mode in [AscendMode::Native, AscendMode::Schedule] {
+        for world in [2, 3] {
+            let fails = on_ranks(world, mode, |c| {
+                let b = c.device_buffer::<f32>(4).unwrap();
+                let mut bad = hccl_conformance::device::typed_calls(&c);
+                if !b.on_npu() {
+                    bad.push("the buffer is not NPU memory".into());
+                }
+                bad
+            });
+            for f in &fails {
+                assert!(f.is_empty(), "{mode:?}, {world} ranks: {f:#?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn npu_buffers_copy_both_ways_and_refuse_a_wrong_length() {
+    let rs = on_ranks(2, AscendMode::Native, |c| {
+        let mut b = c.device_buffer::<i32>(3).unwrap();
+        let zeroed = b.to_vec().unwrap();
+        b.copy_from_host(&[4, 5, 6]).unwrap();
+        let e = b.copy_from_host(&[1, 2]).unwrap_err().to_string();
+        let mut out = [0i32; 3];
+        b.copy_to_host(&mut out).unwrap();
+        (zeroed, e, out)
+    });
+    for (zeroed, e, out) in rs {
+        assert_eq!(zeroed, vec![0; 3]);
+        assert!(
+            e.starts_with("DeviceBuffer<int32>::copy_from_host: src.len() = 2 but the device buffer holds 3 elements"),
+            "{e}"
+        );
+        assert_eq!(out, [4, 5, 6]);
+    }
+}
+
+#[test]
+fn another_npus_buffer_is_refused_and_a_mismatch_leaves_npu_buffers_untouched() {
+    for mode in [AscendMode::Native, AscendMode::Schedule] {
+        let comms = Comm::init_all_ascend(2, &settings(mode)).unwrap();
+        // Rank r gets a buffer of NPU 1 - r.
+        let mut wrong: Vec<_> = (0..2)
+            .map(|r| Some(comms[1 - r].device_buffer_from(&[1f32; 2]).unwrap()))
+            .collect();
+        let with: Vec<_> = comms
+            .into_iter()
+            .enumerate()
+            .map(|(r, c)| (c, wrong[r].take().unwrap()))
+            .collect();
+        let hs: Vec<_> = with
+            .into_iter()
+            .map(|(c, w)| {
+                std::thread::spawn(move || {
+                    let mut o = c.device_buffer_from(&[-7f32; 2]).unwrap();
+                    let refused = c.all_reduce(&w, &mut o, ReduceOp::Sum).unwrap_err();
+                    drop(w);
+                    (refused, o.to_vec().unwrap())
+                })
+            })
+            .collect();
+        for (r, h) in hs.into_iter().enumerate() {
+            let (e, o) = h.join().unwrap();
+            assert!(
+                matches!(e, CommError::WrongDevice { .. }),
+                "{mode:?}: {e:?}"
+            );
+            let t = e.to_string();
+            assert!(
+                t.starts_with(&format!(
+                    "AllReduce: the send buffer is a device buffer of NPU {}",
+                    1 - r
+                )),
+                "{mode:?} rank {r}: {t}"
+            );
+            assert!(t.contains(&format!("NPU {r}")), "{t}");
+            assert_eq!(o, vec![-7.0; 2], "{mode:?} rank {r}");
+        }
+        // Counts that differ: every rank fails before HCCL writes.
+        let rs = on_ranks(2, mode, |c| {
+            let n = 2 + c.rank() as usize;
+            let s = c.device_buffer_from(&vec![1f32; n]).unwrap();
+            let mut o = c.device_buffer_from(&vec![-7f32; n]).unwrap();
+            let e = c.all_reduce(&s, &mut o, ReduceOp::Sum).unwrap_err();
+            (e, o.to_vec().unwrap())
+        });
+        for (r, (e, o)) in rs.into_iter().enumerate() {
+            assert!(matches!(e, CommError::Mismatch(_)), "{mode:?}: {e:?}");
+            assert!(o.iter().all(|&x| x == -7.0), "{mode:?} rank {r}: {o:?}");
+        }
+    }
+}

@@ -614,7 +614,7 @@ impl Comm {
         self.run(py, "AllGatherV", (dtype, async_op), &bufs, |m, d, _| {
             let (s, mut r) = disjoint(m)?;
             Ok(Box::new(move |c| {
-                with_element!(d, T => c.all_gather_v::<T>(
+                with_element!(d, T => c.all_gather_v::<[T], [T]>(
                     elems(s.bytes())?,
                     elems_mut(r.bytes_mut())?,
                     &recv_counts,
@@ -645,7 +645,7 @@ impl Comm {
         self.run(py, "ReduceScatterV", (dtype, async_op), &bufs, |m, d, _| {
             let (s, mut r) = disjoint(m)?;
             Ok(Box::new(move |c| {
-                with_element!(d, T => c.reduce_scatter_v::<T>(
+                with_element!(d, T => c.reduce_scatter_v::<[T], [T]>(
                     elems(s.bytes())?,
                     &send_counts,
                     &send_displs,
@@ -677,7 +677,7 @@ impl Comm {
         self.run(py, "AllToAllV", (dtype, async_op), &bufs, |m, d, _| {
             let (s, mut r) = disjoint(m)?;
             Ok(Box::new(move |c| {
-                with_element!(d, T => c.all_to_all_v::<T>(
+                with_element!(d, T => c.all_to_all_v::<[T], [T]>(
                     elems(s.bytes())?,
                     &send_counts,
                     &send_displs,

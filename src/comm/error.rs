@@ -31,6 +31,20 @@ pub enum CommError {
         /// Bytes given.
         got: u64,
     },
+    /// A [`super::DeviceBuffer`] passed to a communicator of another
+    /// device (another rank's, another NPU's, another CANN library's),
+    /// refused before anything moves (`HCCL_E_PARA`).
+    #[error("{op}: the {what} is a device buffer of {from}, not of this communicator's device, {here}; allocate it with Comm::device_buffer of a communicator on this rank's device")]
+    WrongDevice {
+        /// The op (`AllReduce`, `Send`, `BatchSendRecv item 1 (Recv)`, ...).
+        op: String,
+        /// Which buffer (`send buffer`, `receive buffer`, ...).
+        what: &'static str,
+        /// The device the buffer was allocated on.
+        from: String,
+        /// This communicator's device and rank.
+        here: String,
+    },
     /// A typed buffer cannot be split as the collective needs.
     #[error("{op}: {detail}")]
     Shape {
@@ -314,6 +328,7 @@ impl CommError {
         match self {
             CommError::Args(_)
             | CommError::Buffer { .. }
+            | CommError::WrongDevice { .. }
             | CommError::Shape { .. }
             | CommError::Peer { .. }
             | CommError::Counts { .. }

@@ -136,6 +136,13 @@ impl Comm {
             Ok(f) => (f, error),
             Err(e) => (None, error.or(Some(e))),
         };
+        // An NPU's communicators share its memory; a host rank's home is
+        // made on first use (a split takes its parent's).
+        let home = OnceLock::new();
+        #[cfg(feature = "ascend")]
+        if let Some((lib, device)) = backend.npu() {
+            let _ = home.set(super::device::Home::Npu { lib, device });
+        }
         let comm = Comm {
             shared: Arc::new(Shared {
                 rank,
@@ -164,6 +171,7 @@ impl Comm {
                 asyncs: Arc::default(),
                 exec_timeout,
                 global: OnceLock::new(),
+                home,
                 // `settings()` checked it; a split re-reads it, then takes
                 // its parent's setting.
                 precision: Mutex::new(precision_from_env().unwrap_or_default()),
@@ -506,6 +514,9 @@ impl Comm {
         let b = splitter.join(token, name, size, new_rank as u32)?;
         let c = Comm::new(name.to_string(), new_rank as u32, size, b);
         c.set_reduce_precision(self.reduce_precision());
+        // The same device: the parent's buffers are the new one's (an
+        // NPU's home is set already and stays).
+        let _ = c.shared.home.set(self.shared.home().clone());
         // Its errors name world ranks too (issue 13 item 11).
         let global: Vec<u32> = members
             .iter()

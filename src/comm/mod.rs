@@ -37,7 +37,8 @@
 //! `init.rs` builds communicators (the one place that picks a backend),
 //! `ordering.rs` runs ops in call order, `run.rs` checks a collective's
 //! buffers, widens and plans it (`plan.rs`, one plan for every backend),
-//! `typed.rs` has the typed collectives, `p2p.rs` and `vvar.rs` the
+//! `typed.rs` has the typed collectives (on any [`Buffer`]: host
+//! slices or `device.rs`'s [`DeviceBuffer`]s), `p2p.rs` and `vvar.rs` the
 //! point-to-point and V calls, `lifecycle.rs` queries, abort and destroy;
 //! `recorder.rs` the flight recorder (every op's record, dumps;
 //! [`crate::flight`]), `flight_hang.rs` a simulated hang as a rank's
@@ -47,6 +48,7 @@
 
 mod backend;
 mod crossed;
+mod device;
 mod drain;
 mod element;
 mod error;
@@ -85,6 +87,7 @@ use profile::CommProfile;
 #[cfg(feature = "ascend")]
 pub use backend::ascend::{AscendMode, AscendSettings};
 pub use backend::sim_settings::SimSettings;
+pub use device::{Buffer, BufferMut, DeviceBuffer};
 pub use element::Element;
 pub use error::{BackendError, CommError};
 pub use group::{group, Group};
@@ -193,6 +196,8 @@ pub(crate) struct Shared {
     global: OnceLock<Vec<u32>>,
     /// The precision of fp16/bf16 partial sums (`HCCL_REDUCE_PRECISION`).
     precision: Mutex<ReducePrecision>,
+    /// The device this rank's [`DeviceBuffer`]s are on (see `device.rs`).
+    home: OnceLock<device::Home>,
 }
 
 impl Shared {

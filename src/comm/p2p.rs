@@ -32,8 +32,8 @@
 //! backends, as it would on one HCCL stream; use [`Comm::batch_send_recv`].
 
 use super::backend::sim_world::Msg;
+use super::device::{self, elems, Buffer, BufferMut, Home, In, Out, Side, SideMut};
 use super::drain::AsyncKind;
-use super::element::{bytes, bytes_mut};
 use super::local::Waits;
 use super::recorder::{self, OpDesc};
 use super::{lock, Comm, CommError, DataType, Element, OpHandle, Shared, State};
@@ -48,56 +48,115 @@ pub enum P2pKind {
     Recv,
 }
 
-/// An item's buffer: what it sends, or where it receives.
-#[derive(Debug)]
+/// An item's buffer: what it sends, or where it receives (host bytes,
+/// or an NPU's memory that HCCL reads or writes itself).
 pub(crate) enum P2pBuf<'a> {
     Send(&'a [u8]),
     Recv(&'a mut [u8]),
+    #[cfg(feature = "ascend")]
+    Npu {
+        npu: &'a super::backend::ascend::Npu,
+        send: bool,
+    },
+}
+
+impl std::fmt::Debug for P2pBuf<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            P2pBuf::Send(b) => write!(f, "Send({} bytes)", b.len()),
+            P2pBuf::Recv(b) => write!(f, "Recv({} bytes)", b.len()),
+            #[cfg(feature = "ascend")]
+            P2pBuf::Npu { npu, send } => write!(f, "Npu(send: {send}, {} bytes)", npu.len()),
+        }
+    }
 }
 
 /// One send or receive of [`Comm::batch_send_recv`] (HCCL's
 /// `HcclSendRecvItem`: `sendRecvType`, `buf`, `count`, `dataType`,
 /// `remoteRank`). Build it with [`P2pItem::send`] / [`P2pItem::recv`]
-/// (typed: count and data type from the slice) or the `_bytes` forms.
+/// (typed: count and data type from the buffer) or the `_bytes` forms;
+/// a buffer is a host slice or a [`super::DeviceBuffer`] (any
+/// [`Buffer`]), whose device the batch checks.
 #[derive(Debug)]
 pub struct P2pItem<'a> {
     pub(crate) peer: u32,
     pub(crate) count: u64,
     pub(crate) dtype: DataType,
     pub(crate) buf: P2pBuf<'a>,
+    /// The device of a device buffer (checked by the call).
+    pub(crate) home: Option<&'a Home>,
 }
 
 impl<'a> P2pItem<'a> {
-    /// Send `buf` (`buf.len()` elements) to rank `peer`.
-    pub fn send<T: Element>(buf: &'a [T], peer: u32) -> P2pItem<'a> {
-        P2pItem::send_bytes(bytes(buf), buf.len() as u64, T::DTYPE, peer)
+    /// Send `buf` (all its elements) to rank `peer`.
+    pub fn send<B: Buffer + ?Sized>(buf: &'a B, peer: u32) -> P2pItem<'a> {
+        let count = elems(buf) as u64;
+        P2pItem::of_side(device::side(buf), count, <B::Elem as Element>::DTYPE, peer)
     }
 
-    /// Receive `buf.len()` elements from rank `peer` into `buf`.
-    pub fn recv<T: Element>(buf: &'a mut [T], peer: u32) -> P2pItem<'a> {
-        let count = buf.len() as u64;
-        P2pItem::recv_bytes(bytes_mut(buf), count, T::DTYPE, peer)
-    }
-
-    /// Send `count` elements of `dtype` held in `buf` (which must have
-    /// `count * dtype.size()` bytes; checked by the batch) to rank `peer`.
-    pub fn send_bytes(buf: &'a [u8], count: u64, dtype: DataType, peer: u32) -> P2pItem<'a> {
-        P2pItem {
-            peer,
+    /// Receive `buf`'s length in elements from rank `peer` into `buf`.
+    pub fn recv<B: BufferMut + ?Sized>(buf: &'a mut B, peer: u32) -> P2pItem<'a> {
+        let count = elems(buf) as u64;
+        P2pItem::of_side_mut(
+            device::side_mut(buf),
             count,
-            dtype,
-            buf: P2pBuf::Send(buf),
-        }
+            <B::Elem as Element>::DTYPE,
+            peer,
+        )
+    }
+
+    /// Send `count` elements of `dtype` held in `buf` (host bytes or a
+    /// `DeviceBuffer<u8>`, which must have `count * dtype.size()` bytes;
+    /// checked by the batch) to rank `peer`.
+    pub fn send_bytes<B: Buffer<Elem = u8> + ?Sized>(
+        buf: &'a B,
+        count: u64,
+        dtype: DataType,
+        peer: u32,
+    ) -> P2pItem<'a> {
+        P2pItem::of_side(device::side(buf), count, dtype, peer)
     }
 
     /// Receive `count` elements of `dtype` from rank `peer` into `buf`
     /// (`count * dtype.size()` bytes; checked by the batch).
-    pub fn recv_bytes(buf: &'a mut [u8], count: u64, dtype: DataType, peer: u32) -> P2pItem<'a> {
+    pub fn recv_bytes<B: BufferMut<Elem = u8> + ?Sized>(
+        buf: &'a mut B,
+        count: u64,
+        dtype: DataType,
+        peer: u32,
+    ) -> P2pItem<'a> {
+        P2pItem::of_side_mut(device::side_mut(buf), count, dtype, peer)
+    }
+
+    fn of_side(side: Side<'a>, count: u64, dtype: DataType, peer: u32) -> P2pItem<'a> {
+        let (buf, home) = match side {
+            Side::Host(b) => (P2pBuf::Send(b), None),
+            Side::Device(h, In::Host(b)) => (P2pBuf::Send(b), Some(h)),
+            #[cfg(feature = "ascend")]
+            Side::Device(h, In::Npu(npu)) => (P2pBuf::Npu { npu, send: true }, Some(h)),
+        };
         P2pItem {
             peer,
             count,
             dtype,
-            buf: P2pBuf::Recv(buf),
+            buf,
+            home,
+        }
+    }
+
+    fn of_side_mut(side: SideMut<'a>, count: u64, dtype: DataType, peer: u32) -> P2pItem<'a> {
+        let (buf, home) = match side {
+            SideMut::Host(b) => (P2pBuf::Recv(b), None),
+            SideMut::Device(h, Out::Host(b)) => (P2pBuf::Recv(b), Some(h)),
+            #[cfg(feature = "ascend")]
+            SideMut::Device(h, Out::Npu(npu)) => (P2pBuf::Npu { npu, send: false }, Some(h)),
+        };
+        P2pItem {
+            peer,
+            count,
+            dtype,
+            buf,
+            home,
         }
     }
 
@@ -106,6 +165,10 @@ impl<'a> P2pItem<'a> {
         match self.buf {
             P2pBuf::Send(_) => P2pKind::Send,
             P2pBuf::Recv(_) => P2pKind::Recv,
+            #[cfg(feature = "ascend")]
+            P2pBuf::Npu { send: true, .. } => P2pKind::Send,
+            #[cfg(feature = "ascend")]
+            P2pBuf::Npu { send: false, .. } => P2pKind::Recv,
         }
     }
 
@@ -124,10 +187,13 @@ impl<'a> P2pItem<'a> {
         self.dtype
     }
 
-    fn len(&self) -> usize {
+    /// The buffer's bytes.
+    pub(crate) fn len(&self) -> usize {
         match &self.buf {
             P2pBuf::Send(b) => b.len(),
             P2pBuf::Recv(b) => b.len(),
+            #[cfg(feature = "ascend")]
+            P2pBuf::Npu { npu, .. } => npu.len(),
         }
     }
 
@@ -148,7 +214,9 @@ impl<'a> P2pItem<'a> {
 }
 
 impl Comm {
-    /// Sends `buf` to rank `dest` (HCCL's `HcclSend`). Returns once the
+    /// Sends `buf` (a host slice or a [`super::DeviceBuffer`]: on the
+    /// Ascend backend HCCL reads the device memory itself) to rank `dest`
+    /// (HCCL's `HcclSend`). Returns once the
     /// message is handed to the transport (the receiver may not have it
     /// yet; past `HCCL_BUFFSIZE` unreceived bytes the sender waits);
     /// `dest` must call [`Comm::recv`] (or receive in a batch) with the
@@ -157,12 +225,13 @@ impl Comm {
     ///
     /// # Errors
     /// [`CommError::Peer`] at once if `dest` is out of range or this rank;
+    /// [`CommError::WrongDevice`] for another device's buffer;
     /// transport errors; `HCCL_EXEC_TIMEOUT` if the receiver never takes a
     /// message the sender must wait for. A receive of another count or
     /// type fails the receiver; a send that returned already (eager, as
     /// MPI's) is `Ok` and this rank's next op fails naming the mismatch,
     /// while a send still waiting fails at once with it, on both backends.
-    pub fn send<T: Element>(&self, buf: &[T], dest: u32) -> Result<(), CommError> {
+    pub fn send<B: Buffer + ?Sized>(&self, buf: &B, dest: u32) -> Result<(), CommError> {
         self.p2p_now("Send", false, &mut [P2pItem::send(buf, dest)])
     }
 
@@ -176,7 +245,7 @@ impl Comm {
     /// is then broken on every rank, as after any failed op); after
     /// `HCCL_EXEC_TIMEOUT`, an error naming `src`, the message number and
     /// what was expected; transport errors.
-    pub fn recv<T: Element>(&self, buf: &mut [T], src: u32) -> Result<(), CommError> {
+    pub fn recv<B: BufferMut + ?Sized>(&self, buf: &mut B, src: u32) -> Result<(), CommError> {
         self.p2p_now("Recv", false, &mut [P2pItem::recv(buf, src)])
     }
 
@@ -185,9 +254,9 @@ impl Comm {
     ///
     /// # Errors
     /// As [`Comm::send`]; [`CommError::Buffer`] if the length is wrong.
-    pub fn send_bytes(
+    pub fn send_bytes<B: Buffer<Elem = u8> + ?Sized>(
         &self,
-        buf: &[u8],
+        buf: &B,
         count: u64,
         dtype: DataType,
         dest: u32,
@@ -204,9 +273,9 @@ impl Comm {
     ///
     /// # Errors
     /// As [`Comm::recv`]; [`CommError::Buffer`] if the length is wrong.
-    pub fn recv_bytes(
+    pub fn recv_bytes<B: BufferMut<Elem = u8> + ?Sized>(
         &self,
-        buf: &mut [u8],
+        buf: &mut B,
         count: u64,
         dtype: DataType,
         src: u32,
@@ -311,6 +380,9 @@ fn check(sh: &Shared, op: &str, batch: bool, items: &[P2pItem<'_>]) -> Result<()
             P2pKind::Send => "send buffer",
             P2pKind::Recv => "receive buffer",
         };
+        if let Some(home) = it.home {
+            sh.check_home(&label(op, batch, i, it.kind()), what, home)?;
+        }
         let expected = it
             .count
             .checked_mul(it.dtype.size())
@@ -414,7 +486,7 @@ fn p2p_desc(turn: u64, op: &str, items: &[P2pItem<'_>]) -> OpDesc {
         root: None,
         items: items
             .iter()
-            .map(|it| (matches!(it.buf, P2pBuf::Send(_)), it.peer, it.count))
+            .map(|it| (it.kind() == P2pKind::Send, it.peer, it.count))
             .collect(),
         counts: None,
         matrix: None,

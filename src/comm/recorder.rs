@@ -671,6 +671,7 @@ pub(crate) fn error_kind(e: &CommError) -> ErrorKind {
         CommError::Broken(_) => ErrorKind::Broken,
         CommError::Args(_)
         | CommError::Buffer { .. }
+        | CommError::WrongDevice { .. }
         | CommError::Shape { .. }
         | CommError::Peer { .. }
         | CommError::Counts { .. } => ErrorKind::Args,

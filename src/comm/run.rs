@@ -6,6 +6,7 @@
 use hccl_algos::collective::CollectiveArgs;
 
 use super::backend::Prepared;
+use super::device::{self, Buffer, BufferMut, In, Out};
 use super::local::Waits;
 use super::plan::{self, PlannedOp};
 use super::recorder::{self, OpDesc};
@@ -19,41 +20,101 @@ pub(crate) enum UserBufs<'a> {
     InPlace(&'a mut [u8]),
 }
 
+/// A call's memory as the run path takes it: host bytes, or (with
+/// `--features ascend`) memory of which some is on an NPU.
+pub(crate) enum Call<'a> {
+    Host(UserBufs<'a>),
+    #[cfg(feature = "ascend")]
+    Device(device::DevBufs<'a>),
+}
+
 impl Comm {
     /// Runs a collective on bytes: `input` and `output` sized as
     /// `args.io_bytes(rank)` says (HCCL's untyped calls with a data type).
-    /// `args.world_size` must be this communicator's size.
+    /// `args.world_size` must be this communicator's size. Each buffer is
+    /// host bytes (`&[u8]`, `Vec<u8>`) or a `DeviceBuffer<u8>` of this
+    /// rank's device (see [`super::DeviceBuffer`]), in any mix.
     ///
     /// # Errors
-    /// Argument, buffer-size, transport and consistency errors.
-    pub fn collective(
+    /// Argument, buffer-size, transport and consistency errors;
+    /// [`CommError::WrongDevice`] for another device's buffer.
+    pub fn collective<S, R>(
         &self,
         args: &CollectiveArgs,
-        input: &[u8],
-        output: &mut [u8],
+        input: &S,
+        output: &mut R,
+    ) -> Result<(), CommError>
+    where
+        S: Buffer<Elem = u8> + ?Sized,
+        R: BufferMut<Elem = u8> + ?Sized,
+    {
+        self.collective_sides(args, device::side(input), device::side_mut(output))
+    }
+
+    /// [`Comm::collective`] on a call's memory of any kind (the typed
+    /// calls' common path).
+    pub(crate) fn collective_sides(
+        &self,
+        args: &CollectiveArgs,
+        input: device::Side<'_>,
+        output: device::SideMut<'_>,
     ) -> Result<(), CommError> {
         self.check_world(args).map_err(|e| self.fail_local(e))?;
+        let name = format!("{:?}", args.kind);
+        let i = self.resolve(&name, "send buffer", input);
+        let o = self.resolve_mut(&name, "receive buffer", output);
+        let (i, o) = match (i, o) {
+            (Ok(i), Ok(o)) => (i, o),
+            (Err(e), _) | (_, Err(e)) => return Err(self.fail_local(e)),
+        };
+        let bufs = match (i, o) {
+            (In::Host(i), Out::Host(o)) => Call::Host(UserBufs::Separate(i, o)),
+            #[cfg(feature = "ascend")]
+            (i, o) => Call::Device(device::DevBufs::Separate(i, o)),
+        };
         let t = self.take_ticket();
         let call = self.enter_blocking(&format!("{:?} #{}", args.kind, t.1), Waits::All);
-        let r = Comm::run_at(&self.shared, t, args, UserBufs::Separate(input, output));
+        let r = Comm::run_at(&self.shared, t, args, bufs);
         Comm::end_blocking(call, r)
     }
 
     /// Runs a collective in place on one buffer placed as
-    /// `CollectiveArgs::alias` says (`args.in_place` is set for you).
+    /// `CollectiveArgs::alias` says (`args.in_place` is set for you): host
+    /// bytes or a `DeviceBuffer<u8>` of this rank's device.
     ///
     /// # Errors
     /// As [`Comm::collective`]; kinds without an in-place form.
-    pub fn collective_in_place(
+    pub fn collective_in_place<B>(
         &self,
         args: &CollectiveArgs,
-        buf: &mut [u8],
+        buf: &mut B,
+    ) -> Result<(), CommError>
+    where
+        B: BufferMut<Elem = u8> + ?Sized,
+    {
+        self.collective_in_place_side(args, device::side_mut(buf))
+    }
+
+    /// [`Comm::collective_in_place`] on memory of any kind.
+    pub(crate) fn collective_in_place_side(
+        &self,
+        args: &CollectiveArgs,
+        buf: device::SideMut<'_>,
     ) -> Result<(), CommError> {
         self.check_world(args).map_err(|e| self.fail_local(e))?;
         let args = args.clone().with_in_place(true);
+        let name = format!("{:?}", args.kind);
+        let b = self
+            .resolve_mut(&name, "in-place buffer", buf)
+            .map_err(|e| self.fail_local(e))?;
+        let bufs = match b {
+            Out::Host(b) => Call::Host(UserBufs::InPlace(b)),
+            #[cfg(feature = "ascend")]
+            Out::Npu(n) => Call::Device(device::DevBufs::InPlace(n)),
+        };
         let t = self.take_ticket();
         let call = self.enter_blocking(&format!("{:?} #{}", args.kind, t.1), Waits::All);
-        let r = Comm::run_at(&self.shared, t, &args, UserBufs::InPlace(buf));
+        let r = Comm::run_at(&self.shared, t, &args, bufs);
         Comm::end_blocking(call, r)
     }
 
@@ -73,7 +134,7 @@ impl Comm {
                     shared,
                     (turn, seq),
                     &args,
-                    UserBufs::Separate(&input, &mut out),
+                    Call::Host(UserBufs::Separate(&input, &mut out)),
                 )
                 .map(|()| out)
             })
@@ -121,7 +182,7 @@ impl Comm {
         shared: &Shared,
         (turn, seq): (u64, u64),
         args: &CollectiveArgs,
-        user: UserBufs<'_>,
+        user: Call<'_>,
     ) -> Result<(), CommError> {
         let id = recorder::queue(shared, OpDesc::collective(turn, seq, args));
         let mut ran = None;
@@ -140,30 +201,23 @@ impl Comm {
         st: &mut State,
         seq: u64,
         args: &CollectiveArgs,
-        user: UserBufs<'_>,
+        user: Call<'_>,
     ) -> Result<(), CommError> {
         if let Some(e) = lock(&shared.error).clone() {
             return Err(e.into_broken());
         }
+        #[allow(clippy::infallible_destructuring_match)] // one arm without `ascend`
+        let user = match user {
+            Call::Host(u) => u,
+            #[cfg(feature = "ascend")]
+            Call::Device(d) => return Comm::run_device_locked(shared, st, seq, args, d),
+        };
         // Named as the backends name the op, so that this rank's error
         // carries the prefix its peers' have.
         let op = format!("comm '{}' {:?} #{seq}", shared.name, args.kind);
         args.validate()?;
         let rank = shared.rank;
         let (inb, outb) = args.io_bytes(rank);
-        // Check the user's memory against the call before anything moves.
-        let need = |what, expected: u64, got: usize| {
-            if expected != got as u64 {
-                Err(CommError::Buffer {
-                    op: op.clone(),
-                    what,
-                    expected,
-                    got: got as u64,
-                })
-            } else {
-                Ok(())
-            }
-        };
         let alias = args.alias(rank);
         // A buffer this rank does not use (a non-root's receive buffer of
         // Gather or Reduce, its send buffer of Scatter) may have any size
@@ -175,23 +229,17 @@ impl Comm {
             ),
             u => u,
         };
+        // Check the user's memory against the call before anything moves.
         match &user {
             UserBufs::Separate(i, o) => {
-                need("send buffer", inb, i.len())?;
-                need("receive buffer", outb, o.len())?;
+                check_lens(&op, args, rank, Lens::Separate(i.len(), o.len()))?
             }
-            UserBufs::InPlace(b) => {
-                let len = match alias {
-                    Some(a) => (a.input_at + inb).max(a.output_at + outb),
-                    None => inb.max(outb),
-                };
-                need("in-place buffer", len, b.len())?;
-            }
+            UserBufs::InPlace(b) => check_lens(&op, args, rank, Lens::InPlace(b.len()))?,
         }
         let precision = *lock(&shared.precision);
         let Some(wide) = precision.widened(args) else {
             let op = Comm::prepare(shared, seq, (args, args, false))?;
-            return Comm::run_on_backend(shared, st, op, user);
+            return Comm::run_on_backend(shared, st, op, Call::Host(user));
         };
         // HCCL_REDUCE_PRECISION=fp32: the op in f32 on widened copies, the
         // output rounded once back into the user's buffer.
@@ -205,13 +253,13 @@ impl Comm {
             UserBufs::Separate(i, o) => {
                 let wi = hccl_algos::precision::widen(dtype, i).map_err(kernel)?;
                 let mut wo = vec![0u8; 2 * o.len()];
-                let bufs = UserBufs::Separate(&wi, &mut wo);
+                let bufs = Call::Host(UserBufs::Separate(&wi, &mut wo));
                 Comm::run_on_backend(shared, st, prepared, bufs)?;
                 hccl_algos::precision::narrow(dtype, &wo, o).map_err(kernel)
             }
             UserBufs::InPlace(b) => {
                 let mut wb = hccl_algos::precision::widen(dtype, b).map_err(kernel)?;
-                let bufs = UserBufs::InPlace(&mut wb);
+                let bufs = Call::Host(UserBufs::InPlace(&mut wb));
                 Comm::run_on_backend(shared, st, prepared, bufs)?;
                 let at = alias.map_or(0, |a| a.output_at) as usize;
                 let out = &mut b[at..at + outb as usize];
@@ -249,13 +297,17 @@ impl Comm {
         shared: &Shared,
         st: &mut State,
         op: Prepared<'_>,
-        user: UserBufs<'_>,
+        user: Call<'_>,
     ) -> Result<(), CommError> {
         let Some(backend) = st.backend.as_mut() else {
             return Err(CommError::Broken("the communicator was aborted".into()));
         };
         let (seq, called, spec) = (op.seq, op.called, op.planned.algo);
-        let r = backend.run(shared, op, user);
+        let r = match user {
+            Call::Host(u) => backend.run(shared, op, u),
+            #[cfg(feature = "ascend")]
+            Call::Device(d) => backend.run_device(shared, op, d),
+        };
         if shared.flight.is_some() {
             let started = backend.started();
             let ran = recorder::Ran::of(shared, (seq, spec, started), &r, || {
@@ -284,5 +336,49 @@ impl Shared {
     #[cfg(feature = "ascend")]
     pub(crate) fn plan_of(&self, args: &CollectiveArgs, rank: u32) -> Result<PlannedOp, CommError> {
         plan::plan(args, rank, self.fit, self.algo.as_ref())
+    }
+}
+
+/// The lengths (bytes) of a call's memory, for [`check_lens`].
+pub(crate) enum Lens {
+    /// Send and receive buffers (a buffer the rank does not use: 0).
+    Separate(usize, usize),
+    /// One in-place buffer.
+    InPlace(usize),
+}
+
+/// Checks a call's memory against `args` on `rank` before anything
+/// moves: [`CommError::Buffer`] naming the buffer, both sizes and `op`.
+pub(crate) fn check_lens(
+    op: &str,
+    args: &CollectiveArgs,
+    rank: u32,
+    lens: Lens,
+) -> Result<(), CommError> {
+    let (inb, outb) = args.io_bytes(rank);
+    let need = |what, expected: u64, got: usize| {
+        if expected != got as u64 {
+            Err(CommError::Buffer {
+                op: op.to_string(),
+                what,
+                expected,
+                got: got as u64,
+            })
+        } else {
+            Ok(())
+        }
+    };
+    match lens {
+        Lens::Separate(i, o) => {
+            need("send buffer", inb, i)?;
+            need("receive buffer", outb, o)
+        }
+        Lens::InPlace(b) => {
+            let len = match args.alias(rank) {
+                Some(a) => (a.input_at + inb).max(a.output_at + outb),
+                None => inb.max(outb),
+            };
+            need("in-place buffer", len, b)
+        }
     }
 }

@@ -1,10 +1,16 @@
 //! The typed collectives (HCCL's `HcclAllReduce`, `HcclAllGather`, ...):
-//! element slices in, [`Comm::collective`] on their bytes underneath.
+//! buffers of elements in (host slices or [`super::DeviceBuffer`]s, any
+//! [`Buffer`]), [`Comm::collective`]'s path on their bytes underneath.
+//! Lengths are in elements; the send and receive buffers of a call hold
+//! the same element type, whose [`Element::DTYPE`] is the call's. Besides
+//! the errors each call lists, a device buffer of another rank's device
+//! fails every call with [`CommError::WrongDevice`] before anything moves.
 
 use std::sync::Arc;
 
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
 
+use super::device::{self, elems, Buffer, BufferMut};
 use super::element::{bytes, bytes_mut};
 use super::{drain, Comm, CommError, DataType, Element, OpHandle, ReduceOp};
 
@@ -31,36 +37,39 @@ impl Comm {
     }
 
     /// Runs `a` on typed buffers: their bytes underneath.
-    fn run_typed<T: Element>(
-        &self,
-        a: CollectiveArgs,
-        send: &[T],
-        recv: &mut [T],
-    ) -> Result<(), CommError> {
-        self.collective(&a, bytes(send), bytes_mut(recv))
+    fn run_typed<S, R>(&self, a: CollectiveArgs, send: &S, recv: &mut R) -> Result<(), CommError>
+    where
+        S: Buffer + ?Sized,
+        R: BufferMut + ?Sized,
+    {
+        self.collective_sides(&a, device::side(send), device::side_mut(recv))
     }
 
     /// Runs `a` in place on a typed buffer: its bytes underneath.
-    fn run_typed_in_place<T: Element>(
-        &self,
-        a: CollectiveArgs,
-        buf: &mut [T],
-    ) -> Result<(), CommError> {
-        self.collective_in_place(&a, bytes_mut(buf))
+    fn run_typed_in_place<B>(&self, a: CollectiveArgs, buf: &mut B) -> Result<(), CommError>
+    where
+        B: BufferMut + ?Sized,
+    {
+        self.collective_in_place_side(&a, device::side_mut(buf))
     }
 
     /// AllReduce: `recv[i] = op over ranks of send[i]`; equal lengths.
     ///
+    /// `send` and `recv` (as every buffer of the typed calls) are host
+    /// slices (`&[T]`, `&Vec<T>`, `&[T; N]`) or [`super::DeviceBuffer`]s
+    /// of this rank's device, in any mix: `c.all_reduce(&dev_send, &mut
+    /// dev_recv, ReduceOp::Sum)` runs HCCL's call on the NPU's memory on
+    /// the Ascend backend (native mode).
+    ///
     /// # Errors
     /// Lengths differ; transport and consistency errors.
-    pub fn all_reduce<T: Element>(
-        &self,
-        send: &[T],
-        recv: &mut [T],
-        op: ReduceOp,
-    ) -> Result<(), CommError> {
+    pub fn all_reduce<S, R>(&self, send: &S, recv: &mut R, op: ReduceOp) -> Result<(), CommError>
+    where
+        S: Buffer + ?Sized,
+        R: BufferMut<Elem = S::Elem> + ?Sized,
+    {
         let a = self
-            .of::<T>(CollectiveKind::AllReduce, send.len())
+            .of::<S::Elem>(CollectiveKind::AllReduce, elems(send))
             .with_op(op);
         self.run_typed(a, send, recv)
     }
@@ -69,13 +78,12 @@ impl Comm {
     ///
     /// # Errors
     /// Transport and consistency errors.
-    pub fn all_reduce_in_place<T: Element>(
-        &self,
-        buf: &mut [T],
-        op: ReduceOp,
-    ) -> Result<(), CommError> {
+    pub fn all_reduce_in_place<B>(&self, buf: &mut B, op: ReduceOp) -> Result<(), CommError>
+    where
+        B: BufferMut + ?Sized,
+    {
         let a = self
-            .of::<T>(CollectiveKind::AllReduce, buf.len())
+            .of::<B::Elem>(CollectiveKind::AllReduce, elems(buf))
             .with_op(op);
         self.run_typed_in_place(a, buf)
     }
@@ -111,14 +119,18 @@ impl Comm {
     ///
     /// # Errors
     /// `send.len() != size * recv.len()`; transport and consistency errors.
-    pub fn reduce_scatter<T: Element>(
+    pub fn reduce_scatter<S, R>(
         &self,
-        send: &[T],
-        recv: &mut [T],
+        send: &S,
+        recv: &mut R,
         op: ReduceOp,
-    ) -> Result<(), CommError> {
+    ) -> Result<(), CommError>
+    where
+        S: Buffer + ?Sized,
+        R: BufferMut<Elem = S::Elem> + ?Sized,
+    {
         let a = self
-            .of::<T>(CollectiveKind::ReduceScatter, recv.len())
+            .of::<S::Elem>(CollectiveKind::ReduceScatter, elems(recv))
             .with_op(op);
         self.run_typed(a, send, recv)
     }
@@ -128,14 +140,13 @@ impl Comm {
     ///
     /// # Errors
     /// `buf.len()` not a multiple of `size`; transport and consistency errors.
-    pub fn reduce_scatter_in_place<T: Element>(
-        &self,
-        buf: &mut [T],
-        op: ReduceOp,
-    ) -> Result<(), CommError> {
-        let count = self.per_rank(CollectiveKind::ReduceScatter, buf.len())?;
+    pub fn reduce_scatter_in_place<B>(&self, buf: &mut B, op: ReduceOp) -> Result<(), CommError>
+    where
+        B: BufferMut + ?Sized,
+    {
+        let count = self.per_rank(CollectiveKind::ReduceScatter, elems(buf))?;
         let a = self
-            .of::<T>(CollectiveKind::ReduceScatter, count)
+            .of::<B::Elem>(CollectiveKind::ReduceScatter, count)
             .with_op(op);
         self.run_typed_in_place(a, buf)
     }
@@ -144,8 +155,12 @@ impl Comm {
     ///
     /// # Errors
     /// `recv.len() != size * send.len()`; transport and consistency errors.
-    pub fn all_gather<T: Element>(&self, send: &[T], recv: &mut [T]) -> Result<(), CommError> {
-        let a = self.of::<T>(CollectiveKind::AllGather, send.len());
+    pub fn all_gather<S, R>(&self, send: &S, recv: &mut R) -> Result<(), CommError>
+    where
+        S: Buffer + ?Sized,
+        R: BufferMut<Elem = S::Elem> + ?Sized,
+    {
+        let a = self.of::<S::Elem>(CollectiveKind::AllGather, elems(send));
         self.run_typed(a, send, recv)
     }
 
@@ -153,9 +168,12 @@ impl Comm {
     ///
     /// # Errors
     /// `buf.len()` not a multiple of `size`; transport and consistency errors.
-    pub fn all_gather_in_place<T: Element>(&self, buf: &mut [T]) -> Result<(), CommError> {
-        let count = self.per_rank(CollectiveKind::AllGather, buf.len())?;
-        let a = self.of::<T>(CollectiveKind::AllGather, count);
+    pub fn all_gather_in_place<B>(&self, buf: &mut B) -> Result<(), CommError>
+    where
+        B: BufferMut + ?Sized,
+    {
+        let count = self.per_rank(CollectiveKind::AllGather, elems(buf))?;
+        let a = self.of::<B::Elem>(CollectiveKind::AllGather, count);
         self.run_typed_in_place(a, buf)
     }
 
@@ -166,9 +184,12 @@ impl Comm {
     ///
     /// # Errors
     /// Root out of range; transport and consistency errors.
-    pub fn broadcast<T: Element>(&self, buf: &mut [T], root: u32) -> Result<(), CommError> {
+    pub fn broadcast<B>(&self, buf: &mut B, root: u32) -> Result<(), CommError>
+    where
+        B: BufferMut + ?Sized,
+    {
         let a = self
-            .of::<T>(CollectiveKind::Broadcast, buf.len())
+            .of::<B::Elem>(CollectiveKind::Broadcast, elems(buf))
             .with_root(root);
         self.run_typed_in_place(a, buf)
     }
@@ -180,15 +201,19 @@ impl Comm {
     ///
     /// # Errors
     /// Root out of range, lengths; transport and consistency errors.
-    pub fn reduce<T: Element>(
+    pub fn reduce<S, R>(
         &self,
-        send: &[T],
-        recv: &mut [T],
+        send: &S,
+        recv: &mut R,
         op: ReduceOp,
         root: u32,
-    ) -> Result<(), CommError> {
+    ) -> Result<(), CommError>
+    where
+        S: Buffer + ?Sized,
+        R: BufferMut<Elem = S::Elem> + ?Sized,
+    {
         let a = self
-            .of::<T>(CollectiveKind::Reduce, send.len())
+            .of::<S::Elem>(CollectiveKind::Reduce, elems(send))
             .with_op(op)
             .with_root(root);
         self.run_typed(a, send, recv)
@@ -202,14 +227,13 @@ impl Comm {
     ///
     /// # Errors
     /// Root out of range, lengths; transport and consistency errors.
-    pub fn scatter<T: Element>(
-        &self,
-        send: &[T],
-        recv: &mut [T],
-        root: u32,
-    ) -> Result<(), CommError> {
+    pub fn scatter<S, R>(&self, send: &S, recv: &mut R, root: u32) -> Result<(), CommError>
+    where
+        S: Buffer + ?Sized,
+        R: BufferMut<Elem = S::Elem> + ?Sized,
+    {
         let a = self
-            .of::<T>(CollectiveKind::Scatter, recv.len())
+            .of::<S::Elem>(CollectiveKind::Scatter, elems(recv))
             .with_root(root);
         self.run_typed(a, send, recv)
     }
@@ -222,14 +246,13 @@ impl Comm {
     ///
     /// # Errors
     /// Root out of range, lengths; transport and consistency errors.
-    pub fn gather<T: Element>(
-        &self,
-        send: &[T],
-        recv: &mut [T],
-        root: u32,
-    ) -> Result<(), CommError> {
+    pub fn gather<S, R>(&self, send: &S, recv: &mut R, root: u32) -> Result<(), CommError>
+    where
+        S: Buffer + ?Sized,
+        R: BufferMut<Elem = S::Elem> + ?Sized,
+    {
         let a = self
-            .of::<T>(CollectiveKind::Gather, send.len())
+            .of::<S::Elem>(CollectiveKind::Gather, elems(send))
             .with_root(root);
         self.run_typed(a, send, recv)
     }
@@ -239,9 +262,13 @@ impl Comm {
     ///
     /// # Errors
     /// Lengths; transport and consistency errors.
-    pub fn all_to_all<T: Element>(&self, send: &[T], recv: &mut [T]) -> Result<(), CommError> {
-        let count = self.per_rank(CollectiveKind::AllToAll, send.len())?;
-        let a = self.of::<T>(CollectiveKind::AllToAll, count);
+    pub fn all_to_all<S, R>(&self, send: &S, recv: &mut R) -> Result<(), CommError>
+    where
+        S: Buffer + ?Sized,
+        R: BufferMut<Elem = S::Elem> + ?Sized,
+    {
+        let count = self.per_rank(CollectiveKind::AllToAll, elems(send))?;
+        let a = self.of::<S::Elem>(CollectiveKind::AllToAll, count);
         self.run_typed(a, send, recv)
     }
 

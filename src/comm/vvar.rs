@@ -4,14 +4,16 @@
 //!
 //! The schedules take packed blocks (displacement = prefix sum of the
 //! counts, see `hccl_algos::collective`). Packed user layouts run in the
-//! user's memory; any other layout (gaps, reordered blocks) is staged
-//! through one packed buffer, one extra copy of the affected side.
+//! user's memory (a host slice or a [`super::DeviceBuffer`], on the NPU
+//! itself in native mode); any other layout (gaps, reordered blocks) is
+//! staged through one packed host buffer, one extra copy of the affected
+//! side (an NPU buffer's side is copied to the host and back).
 //! Receive blocks must not overlap (which rank's data would win is
 //! undefined); send blocks may.
 
 use hccl_algos::collective::CollectiveArgs;
 
-use super::element::{bytes, bytes_mut};
+use super::device::{self, elems, Buffer, BufferMut, In, Out, Side, SideMut};
 use super::{Comm, CommError, Element, ReduceOp};
 
 /// One rank's block: element offset and count.
@@ -181,105 +183,165 @@ fn packed(blocks: &[Block], len: usize) -> bool {
     at == len as u64
 }
 
-fn zeroed<T: Element>(n: u64) -> Vec<T> {
-    vec![<T as bytemuck::Zeroable>::zeroed(); n as usize]
-}
-
-/// `buf`'s blocks, packed in rank order.
-fn gather_blocks<T: Element>(buf: &[T], blocks: &[Block]) -> Vec<T> {
-    let mut out = Vec::with_capacity(blocks.iter().map(|b| b.count as usize).sum());
+/// `buf`'s blocks (elements of `esz` bytes), packed in rank order.
+fn gather_blocks(buf: &[u8], blocks: &[Block], esz: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(blocks.iter().map(|b| b.count as usize * esz).sum());
     for b in blocks {
-        out.extend_from_slice(&buf[b.at as usize..(b.at + b.count) as usize]);
+        out.extend_from_slice(&buf[b.at as usize * esz..(b.at + b.count) as usize * esz]);
     }
     out
 }
 
-/// Copies packed `src` into `buf`'s blocks.
-fn scatter_blocks<T: Element>(src: &[T], buf: &mut [T], blocks: &[Block]) {
+/// Copies packed `src` into `buf`'s blocks (elements of `esz` bytes).
+fn scatter_blocks(src: &[u8], buf: &mut [u8], blocks: &[Block], esz: usize) {
     let mut at = 0usize;
     for b in blocks {
-        let n = b.count as usize;
-        buf[b.at as usize..b.at as usize + n].copy_from_slice(&src[at..at + n]);
+        let n = b.count as usize * esz;
+        let to = b.at as usize * esz;
+        buf[to..to + n].copy_from_slice(&src[at..at + n]);
         at += n;
     }
 }
 
 impl Comm {
+    /// The packed host copy of an unpacked send side's `blocks` (an NPU
+    /// buffer is read to the host first).
+    fn packed_send(
+        &self,
+        op: &'static str,
+        side: Side<'_>,
+        blocks: &[Block],
+        esz: usize,
+    ) -> Result<Vec<u8>, CommError> {
+        let input = self
+            .resolve(op, "send buffer", side)
+            .map_err(|e| self.fail_local(e))?;
+        match input {
+            In::Host(b) => Ok(gather_blocks(b, blocks, esz)),
+            #[cfg(feature = "ascend")]
+            In::Npu(n) => {
+                let mut host = vec![0u8; n.len()];
+                n.read(op, &mut host).map_err(|e| self.fail_local(e))?;
+                Ok(gather_blocks(&host, blocks, esz))
+            }
+        }
+    }
+
+    /// Runs `args` with `input` into a packed host buffer of `total`
+    /// bytes, then copies its blocks into the unpacked receive side
+    /// (an NPU buffer through a host copy of it), only once the op has
+    /// succeeded.
+    fn unpacked_recv(
+        &self,
+        (op, args): (&'static str, &CollectiveArgs),
+        input: Side<'_>,
+        output: SideMut<'_>,
+        (blocks, esz, total): (&[Block], usize, usize),
+    ) -> Result<(), CommError> {
+        let out = self
+            .resolve_mut(op, "receive buffer", output)
+            .map_err(|e| self.fail_local(e))?;
+        let mut tmp = vec![0u8; total];
+        match out {
+            Out::Host(o) => {
+                self.collective_sides(args, input, SideMut::Host(&mut tmp))?;
+                scatter_blocks(&tmp, o, blocks, esz);
+                Ok(())
+            }
+            #[cfg(feature = "ascend")]
+            Out::Npu(n) => {
+                let mut host = vec![0u8; n.len()];
+                n.read(op, &mut host).map_err(|e| self.fail_local(e))?;
+                self.collective_sides(args, input, SideMut::Host(&mut tmp))?;
+                scatter_blocks(&tmp, &mut host, blocks, esz);
+                n.write(op, &host)
+            }
+        }
+    }
+
     /// AllGatherV (HCCL's `HcclAllGatherV`): rank i's `send`
     /// (`recv_counts[i]` elements) lands in every rank's `recv` at element
     /// `recv_displs[i]`. `recv_counts` and `recv_displs` have one entry per
     /// rank and are the same on every rank; elements of `recv` outside the
-    /// blocks are left as they were.
+    /// blocks are left as they were. `send` and `recv` are host slices or
+    /// [`super::DeviceBuffer`]s of this rank's device.
     ///
     /// # Errors
     /// [`CommError::Counts`] naming the field, rank index and value: a list
     /// of the wrong length, a block past the end of `recv`, overlapping
     /// receive blocks, `send.len() != recv_counts[rank]`. Then as
     /// [`Comm::collective`].
-    pub fn all_gather_v<T: Element>(
+    pub fn all_gather_v<S, R>(
         &self,
-        send: &[T],
-        recv: &mut [T],
+        send: &S,
+        recv: &mut R,
         recv_counts: &[u64],
         recv_displs: &[u64],
-    ) -> Result<(), CommError> {
+    ) -> Result<(), CommError>
+    where
+        S: Buffer + ?Sized,
+        R: BufferMut<Elem = S::Elem> + ?Sized,
+    {
         const OP: &str = "AllGatherV";
         let n = self.size() as usize;
+        let dtype = <S::Elem as Element>::DTYPE;
+        let (send_len, recv_len) = (elems(send), elems(recv));
         let checked = (|| {
-            let layout = Layout::recv(OP, recv_counts, recv_displs, recv.len());
+            let layout = Layout::recv(OP, recv_counts, recv_displs, recv_len);
             let blocks = layout.blocks(n)?;
-            layout.own(self.rank() as usize, send.len(), "sends", "send buffer")?;
-            let args = CollectiveArgs::v_counts(false, recv_counts.to_vec(), T::DTYPE)?;
+            layout.own(self.rank() as usize, send_len, "sends", "send buffer")?;
+            let args = CollectiveArgs::v_counts(false, recv_counts.to_vec(), dtype)?;
             Ok((blocks, args))
         })();
         let (blocks, args) = checked.map_err(|e| self.fail_local(e))?;
-        if packed(&blocks, recv.len()) {
-            return self.collective(&args, bytes(send), bytes_mut(recv));
+        let (input, output) = (device::side(send), device::side_mut(recv));
+        if packed(&blocks, recv_len) {
+            return self.collective_sides(&args, input, output);
         }
-        let mut tmp = zeroed::<T>(recv_counts.iter().sum());
-        self.collective(&args, bytes(send), bytes_mut(&mut tmp))?;
-        scatter_blocks(&tmp, recv, &blocks);
-        Ok(())
+        let esz = dtype.size() as usize;
+        let total = recv_counts.iter().sum::<u64>() as usize * esz;
+        self.unpacked_recv((OP, &args), input, output, (&blocks, esz, total))
     }
 
     /// ReduceScatterV (HCCL's `HcclReduceScatterV`): rank i receives in
     /// `recv` the reduction over ranks of their send block i
     /// (`send_counts[i]` elements at `send_displs[i]` of `send`).
     /// `send_counts` and `send_displs` have one entry per rank and are the
-    /// same on every rank.
+    /// same on every rank. Host slices or device buffers.
     ///
     /// # Errors
     /// [`CommError::Counts`] naming the field, rank index and value: a list
     /// of the wrong length, a block past the end of `send`,
     /// `recv.len() != send_counts[rank]`. Then as [`Comm::collective`].
-    pub fn reduce_scatter_v<T: Element>(
+    pub fn reduce_scatter_v<S, R>(
         &self,
-        send: &[T],
+        send: &S,
         send_counts: &[u64],
         send_displs: &[u64],
-        recv: &mut [T],
+        recv: &mut R,
         op: ReduceOp,
-    ) -> Result<(), CommError> {
+    ) -> Result<(), CommError>
+    where
+        S: Buffer + ?Sized,
+        R: BufferMut<Elem = S::Elem> + ?Sized,
+    {
         const OP: &str = "ReduceScatterV";
         let n = self.size() as usize;
+        let dtype = <S::Elem as Element>::DTYPE;
+        let (send_len, recv_len) = (elems(send), elems(recv));
         let checked = (|| {
-            let layout = Layout::send(OP, send_counts, send_displs, send.len());
+            let layout = Layout::send(OP, send_counts, send_displs, send_len);
             let blocks = layout.blocks(n)?;
-            layout.own(
-                self.rank() as usize,
-                recv.len(),
-                "receives",
-                "receive buffer",
-            )?;
-            let args = CollectiveArgs::v_counts(true, send_counts.to_vec(), T::DTYPE)?.with_op(op);
+            layout.own(self.rank() as usize, recv_len, "receives", "receive buffer")?;
+            let args = CollectiveArgs::v_counts(true, send_counts.to_vec(), dtype)?.with_op(op);
             Ok((blocks, args))
         })();
         let (blocks, args) = checked.map_err(|e| self.fail_local(e))?;
-        if packed(&blocks, send.len()) {
-            return self.collective(&args, bytes(send), bytes_mut(recv));
+        if packed(&blocks, send_len) {
+            return self.collective_sides(&args, device::side(send), device::side_mut(recv));
         }
-        let tmp = gather_blocks(send, &blocks);
-        self.collective(&args, bytes(&tmp), bytes_mut(recv))
+        let tmp = self.packed_send(OP, device::side(send), &blocks, dtype.size() as usize)?;
+        self.collective_sides(&args, Side::Host(&tmp), device::side_mut(recv))
     }
 
     /// AllToAllV (HCCL's `HcclAlltoAllV`): this rank sends
@@ -289,7 +351,8 @@ impl Comm {
     /// Before moving data the ranks exchange their counts (one AllGather
     /// of 2 × size u64 per rank), so that the schedule sees the whole
     /// matrix and every rank fails alike if rank i's `send_counts[j]`
-    /// differs from rank j's `recv_counts[i]`.
+    /// differs from rank j's `recv_counts[i]`. Host slices or device
+    /// buffers.
     ///
     /// # Errors
     /// [`CommError::Counts`] naming the field, rank index and value: a list
@@ -297,20 +360,26 @@ impl Comm {
     /// receive blocks, or counts that disagree across ranks (on every
     /// rank). Then as [`Comm::collective`].
     #[allow(clippy::too_many_arguments)]
-    pub fn all_to_all_v<T: Element>(
+    pub fn all_to_all_v<S, R>(
         &self,
-        send: &[T],
+        send: &S,
         send_counts: &[u64],
         send_displs: &[u64],
-        recv: &mut [T],
+        recv: &mut R,
         recv_counts: &[u64],
         recv_displs: &[u64],
-    ) -> Result<(), CommError> {
+    ) -> Result<(), CommError>
+    where
+        S: Buffer + ?Sized,
+        R: BufferMut<Elem = S::Elem> + ?Sized,
+    {
         const OP: &str = "AllToAllV";
         let n = self.size() as usize;
+        let dtype = <S::Elem as Element>::DTYPE;
+        let (send_len, recv_len) = (elems(send), elems(recv));
         let checked = (|| {
-            let send_blocks = Layout::send(OP, send_counts, send_displs, send.len()).blocks(n)?;
-            let recv_blocks = Layout::recv(OP, recv_counts, recv_displs, recv.len()).blocks(n)?;
+            let send_blocks = Layout::send(OP, send_counts, send_displs, send_len).blocks(n)?;
+            let recv_blocks = Layout::recv(OP, recv_counts, recv_displs, recv_len).blocks(n)?;
             Ok((send_blocks, recv_blocks))
         })();
         let (send_blocks, recv_blocks) = checked.map_err(|e| self.fail_local(e))?;
@@ -339,20 +408,20 @@ impl Comm {
         let rows = (0..n)
             .map(|i| (0..n).map(|j| sent(i, j)).collect())
             .collect();
-        let args = CollectiveArgs::all_to_all_v(rows, T::DTYPE)?;
+        let args = CollectiveArgs::all_to_all_v(rows, dtype)?;
+        let esz = dtype.size() as usize;
         let staged_in;
-        let input: &[T] = if packed(&send_blocks, send.len()) {
-            send
+        let input = if packed(&send_blocks, send_len) {
+            device::side(send)
         } else {
-            staged_in = gather_blocks(send, &send_blocks);
-            &staged_in
+            staged_in = self.packed_send(OP, device::side(send), &send_blocks, esz)?;
+            Side::Host(&staged_in)
         };
-        if packed(&recv_blocks, recv.len()) {
-            return self.collective(&args, bytes(input), bytes_mut(recv));
+        let output = device::side_mut(recv);
+        if packed(&recv_blocks, recv_len) {
+            return self.collective_sides(&args, input, output);
         }
-        let mut tmp = zeroed::<T>(recv_counts.iter().sum());
-        self.collective(&args, bytes(input), bytes_mut(&mut tmp))?;
-        scatter_blocks(&tmp, recv, &recv_blocks);
-        Ok(())
+        let total = recv_counts.iter().sum::<u64>() as usize * esz;
+        self.unpacked_recv((OP, &args), input, output, (&recv_blocks, esz, total))
     }
 }

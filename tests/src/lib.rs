@@ -8,6 +8,7 @@
 //! (`BackendKind::Sim`) and on TCP over loopback (see
 //! `tests/tests/in_process.rs`).
 
+pub mod device;
 pub mod procs;
 
 /// Drops `comms` together, each on its own thread: a rank's goodbye waits
@@ -206,12 +207,105 @@ fn run_p2p(comm: &Comm, a: &CollectiveArgs, input: &[u8]) -> Result<Vec<u8>, Com
     Ok(out)
 }
 
+/// Where a case's buffers are: host slices, or device buffers of the
+/// communicator (`Comm::device_buffer`: NPU memory on the Ascend backend,
+/// host memory the buffer owns on TCP and the simulator).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Memory {
+    /// `&[u8]` / `&mut [u8]`.
+    Host,
+    /// `DeviceBuffer<u8>`s, filled with `copy_from_host` and read back
+    /// with `to_vec` after the op.
+    Device,
+}
+
+/// [`run_p2p`] on device buffers: one per transfer of this rank (sends
+/// filled from the packed input, receives read back into the packed
+/// output after the batch).
+fn run_p2p_device(comm: &Comm, a: &CollectiveArgs, input: &[u8]) -> Result<Vec<u8>, CommError> {
+    let r = comm.rank();
+    let esz = a.dtype.size() as usize;
+    let mut out = vec![0u8; a.io_bytes(r).1 as usize];
+    let (mut i_at, mut o_at) = (0usize, 0usize);
+    // (peer, count, device buffer, output offset) of each transfer.
+    let mut sends = Vec::new();
+    let mut recvs = Vec::new();
+    for t in a.pairs.iter().flat_map(|p| p.iter()) {
+        let len = t.count as usize * esz;
+        match (t.src == r, t.dst == r) {
+            (true, true) => out[o_at..o_at + len].copy_from_slice(&input[i_at..i_at + len]),
+            (true, false) => sends.push((
+                t.dst,
+                t.count,
+                comm.device_buffer_from(&input[i_at..i_at + len])?,
+            )),
+            (false, true) => recvs.push((t.src, t.count, comm.device_buffer::<u8>(len)?, o_at)),
+            (false, false) => {}
+        }
+        if t.src == r {
+            i_at += len;
+        }
+        if t.dst == r {
+            o_at += len;
+        }
+    }
+    // Items in the transfers' list order, as run_p2p posts them.
+    let mut order: Vec<(usize, bool)> = Vec::new();
+    {
+        let (mut si, mut ri) = (0, 0);
+        for t in a.pairs.iter().flat_map(|p| p.iter()) {
+            match (t.src == r, t.dst == r) {
+                (true, false) => {
+                    order.push((si, true));
+                    si += 1;
+                }
+                (false, true) => {
+                    order.push((ri, false));
+                    ri += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    {
+        let mut send_items: Vec<Option<P2pItem<'_>>> = sends
+            .iter()
+            .map(|(peer, count, b)| Some(P2pItem::send_bytes(b, *count, a.dtype, *peer)))
+            .collect();
+        let mut recv_items: Vec<Option<P2pItem<'_>>> = recvs
+            .iter_mut()
+            .map(|(peer, count, b, _)| Some(P2pItem::recv_bytes(b, *count, a.dtype, *peer)))
+            .collect();
+        let mut items: Vec<P2pItem<'_>> = order
+            .iter()
+            .filter_map(|&(i, send)| match send {
+                true => send_items[i].take(),
+                false => recv_items[i].take(),
+            })
+            .collect();
+        comm.batch_send_recv(&mut items)?;
+    }
+    for (_, _, b, at) in &recvs {
+        let v = b.to_vec()?;
+        out[*at..*at + v.len()].copy_from_slice(&v);
+    }
+    Ok(out)
+}
+
 /// Runs `case` on this rank of `comm` (inputs from seed `seed`) and checks
 /// the output against the reference, byte for byte.
 ///
 /// # Errors
 /// The communicator's error, or a description of the first wrong byte.
 pub fn run_case(comm: &Comm, case: &Case, seed: u64) -> Result<(), String> {
+    run_case_in(comm, case, seed, Memory::Host)
+}
+
+/// [`run_case`] with the buffers in `mem`.
+///
+/// # Errors
+/// The communicator's error, or a description of the first wrong byte.
+pub fn run_case_in(comm: &Comm, case: &Case, seed: u64, mem: Memory) -> Result<(), String> {
     let a = &case.args;
     let r = comm.rank();
     let inputs = verifiable_inputs(a, seed);
@@ -223,21 +317,35 @@ pub fn run_case(comm: &Comm, case: &Case, seed: u64) -> Result<(), String> {
         a.kind,
         CollectiveKind::SendRecv | CollectiveKind::BatchSendRecv
     );
-    let got = match a.alias(r) {
-        _ if p2p => run_p2p(comm, a, input).map_err(|e| e.to_string())?,
-        Some(al) => {
+    let s = |e: CommError| e.to_string();
+    let got = match (a.alias(r), mem) {
+        _ if p2p && mem == Memory::Host => run_p2p(comm, a, input).map_err(s)?,
+        _ if p2p => run_p2p_device(comm, a, input).map_err(s)?,
+        (Some(al), _) => {
             let len = (al.input_at + input.len() as u64).max(al.output_at + outb) as usize;
             let mut buf = vec![0u8; len];
             buf[al.input_at as usize..al.input_at as usize + input.len()].copy_from_slice(input);
-            comm.collective_in_place(a, &mut buf)
-                .map_err(|e: CommError| e.to_string())?;
+            if mem == Memory::Host {
+                comm.collective_in_place(a, &mut buf).map_err(s)?;
+            } else {
+                let mut d = comm.device_buffer_from(&buf).map_err(s)?;
+                comm.collective_in_place(a, &mut d).map_err(s)?;
+                buf = d.to_vec().map_err(s)?;
+            }
             buf[al.output_at as usize..(al.output_at + outb) as usize].to_vec()
         }
-        None => {
+        (None, Memory::Host) => {
             let mut out = vec![0u8; outb as usize];
             comm.collective(&a.clone().with_in_place(false), input, &mut out)
-                .map_err(|e| e.to_string())?;
+                .map_err(s)?;
             out
+        }
+        (None, Memory::Device) => {
+            let din = comm.device_buffer_from(input).map_err(s)?;
+            let mut dout = comm.device_buffer::<u8>(outb as usize).map_err(s)?;
+            comm.collective(&a.clone().with_in_place(false), &din, &mut dout)
+                .map_err(s)?;
+            dout.to_vec().map_err(s)?
         }
     };
     if &got != want {
@@ -273,9 +381,14 @@ pub fn on_threads<R: Send + 'static>(
 /// `i`), in order: the failures, each named by its case. Every rank must
 /// run it.
 pub fn run_all(comm: Comm) -> Vec<String> {
+    run_all_in(comm, Memory::Host)
+}
+
+/// [`run_all`] with every buffer in `mem`.
+pub fn run_all_in(comm: Comm, mem: Memory) -> Vec<String> {
     let mut bad = Vec::new();
     for (i, case) in cases(comm.size()).iter().enumerate() {
-        if let Err(e) = run_case(&comm, case, i as u64) {
+        if let Err(e) = run_case_in(&comm, case, i as u64, mem) {
             bad.push(format!("{}: {e}", case.name()));
         }
     }

@@ -20,8 +20,12 @@
 //!
 //! Point-to-point calls are one `HcclBatchSendRecv` per call in both
 //! modes. Host slices are copied to device buffers the backend owns (kept
-//! and grown between ops) and back; every call synchronises the stream
-//! before it returns (`hccl_ascend_sys`'s safety model).
+//! and grown between ops) and back; a [`crate::DeviceBuffer`] ([`Npu`]
+//! memory) is passed to HCCL as it is, in native mode's collectives and
+//! in point-to-point calls of both modes (schedule mode stages a
+//! collective's device buffers through the host, in the facade). Every
+//! call synchronises the stream before it returns (`hccl_ascend_sys`'s
+//! safety model).
 
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -32,11 +36,12 @@ use std::time::{Duration, Instant};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
 use hccl_algos::ReduceOp;
 use hccl_ascend_sys::types::{HcclRootInfo, HCCL_RECV, HCCL_SEND};
-use hccl_ascend_sys::{AscendError, DeviceMem, Library, Stream};
+use hccl_ascend_sys::{AscendError, At, DeviceMem, Library, Stream};
 use hccl_hw::tcp::AbortKind;
 
 use super::{ascend_schedule, Backend, Interrupt, Prepared, Splitter};
-use crate::comm::p2p::{P2pBuf, P2pItem};
+use crate::comm::device::{DevBufs, In, Out};
+use crate::comm::p2p::{P2pBuf, P2pItem, P2pKind};
 use crate::comm::plan::HostFit;
 use crate::comm::profile::OpTime;
 use crate::comm::run::UserBufs;
@@ -168,6 +173,75 @@ pub(crate) fn device_for(lib: &Library, rank: u32) -> Result<i32, CommError> {
         ));
     }
     Ok((rank % n) as i32)
+}
+
+/// The NPU memory of a [`crate::DeviceBuffer`] on the Ascend backend:
+/// `aclrtMalloc`'d on `device` of `lib`, freed (on that device) on drop.
+pub(crate) struct Npu {
+    lib: Arc<Library>,
+    device: i32,
+    pub(crate) mem: DeviceMem,
+}
+
+impl Npu {
+    /// `len` bytes on `device`, zeroed (a host copy of zeros: ACL's
+    /// memset is not among the calls loaded).
+    pub(crate) fn alloc(lib: &Arc<Library>, device: i32, len: usize) -> Result<Npu, CommError> {
+        const OP: &str = "Comm::device_buffer";
+        on_device(lib, device)?;
+        let mem = lib.malloc(len).map_err(|e| err(OP, e))?;
+        lib.copy_to_device(&mem, 0, &vec![0u8; len])
+            .map_err(|e| err(OP, e))?;
+        Ok(Npu {
+            lib: Arc::clone(lib),
+            device,
+            mem,
+        })
+    }
+
+    /// Bytes held.
+    pub(crate) fn len(&self) -> usize {
+        self.mem.len()
+    }
+
+    /// Host to device: `src` at offset 0, in op `op` (errors name it).
+    pub(crate) fn write(&self, op: &str, src: &[u8]) -> Result<(), CommError> {
+        on_device(&self.lib, self.device)?;
+        self.lib
+            .copy_to_device(&self.mem, 0, src)
+            .map_err(|e| err(op, e))
+    }
+
+    /// Device to host: the first `dst.len()` bytes, in op `op`.
+    pub(crate) fn read(&self, op: &str, dst: &mut [u8]) -> Result<(), CommError> {
+        on_device(&self.lib, self.device)?;
+        self.lib
+            .copy_from_device(dst, &self.mem, 0)
+            .map_err(|e| err(op, e))
+    }
+}
+
+impl Drop for Npu {
+    fn drop(&mut self) {
+        // aclrtFree runs on the memory's device.
+        let _ = on_device(&self.lib, self.device);
+    }
+}
+
+/// One side of a native call's input: host bytes (copied into the kept
+/// input buffer), the kept input buffer as it is, or the user's device
+/// memory at a byte offset.
+enum Src<'a> {
+    Host(&'a [u8]),
+    Kept,
+    Dev(&'a DeviceMem, usize),
+}
+
+/// A native call's output: host bytes (copied back from the kept output
+/// buffer) or the user's device memory at a byte offset.
+enum Dst<'a> {
+    Host(&'a mut [u8]),
+    Dev(&'a DeviceMem, usize),
 }
 
 /// One rank's communicator of CANN's HCCL.
@@ -351,14 +425,15 @@ impl AscendBackend {
         }
     }
 
-    /// HCCL's own call for `args`: input copied to the device, the call,
-    /// the output copied back.
+    /// HCCL's own call for `args`: host input copied to the device, the
+    /// call (on the user's device memory where a side is a device
+    /// buffer), host output copied back.
     fn native(
         &mut self,
         op: &str,
         args: &CollectiveArgs,
-        input: &[u8],
-        output: &mut [u8],
+        input: Src<'_>,
+        output: Dst<'_>,
         me: u32,
     ) -> Result<(), CommError> {
         let e = |x| err(op, x);
@@ -369,37 +444,48 @@ impl AscendBackend {
         let count = args.count;
         // Reduce's non-roots pass their input as the (unwritten) receive
         // buffer; Broadcast runs in the output buffer.
-        self.buf(Buf::In, inb)?;
-        self.buf(
-            Buf::Out,
-            outb.max(if args.kind == CollectiveKind::Reduce {
-                inb
-            } else {
-                0
-            }),
-        )?;
+        if !matches!(input, Src::Dev(..)) {
+            self.buf(Buf::In, inb)?;
+        }
+        if matches!(output, Dst::Host(_)) {
+            self.buf(
+                Buf::Out,
+                outb.max(if args.kind == CollectiveKind::Reduce {
+                    inb
+                } else {
+                    0
+                }),
+            )?;
+        }
         let lib = Arc::clone(&self.lib);
-        let (Some(din), Some(dout)) = (&self.bufs[0], &self.bufs[1]) else {
-            return Err(CommError::Broken("device buffers missing".into()));
+        let missing = || CommError::Broken("device buffers missing".into());
+        let din: At<'_> = match &input {
+            Src::Host(_) | Src::Kept => (self.bufs[0].as_ref().ok_or_else(missing)?, 0),
+            Src::Dev(m, at) => (*m, *at),
+        };
+        let dout: At<'_> = match &output {
+            Dst::Host(_) => (self.bufs[1].as_ref().ok_or_else(missing)?, 0),
+            Dst::Dev(m, at) => (*m, *at),
         };
         let (c, s) = (&self.comm, &self.stream);
-        match args.kind {
-            CollectiveKind::Broadcast => lib.copy_to_device(dout, 0, input).map_err(e)?,
-            _ => lib.copy_to_device(din, 0, input).map_err(e)?,
+        if let Src::Host(b) = input {
+            let to = match args.kind {
+                CollectiveKind::Broadcast => dout,
+                _ => din,
+            };
+            lib.copy_to_device(to.0, to.1, b).map_err(e)?;
         }
         let r = match args.kind {
-            CollectiveKind::AllReduce => c.all_reduce((din, 0), (dout, 0), count, dt, rop, s),
-            CollectiveKind::Broadcast => c.broadcast((dout, 0), count, dt, args.root, s),
-            CollectiveKind::ReduceScatter => {
-                c.reduce_scatter((din, 0), (dout, 0), count, dt, rop, s)
-            }
-            CollectiveKind::AllGather => c.all_gather((din, 0), (dout, 0), count, dt, s),
+            CollectiveKind::AllReduce => c.all_reduce(din, dout, count, dt, rop, s),
+            CollectiveKind::Broadcast => c.broadcast(dout, count, dt, args.root, s),
+            CollectiveKind::ReduceScatter => c.reduce_scatter(din, dout, count, dt, rop, s),
+            CollectiveKind::AllGather => c.all_gather(din, dout, count, dt, s),
             CollectiveKind::Reduce => {
                 let recv = if me == args.root { dout } else { din };
-                c.reduce((din, 0), (recv, 0), count, dt, rop, args.root, s)
+                c.reduce(din, recv, count, dt, rop, args.root, s)
             }
-            CollectiveKind::Scatter => c.scatter((din, 0), (dout, 0), count, dt, args.root, s),
-            CollectiveKind::AllToAll => c.all_to_all((din, 0), (dout, 0), count, dt, s),
+            CollectiveKind::Scatter => c.scatter(din, dout, count, dt, args.root, s),
+            CollectiveKind::AllToAll => c.all_to_all(din, dout, count, dt, s),
             CollectiveKind::AllToAllV => {
                 let m = args.send_matrix.as_ref().ok_or_else(|| CommError::Shape {
                     op: op.to_string(),
@@ -410,7 +496,7 @@ impl AscendBackend {
                 let sd: Vec<u64> = (0..n).map(|j| m.send_displ(r, j)).collect();
                 let rc: Vec<u64> = (0..n).map(|i| m.get(i, r)).collect();
                 let rd: Vec<u64> = (0..n).map(|i| m.recv_displ(r, i)).collect();
-                c.all_to_all_v(((din, 0), &sc, &sd), ((dout, 0), &rc, &rd), dt, s)
+                c.all_to_all_v((din, &sc, &sd), (dout, &rc, &rd), dt, s)
             }
             CollectiveKind::AllGatherV | CollectiveKind::ReduceScatterV => {
                 let v = args.counts.as_ref().ok_or_else(|| CommError::Shape {
@@ -421,9 +507,9 @@ impl AscendBackend {
                 let ds: Vec<u64> = (0..v.len()).map(|i| v.displ(i)).collect();
                 let mine = v.count(me as usize);
                 if args.kind == CollectiveKind::AllGatherV {
-                    c.all_gather_v(((din, 0), mine), ((dout, 0), &cs, &ds), dt, s)
+                    c.all_gather_v((din, mine), (dout, &cs, &ds), dt, s)
                 } else {
-                    c.reduce_scatter_v(((din, 0), &cs, &ds), ((dout, 0), mine), dt, rop, s)
+                    c.reduce_scatter_v((din, &cs, &ds), (dout, mine), dt, rop, s)
                 }
             }
             CollectiveKind::Barrier => c.barrier(s),
@@ -435,7 +521,52 @@ impl AscendBackend {
             }
         };
         r.map_err(e)?;
-        lib.copy_from_device(output, dout, 0).map_err(e)
+        match output {
+            Dst::Host(o) => lib.copy_from_device(o, dout.0, dout.1).map_err(e),
+            Dst::Dev(..) => Ok(()),
+        }
+    }
+
+    /// A direct collective on device memory (native mode): see
+    /// [`Backend::run_device`]. An in-place call's input is first copied
+    /// on the device into the kept input buffer (HCCL's calls differ in
+    /// which overlaps they allow; Broadcast is one buffer anyway).
+    fn native_device(
+        &mut self,
+        op: &str,
+        args: &CollectiveArgs,
+        bufs: DevBufs<'_>,
+        me: u32,
+    ) -> Result<(), CommError> {
+        match bufs {
+            DevBufs::Separate(i, o) => {
+                let input = match i {
+                    In::Host(b) => Src::Host(b),
+                    In::Npu(n) => Src::Dev(&n.mem, 0),
+                };
+                let output = match o {
+                    Out::Host(b) => Dst::Host(b),
+                    Out::Npu(n) => Dst::Dev(&n.mem, 0),
+                };
+                self.native(op, args, input, output, me)
+            }
+            DevBufs::InPlace(n) => {
+                let (ia, oa) = args
+                    .alias(me)
+                    .map_or((0, 0), |a| (a.input_at as usize, a.output_at as usize));
+                if args.kind == CollectiveKind::Broadcast {
+                    return self.native(op, args, Src::Dev(&n.mem, ia), Dst::Dev(&n.mem, oa), me);
+                }
+                let inb = args.io_bytes(me).0 as usize;
+                self.buf(Buf::In, inb)?;
+                if let Some(kept) = &self.bufs[Buf::In as usize] {
+                    self.lib
+                        .copy_device((kept, 0), (&n.mem, ia), inb)
+                        .map_err(|x| err(op, x))?;
+                }
+                self.native(op, args, Src::Kept, Dst::Dev(&n.mem, oa), me)
+            }
+        }
     }
 }
 
@@ -512,7 +643,13 @@ impl Backend for AscendBackend {
         }
         if self.mode == AscendMode::Native && self.native_call(op.args) {
             let (input, output) = split_user(op.args, sh.rank, user);
-            self.native(&name, op.args, &input, output, sh.rank)?;
+            self.native(
+                &name,
+                op.args,
+                Src::Host(&input),
+                Dst::Host(output),
+                sh.rank,
+            )?;
         } else {
             // Every rank's plan: the rounds are computed from all of them.
             let mut plans = (0..sh.size)
@@ -532,6 +669,36 @@ impl Backend for AscendBackend {
         self.started
     }
 
+    fn npu(&self) -> Option<(Arc<Library>, i32)> {
+        Some((Arc::clone(&self.lib), self.device))
+    }
+
+    /// Native mode's HCCL calls (not the ones run as schedules).
+    fn direct(&self, args: &CollectiveArgs) -> bool {
+        self.mode == AscendMode::Native && self.native_call(args)
+    }
+
+    /// HCCL's call on the device buffers' own memory, after the same
+    /// signature check as [`Backend::run`]; host sides (a mix) go through
+    /// the kept buffers.
+    fn run_device(
+        &mut self,
+        sh: &Shared,
+        op: Prepared<'_>,
+        bufs: DevBufs<'_>,
+    ) -> Result<OpTime, CommError> {
+        self.check_broken()?;
+        on_device(&self.lib, self.device)?;
+        let name = format!("comm '{}' {:?} #{}", sh.name, op.args.kind, op.seq);
+        let start = Instant::now();
+        self.started = Some(start);
+        if self.check {
+            self.agree(&name, &op, sh.rank, sh.size)?;
+        }
+        self.native_device(&name, op.args, bufs, sh.rank)?;
+        Ok(OpTime::Measured(start, Instant::now()))
+    }
+
     /// One `HcclBatchSendRecv` of every item, staged through one device
     /// buffer; a pair's items in message-number order (HCCL matches a
     /// pair's messages in call order). Items of count 0 move nothing.
@@ -546,19 +713,13 @@ impl Backend for AscendBackend {
         on_device(&self.lib, self.device)?;
         self.started = Some(Instant::now());
         let mut order: Vec<usize> = (0..items.len()).filter(|&i| items[i].count > 0).collect();
-        order.sort_by_key(|&i| {
-            (
-                items[i].peer,
-                matches!(items[i].buf, P2pBuf::Recv(_)),
-                numbers[i],
-            )
-        });
+        order.sort_by_key(|&i| (items[i].peer, items[i].kind() == P2pKind::Recv, numbers[i]));
         // HCCL takes one send to and one receive from each peer per
         // batch: round k holds each pair's k-th message, on every rank.
         let mut rounds: Vec<Vec<usize>> = Vec::new();
         let mut seen: Vec<((u32, bool), usize)> = Vec::new();
         for &i in &order {
-            let key = (items[i].peer, matches!(items[i].buf, P2pBuf::Recv(_)));
+            let key = (items[i].peer, items[i].kind() == P2pKind::Recv);
             let k = match seen.iter_mut().find(|(x, _)| *x == key) {
                 Some((_, n)) => {
                     *n += 1;
@@ -624,46 +785,49 @@ impl AscendBackend {
         items: &mut [P2pItem<'_>],
         round: &[usize],
     ) -> Result<(), CommError> {
+        // A host item's offset in the staging buffer; device buffers
+        // (`None`) go to HCCL as they are.
         let mut at = Vec::with_capacity(round.len());
         let mut total = 0usize;
         for &i in round {
-            at.push(total);
-            total += align(buf_len(&items[i]));
+            if let P2pBuf::Npu { .. } = items[i].buf {
+                at.push(None);
+            } else {
+                at.push(Some(total));
+                total += align(items[i].len());
+            }
         }
         let (lib, comm, stream, staging) = self.staging(total)?;
         let e = |x| err(name, x);
         for (k, &i) in round.iter().enumerate() {
-            if let P2pBuf::Send(b) = &items[i].buf {
-                lib.copy_to_device(staging, at[k], b).map_err(e)?;
+            if let (P2pBuf::Send(b), Some(off)) = (&items[i].buf, at[k]) {
+                lib.copy_to_device(staging, off, b).map_err(e)?;
             }
         }
         let list: Vec<_> = round
             .iter()
             .zip(&at)
-            .map(|(&i, &off)| {
+            .map(|(&i, off)| {
                 let it = &items[i];
-                let kind = match it.buf {
-                    P2pBuf::Send(_) => HCCL_SEND,
-                    P2pBuf::Recv(_) => HCCL_RECV,
+                let kind = match it.kind() {
+                    P2pKind::Send => HCCL_SEND,
+                    P2pKind::Recv => HCCL_RECV,
                 };
-                (kind, staging, off, it.count, it.dtype as i32, it.peer)
+                let (mem, off) = match (&it.buf, off) {
+                    (P2pBuf::Npu { npu, .. }, _) => (&npu.mem, 0),
+                    (_, off) => (staging, off.unwrap_or(0)),
+                };
+                (kind, mem, off, it.count, it.dtype as i32, it.peer)
             })
             .collect();
         lib.batch_send_recv(&list, comm, stream).map_err(e)?;
+        drop(list);
         for (k, &i) in round.iter().enumerate() {
-            if let P2pBuf::Recv(b) = &mut items[i].buf {
-                lib.copy_from_device(b, staging, at[k]).map_err(e)?;
+            if let (P2pBuf::Recv(b), Some(off)) = (&mut items[i].buf, at[k]) {
+                lib.copy_from_device(b, staging, off).map_err(e)?;
             }
         }
         Ok(())
-    }
-}
-
-/// The bytes of an item's buffer.
-fn buf_len(it: &P2pItem<'_>) -> usize {
-    match &it.buf {
-        P2pBuf::Send(b) => b.len(),
-        P2pBuf::Recv(b) => b.len(),
     }
 }
 

@@ -181,4 +181,37 @@ pub(crate) trait Backend: Send {
 
     /// The splitter for [`super::Comm::split`] and [`super::Comm::sub_comm`].
     fn splitter(&self) -> Box<dyn Splitter>;
+
+    /// The NPU this rank runs on (its library and device id), where
+    /// [`super::Comm::device_buffer`] allocates; `None`: host memory.
+    #[cfg(feature = "ascend")]
+    fn npu(&self) -> Option<(Arc<hccl_ascend_sys::Library>, i32)> {
+        None
+    }
+
+    /// Whether [`Backend::run_device`] runs `args` on device memory
+    /// directly; if not, the facade stages device buffers through host
+    /// memory and calls [`Backend::run`].
+    #[cfg(feature = "ascend")]
+    fn direct(&self, _args: &CollectiveArgs) -> bool {
+        false
+    }
+
+    /// Runs a planned collective on device memory (called only when
+    /// [`Backend::direct`] says so), buffers checked against the call.
+    ///
+    /// # Errors
+    /// As [`Backend::run`].
+    #[cfg(feature = "ascend")]
+    fn run_device(
+        &mut self,
+        _sh: &Shared,
+        op: Prepared<'_>,
+        _bufs: super::device::DevBufs<'_>,
+    ) -> Result<OpTime, CommError> {
+        Err(CommError::Unsupported(format!(
+            "{:?} on device buffers: this backend has no device memory",
+            op.args.kind
+        )))
+    }
 }

@@ -212,6 +212,13 @@ impl Backend for TcpBackend {
                 match &mut it.buf {
                     P2pBuf::Send(b) => sends.push(b),
                     P2pBuf::Recv(b) => recvs.push(b),
+                    // The call refused another device's buffer already.
+                    #[cfg(feature = "ascend")]
+                    P2pBuf::Npu { .. } => {
+                        return Err(CommError::Unsupported(format!(
+                            "{name}: an NPU buffer on the TCP backend"
+                        )))
+                    }
                 }
             }
             let packed_in: Vec<u8>;
