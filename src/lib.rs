@@ -12,6 +12,7 @@
 //! | [`comm`] | the communicator: constructors (rank table, root info, launcher variables, [`Comm::init_all`]), op ordering, argument checks, planning, the typed and byte-level collectives and point-to-point on any [`Buffer`] (host slices, or [`DeviceBuffer`]s: NPU memory on Ascend, host memory elsewhere), [`group`], split, abort and destroy |
 //! | `comm`'s backends | what moves the bytes, behind one seam: TCP (`HCCL_BACKEND=tcp`, the default), the simulator (`HCCL_BACKEND=sim`) and, with `--features ascend`, CANN's HCCL on Ascend NPUs (`HCCL_BACKEND=ascend`); see [`BackendKind`] |
 //! | [`profiling`] | per-op records and their JSON files (`HCCL_PROFILING_ENABLE`) |
+//! | [`stream`] | a host stream: a FIFO of tasks run by its worker or by the thread that waits (the C API's `aclrtStream`, the Python package's) |
 //! | [`flight`] | the flight recorder's dump format (JSON Lines; `docs/flight_recorder.md`) and its reader |
 //! | [`logging`] | [`init_logging`]: the library's `tracing` events on stderr (`RUST_LOG`, `ASCEND_GLOBAL_LOG_LEVEL`) |
 //! | `hccl_topology` | rank tables (HCCL 1.0 / 1.2), the cluster model, the fabric graph, machine presets |
@@ -64,6 +65,7 @@ pub mod comm;
 pub mod flight;
 pub mod logging;
 pub mod profiling;
+pub mod stream;
 
 pub use comm::{
     group, BackendError, BackendKind, Buffer, BufferMut, Comm, CommError, DeviceBuffer, Element,
