@@ -280,12 +280,25 @@ impl Comm {
             let d = Arc::clone(&done);
             // `op` owns the buffers: they are released (with the GIL) when
             // it returns, before `set` wakes the waiters.
-            self.stream
-                .submit(Box::new(move || d.set(op(&comm))))
+            let place = self
+                .stream
+                .submit(Box::new(move || {
+                    // A panic (a bug) fails this op instead of leaving
+                    // its Work waiting forever.
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| op(&comm)))
+                        .unwrap_or_else(|_| {
+                            Err(hccl::CommError::Broken(
+                                "the op panicked (a bug in hccl-rs)".into(),
+                            ))
+                        });
+                    d.set(r)
+                }))
                 .map_err(|m| hccl_error(py, 4, &m))?;
             return Ok(Some(Work {
                 done,
                 what: what.to_string(),
+                stream: Arc::clone(&self.stream),
+                place,
             }));
         }
         let stream = Arc::clone(&self.stream);

@@ -1,113 +1,84 @@
 //! A communicator's stream: its ops, blocking and async, run one at a time
 //! in the order Python called them, as ops on one HCCL stream do.
 //!
-//! `hccl::Comm` orders calls by when they are made; here an async op is
-//! made on a worker thread, later than the call. So every call takes a
-//! ticket when Python makes it: a blocking op waits for its ticket's turn
-//! on the caller's thread (the GIL released) and runs there; an async op
-//! goes to the communicator's worker thread (started on the first one),
-//! which runs its jobs in ticket order. The memory of an async op is the
-//! caller's, used in place (see `buffer`).
+//! It is an [`hccl::stream::Stream`] (the C API's `aclrtStream` too): a
+//! blocking op takes its place in the queue and runs on the caller's
+//! thread (the GIL released) once the ops before it have run; an async op
+//! is queued and started by the stream's worker thread, unless a
+//! `Work.wait()` comes first and runs it on the waiting thread (no thread
+//! hop per op for the common `all_reduce(..., async_op=True).wait()`,
+//! which is what torch.distributed does for every blocking call; that
+//! module says when the worker starts a task). The memory of an async op
+//! is the caller's, used in place (see `buffer`).
 
-use std::sync::mpsc::{channel, Sender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-/// A job of the worker thread.
+/// A job of the stream: it reports its own result (a `Work`'s `Done`).
 pub(crate) type Job = Box<dyn FnOnce() + Send>;
 
-#[derive(Default)]
-struct Turns {
-    /// The next ticket to hand out.
-    next: u64,
-    /// The ticket whose op may run now.
-    serving: u64,
-}
+type Tasks = hccl::stream::Stream<()>;
 
+/// One communicator's stream of ops, started on first use. Dropping it
+/// lets the worker finish the jobs it has and exit.
 #[derive(Default)]
-struct Inner {
-    turns: Mutex<Turns>,
-    cv: Condvar,
+pub(crate) struct Stream {
+    tasks: Mutex<Option<Arc<Tasks>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-impl Inner {
-    fn ticket(&self) -> u64 {
-        let mut t = lock(&self.turns);
-        t.next += 1;
-        t.next - 1
-    }
-
-    /// Blocks until ticket `t` may run; the returned guard passes the turn
-    /// on when dropped (also if the op panics).
-    fn turn(&self, t: u64) -> TurnGuard<'_> {
-        let mut g = lock(&self.turns);
-        while g.serving != t {
-            g = self.cv.wait(g).unwrap_or_else(|p| p.into_inner());
-        }
-        TurnGuard(self)
-    }
-}
-
-struct TurnGuard<'a>(&'a Inner);
-
-impl Drop for TurnGuard<'_> {
-    fn drop(&mut self) {
-        lock(&self.0.turns).serving += 1;
-        self.0.cv.notify_all();
-    }
-}
-
-/// One communicator's stream of ops. Dropping it lets the worker finish
-/// the jobs it has and exit.
-#[derive(Default)]
-pub(crate) struct Stream {
-    inner: Arc<Inner>,
-    /// The worker's queue, once an async op started it.
-    worker: Mutex<Option<Sender<(u64, Job)>>>,
-}
-
 impl Stream {
+    /// The stream, started now if this is its first use.
+    fn tasks(&self) -> Result<Arc<Tasks>, String> {
+        let mut t = lock(&self.tasks);
+        if let Some(s) = &*t {
+            return Ok(Arc::clone(s));
+        }
+        let s = Arc::new(
+            Tasks::new("hccl-rs-stream", || ())
+                .map_err(|e| format!("cannot start the communicator's worker thread: {e}"))?,
+        );
+        *t = Some(Arc::clone(&s));
+        Ok(s)
+    }
+
     /// Runs `f` on this thread in its turn (after every op called before).
     pub(crate) fn run<R>(&self, f: impl FnOnce() -> R) -> R {
-        let t = self.inner.ticket();
-        let _turn = self.inner.turn(t);
-        f()
+        match self.tasks() {
+            Ok(s) => s.run_here(f),
+            // No stream could start, so no op was ever queued on it: this
+            // one's turn is now.
+            Err(_) => f(),
+        }
     }
 
-    /// Queues `job` to run on the worker thread in its turn.
+    /// Queues `job` to run in its turn; returns its place for [`Stream::wait_for`].
     ///
     /// # Errors
-    /// The thread could not be started (the message says why).
-    pub(crate) fn submit(&self, job: Job) -> Result<(), String> {
-        let mut w = lock(&self.worker);
-        if w.is_none() {
-            let (tx, rx) = channel::<(u64, Job)>();
-            let inner = Arc::clone(&self.inner);
-            std::thread::Builder::new()
-                .name("hccl-rs-stream".into())
-                .spawn(move || {
-                    for (t, job) in rx {
-                        let _turn = inner.turn(t);
-                        job();
-                    }
-                })
-                .map_err(|e| format!("cannot start the communicator's worker thread: {e}"))?;
-            *w = Some(tx);
+    /// The worker thread could not be started (the message says why).
+    pub(crate) fn submit(&self, job: Job) -> Result<u64, String> {
+        Ok(self.tasks()?.enqueue(Box::new(move || {
+            job();
+            Ok(())
+        })))
+    }
+
+    /// Blocks until the job at `place` has run, running queued jobs on
+    /// this thread if the worker has not started them.
+    pub(crate) fn wait_for(&self, place: u64) {
+        let s = lock(&self.tasks).clone();
+        if let Some(s) = s {
+            s.wait_for(place);
         }
-        // The ticket is taken under the worker lock, so the queue holds
-        // tickets in ascending order.
-        let t = self.inner.ticket();
-        let sent = w.as_ref().map(|tx| tx.send((t, job)));
-        if !matches!(sent, Some(Ok(()))) {
-            // The worker is gone (it cannot be: it only ends when the
-            // sender drops); pass the turn on so later ops do not wait.
-            drop(self.inner.turn(t));
-            return Err("the communicator's worker thread has stopped".into());
+    }
+
+    /// Makes the worker start what is queued (for a timed wait).
+    pub(crate) fn kick(&self) {
+        if let Some(s) = &*lock(&self.tasks) {
+            s.kick();
         }
-        Ok(())
     }
 
     /// Blocks until every op called so far has finished.

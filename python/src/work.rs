@@ -66,17 +66,28 @@ pub(crate) struct Work {
     pub(crate) done: Arc<Done>,
     /// "AllReduce", ... for repr.
     pub(crate) what: String,
+    /// The communicator's stream and the op's place in it: an untimed
+    /// `wait()` runs the op itself if the worker has not started it.
+    pub(crate) stream: Arc<crate::stream::Stream>,
+    pub(crate) place: u64,
 }
 
 #[pymethods]
 impl Work {
     /// Blocks (the GIL released) until the op finishes; returns True.
+    /// Without a timeout this thread runs the op (and those queued before
+    /// it) itself if the worker has not started it.
     /// Raises the op's HcclError if it failed (every time it is called),
     /// TimeoutError if `timeout` seconds pass first.
     #[pyo3(signature = (timeout=None))]
     fn wait(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<bool> {
         let done = Arc::clone(&self.done);
+        let (stream, place) = (Arc::clone(&self.stream), self.place);
         let r = py.detach(move || {
+            match timeout {
+                None => stream.wait_for(place),
+                Some(_) => stream.kick(),
+            }
             let mut s = done.lock();
             let until =
                 timeout.map(|t| std::time::Instant::now() + Duration::from_secs_f64(t.max(0.0)));
