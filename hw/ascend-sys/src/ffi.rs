@@ -67,6 +67,7 @@ table! {
     acl aclrtFree: fn(*mut c_void) -> AclError;
     acl aclrtMallocHost: fn(*mut *mut c_void, usize) -> AclError;
     acl aclrtFreeHost: fn(*mut c_void) -> AclError;
+    acl aclrtGetMemInfo: fn(i32, *mut usize, *mut usize) -> AclError;
     acl aclrtMemcpy: fn(*mut c_void, usize, *const c_void, usize, i32) -> AclError;
     acl aclrtMemcpyAsync: fn(*mut c_void, usize, *const c_void, usize, i32, AclrtStream) -> AclError;
     acl aclrtCreateStream: fn(*mut AclrtStream) -> AclError;
@@ -441,6 +442,18 @@ impl Library {
             len,
             host: false,
         })
+    }
+
+    /// `aclrtGetMemInfo(ACL_HBM_MEM)`: this thread's device's free and
+    /// total memory, in bytes.
+    ///
+    /// # Errors
+    /// [`AscendError::Acl`].
+    pub fn mem_info(&self) -> Res<(usize, usize)> {
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: writes one size_t to each of two live locals.
+        let c = unsafe { (self.t.aclrtGetMemInfo)(ACL_HBM_MEM, &mut free, &mut total) };
+        self.acl("aclrtGetMemInfo", c).map(|()| (free, total))
     }
 
     /// `aclrtMallocHost(len)`: page-locked host memory, as a

@@ -305,6 +305,11 @@ pub const ACL_MEMCPY_DEVICE_TO_HOST: i32 = 2;
 /// `ACL_MEMCPY_DEVICE_TO_DEVICE`.
 pub const ACL_MEMCPY_DEVICE_TO_DEVICE: i32 = 3;
 
+/// `ACL_HBM_MEM` (`acl_rt.h` `aclrtMemAttr`: `ACL_DDR_MEM` 0,
+/// `ACL_HBM_MEM` 1, ...): the NPU's own memory, which `aclrtMalloc`
+/// takes from; the attribute [`crate::Library::mem_info`] asks about.
+pub const ACL_HBM_MEM: i32 = 1;
+
 /// `ACL_MEM_MALLOC_HUGE_FIRST` (`acl_rt.h` `aclrtMemMallocPolicy`): what
 /// CANN's samples and hccl_test pass to `aclrtMalloc`.
 pub const ACL_MEM_MALLOC_HUGE_FIRST: i32 = 0;
