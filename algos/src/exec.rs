@@ -65,28 +65,34 @@ const EMPTY_SLOT: Slot = Slot {
 };
 
 /// A set of ring positions: the first 64 inline (no allocation for the
-/// usual small windows), the rest in `hi` (a boxed slice: 16 bytes in
-/// the executor, which the simulator keeps one of per rank).
+/// usual small windows), the rest in `hi` (a boxed `Vec`: one pointer,
+/// 8 bytes in the executor, which the simulator keeps one of per rank;
+/// the double indirection is paid only by windows over 64 steps).
 #[derive(Debug, Default)]
 struct Bits {
     lo: u64,
-    hi: Box<[u64]>,
+    #[allow(clippy::box_collection)] // 8 bytes in the executor instead of 16
+    hi: Option<Box<Vec<u64>>>,
 }
 
 impl Bits {
+    fn hi(&self) -> &[u64] {
+        self.hi.as_deref().map_or(&[], Vec::as_slice)
+    }
+
     fn word(&self, w: usize) -> u64 {
         if w == 0 {
             self.lo
         } else {
-            self.hi[w - 1]
+            self.hi()[w - 1]
         }
     }
 
     fn word_mut(&mut self, w: usize) -> &mut u64 {
-        if w == 0 {
-            &mut self.lo
-        } else {
-            &mut self.hi[w - 1]
+        match (w, self.hi.as_deref_mut()) {
+            (0, _) => &mut self.lo,
+            (_, Some(hi)) => &mut hi[w - 1],
+            (_, None) => unreachable!("position {} of a set of 64", w * 64),
         }
     }
 
@@ -99,17 +105,13 @@ impl Bits {
     }
 
     fn is_empty(&self) -> bool {
-        self.lo == 0 && self.hi.iter().all(|&w| w == 0)
+        self.lo == 0 && self.hi().iter().all(|&w| w == 0)
     }
 
     fn reset(&mut self, positions: usize) {
         self.lo = 0;
         let words = positions.div_ceil(64).saturating_sub(1);
-        if self.hi.len() == words {
-            self.hi.fill(0);
-        } else {
-            self.hi = vec![0; words].into_boxed_slice();
-        }
+        self.hi = (words > 0).then(|| Box::new(vec![0; words]));
     }
 
     /// The first set position in cyclic order from `start`, over a ring of
@@ -159,7 +161,8 @@ pub enum ExecError {
 /// executor besides the plan.
 pub struct Executor {
     plan: RankPlan,
-    slots: Vec<Slot>,
+    /// The ring (a boxed slice: its length is its capacity).
+    slots: Box<[Slot]>,
     /// Index of the oldest step in the window; every step below it has completed.
     base: StepId,
     /// Steps in the window (`base..base + len`).
@@ -193,7 +196,7 @@ impl Executor {
     pub fn with_window(plan: RankPlan, window: usize) -> Executor {
         Executor {
             plan,
-            slots: Vec::new(),
+            slots: Box::default(),
             base: 0,
             len: 0,
             capacity: window.clamp(1, MAX_WINDOW) as u32,
@@ -236,7 +239,7 @@ impl Executor {
                 self.fences.set(p);
             }
         }
-        self.slots = slots;
+        self.slots = slots.into_boxed_slice();
     }
 
     fn refill(&mut self) {

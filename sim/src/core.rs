@@ -70,13 +70,15 @@ pub(crate) enum Status {
 }
 
 /// A posted send or receive waiting for its partner, kept at the receiver.
-/// Only what matching and timing need (48 bytes, not the whole [`Op`]): the
+/// Only what matching and timing need (32 bytes, not the whole [`Op`]): the
 /// op itself is in the poster's executor window until it completes, and in
 /// data mode also in `Core::data_ops` (slot `op_slot`).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Pending {
-    pub comm: u64,
-    pub seq: u64,
+    /// The poster's op, a scenario op index: it names the communicator
+    /// and sequence number (each op is one `(communicator, seq)`) in 4
+    /// bytes instead of 16.
+    pub op: u32,
     /// Bytes of the step.
     pub len: u64,
     /// The other fabric rank (the sender for a send, the sender for a receive too:
@@ -482,14 +484,10 @@ impl<'a> Core<'a> {
         is_send: bool,
         op: &Op,
     ) -> Result<(), SimError> {
-        let ctx = self.ranks[poster as usize].ctx;
+        let op_index = self.ranks[poster as usize].op;
         let list = &mut self.ranks[dst as usize].pending;
         let found = list.iter().position(|p| {
-            p.is_send != is_send
-                && p.peer == src
-                && p.tag == tag
-                && p.seq == ctx.seq
-                && p.comm == ctx.comm
+            p.is_send != is_send && p.peer == src && p.tag == tag && p.op == op_index
         });
         let this = Side {
             step,
@@ -514,8 +512,7 @@ impl<'a> Core<'a> {
                     NONE
                 };
                 self.ranks[dst as usize].pending.push(Pending {
-                    comm: ctx.comm,
-                    seq: ctx.seq,
+                    op: op_index,
                     len: this.len,
                     peer: src,
                     tag,

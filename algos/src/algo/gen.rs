@@ -187,7 +187,47 @@ pub(crate) struct Seq {
     /// `front` emitted its last round: the join and the next phase come
     /// on the next call.
     front_done: bool,
-    rest: VecDeque<Box<dyn Gen>>,
+    rest: Rest,
+}
+
+/// The phases after the running one.
+enum Rest {
+    /// Built up front.
+    Built(VecDeque<Box<dyn Gen>>),
+    /// Built when they start: phase `next..count` by `build(i)` (a
+    /// hierarchical plan's later phases; the simulator holds one plan per
+    /// rank, and two phases not yet started were ~300 bytes of each
+    /// rank's share at the start of a run).
+    Lazy {
+        next: u32,
+        count: u32,
+        build: PhaseBuilder,
+    },
+}
+
+/// Builds phase `i` of a [`seq_lazy`] plan.
+pub(crate) type PhaseBuilder = Box<dyn FnMut(u32) -> Box<dyn Gen> + Send>;
+
+impl Rest {
+    fn is_empty(&self) -> bool {
+        match self {
+            Rest::Built(q) => q.is_empty(),
+            Rest::Lazy { next, count, .. } => *next >= *count,
+        }
+    }
+
+    fn pop_front(&mut self) -> Option<Box<dyn Gen>> {
+        match self {
+            Rest::Built(q) => q.pop_front(),
+            Rest::Lazy { next, count, build } => {
+                if *next >= *count {
+                    return None;
+                }
+                *next += 1;
+                Some(build(*next - 1))
+            }
+        }
+    }
 }
 
 /// Runs `phases` in sequence.
@@ -197,7 +237,21 @@ pub(crate) fn seq(phases: Vec<Box<dyn Gen>>) -> Box<dyn Gen> {
     Box::new(Seq {
         front: rest.pop_front(),
         front_done: false,
-        rest,
+        rest: Rest::Built(rest),
+    })
+}
+
+/// Runs `first`, then phases `1..count` built by `build` as each starts:
+/// the same steps as [`seq`] of all of them.
+pub(crate) fn seq_lazy(first: Box<dyn Gen>, count: u32, build: PhaseBuilder) -> Box<dyn Gen> {
+    Box::new(Seq {
+        front: Some(first),
+        front_done: false,
+        rest: Rest::Lazy {
+            next: 1,
+            count,
+            build,
+        },
     })
 }
 

@@ -2,7 +2,7 @@
 //! pod) over a regular layout, as HCCL's `level0`/`level1`/`level2`.
 
 use crate::collective::{CollectiveArgs, CollectiveKind};
-use crate::layout::GroupLayout;
+use crate::layout::{GroupLayout, Regular};
 use crate::schedule::Rank;
 
 use super::gen::{self, Blocks, Ctx, Gen, Group};
@@ -60,12 +60,65 @@ pub fn resolved(spec: &AlgoSpec, layout: &GroupLayout) -> AlgoSpec {
 }
 
 /// Hierarchical composition over a regular layout (see [`GroupLayout::regular`]).
+///
+/// Only the first phase is built here; each later one when it starts,
+/// by planning again and keeping that phase (the same inputs give the
+/// same phases, so the steps are those of building all of them at once).
 pub(super) fn build_hier(
     args: &CollectiveArgs,
     levels: &Levels,
     layout: &GroupLayout,
     rank: Rank,
 ) -> Planned {
+    let shape = layout.regular()?;
+    let first = hier_phases(args, levels, shape, rank, 0)?;
+    let Some(gen) = first.kept else {
+        return Ok((first.scratch, gen::seq(Vec::new())));
+    };
+    let (args, levels) = (args.clone(), *levels);
+    let build = move |i: u32| -> Box<dyn Gen> {
+        hier_phases(&args, &levels, shape, rank, i)
+            .ok()
+            .and_then(|p| p.kept)
+            .expect("a plan that was built once builds again")
+    };
+    Ok((
+        first.scratch,
+        gen::seq_lazy(gen, first.count, Box::new(build)),
+    ))
+}
+
+/// The phases of a hierarchical plan, counted, with one of them kept.
+struct Phases {
+    keep: u32,
+    count: u32,
+    kept: Option<Box<dyn Gen>>,
+    /// Scratch bytes the whole plan needs.
+    scratch: u64,
+}
+
+impl Phases {
+    fn add(&mut self, g: Box<dyn Gen>) {
+        if self.count == self.keep {
+            self.kept = Some(g);
+        }
+        self.count += 1;
+    }
+
+    fn push(&mut self, (scratch, g): (u64, Box<dyn Gen>)) {
+        self.scratch = self.scratch.max(scratch);
+        self.add(g);
+    }
+}
+
+/// Plans the phases of `rank` on `shape`, keeping phase `keep`.
+fn hier_phases(
+    args: &CollectiveArgs,
+    levels: &Levels,
+    shape: Regular,
+    rank: Rank,
+    keep: u32,
+) -> Result<Phases, AlgoError> {
     use CollectiveKind as K;
     let kind = args.kind;
     let esz = args.dtype.size();
@@ -78,7 +131,6 @@ pub(super) fn build_hier(
             .into(),
     }
     };
-    let shape = layout.regular()?;
     let k0 = shape.ranks_per_server;
     // Without a level-2 algorithm, super pods are flattened into level 1.
     let (k1, k2) = if levels.level2.is_some() {
@@ -150,28 +202,25 @@ pub(super) fn build_hier(
     };
     // Levels with more than one member, innermost first.
     let used: Vec<usize> = (0..3).filter(|&l| groups[l].0.size > 1).collect();
-    let mut phases: Vec<Box<dyn Gen>> = Vec::new();
-    let mut scratch_need = 0u64;
-    let mut push = |r: (u64, Box<dyn Gen>), phases: &mut Vec<Box<dyn Gen>>| {
-        scratch_need = scratch_need.max(r.0);
-        phases.push(r.1);
+    let mut phases = Phases {
+        keep,
+        count: 0,
+        kept: None,
+        scratch: 0,
     };
     match kind {
         K::AllReduce => {
             if used.is_empty() {
-                push(
-                    phase_ar(
-                        env,
-                        Algorithm::Ring,
-                        ctx(0, 0),
-                        n,
-                        input,
-                        output,
-                        same,
-                        divide,
-                    )?,
-                    &mut phases,
-                );
+                phases.push(phase_ar(
+                    env,
+                    Algorithm::Ring,
+                    ctx(0, 0),
+                    n,
+                    input,
+                    output,
+                    same,
+                    divide,
+                )?);
             }
             // Reduce-scatter down the levels, all-reduce at the top, all-gather back.
             let (mut off, mut len) = (0u64, n);
@@ -182,39 +231,33 @@ pub(super) fn build_hier(
                 let c = ctx(l, i as u32);
                 if i + 1 == used.len() {
                     let here = output.shift(off);
-                    push(
-                        phase_ar(
-                            env,
-                            algo_of(l),
-                            c,
-                            len,
-                            src.shift(off),
-                            here,
-                            src_same,
-                            divide,
-                        )?,
-                        &mut phases,
-                    );
+                    phases.push(phase_ar(
+                        env,
+                        algo_of(l),
+                        c,
+                        len,
+                        src.shift(off),
+                        here,
+                        src_same,
+                        divide,
+                    )?);
                 } else {
                     let blocks = Blocks::Even {
                         total: len,
                         parts: c.g.size,
                     };
                     let mine = output.shift(off + blocks.off(c.me));
-                    push(
-                        phase_rs(
-                            env,
-                            algo_of(l),
-                            c,
-                            blocks.clone(),
-                            src.shift(off),
-                            mine,
-                            scratch,
-                            src_same,
-                            None,
-                        )?,
-                        &mut phases,
-                    );
+                    phases.push(phase_rs(
+                        env,
+                        algo_of(l),
+                        c,
+                        blocks.clone(),
+                        src.shift(off),
+                        mine,
+                        scratch,
+                        src_same,
+                        None,
+                    )?);
                     stack.push((l, blocks.clone(), off));
                     (off, len) = (off + blocks.off(c.me), blocks.len(c.me));
                     src = output;
@@ -223,10 +266,14 @@ pub(super) fn build_hier(
             }
             for (j, (l, blocks, off)) in stack.into_iter().rev().enumerate() {
                 let c = ctx(l, (used.len() + j) as u32);
-                push(
-                    phase_ag(env, algo_of(l), c, blocks, None, output.shift(off))?,
-                    &mut phases,
-                );
+                phases.push(phase_ag(
+                    env,
+                    algo_of(l),
+                    c,
+                    blocks,
+                    None,
+                    output.shift(off),
+                )?);
             }
         }
         K::AllGather => {
@@ -235,7 +282,7 @@ pub(super) fn build_hier(
             let mut own_src = (!same).then_some(input);
             let mut each = n;
             for (l, &(g, _)) in groups.iter().enumerate() {
-                if g.size > 1 || (l == 2 && phases.is_empty()) {
+                if g.size > 1 || (l == 2 && phases.count == 0) {
                     // Element offset of this group's region in the output.
                     let region = [server_base as u64 * n, pod_base as u64 * n, 0][l];
                     let a = if g.size > 1 {
@@ -243,17 +290,14 @@ pub(super) fn build_hier(
                     } else {
                         Algorithm::Ring
                     };
-                    push(
-                        phase_ag(
-                            env,
-                            a,
-                            ctx(l, l as u32),
-                            Blocks::uniform(each, g.size),
-                            own_src,
-                            output.shift(region),
-                        )?,
-                        &mut phases,
-                    );
+                    phases.push(phase_ag(
+                        env,
+                        a,
+                        ctx(l, l as u32),
+                        Blocks::uniform(each, g.size),
+                        own_src,
+                        output.shift(region),
+                    )?);
                     own_src = None;
                 }
                 each *= g.size as u64;
@@ -287,33 +331,36 @@ pub(super) fn build_hier(
                 false,
                 divide,
             )?;
-            scratch_need = chunk * esz + r1.0.max(r0.0);
-            phases.push(r1.1);
-            phases.push(r0.1);
+            phases.scratch = chunk * esz + r1.0.max(r0.0);
+            phases.add(r1.1);
+            phases.add(r0.1);
         }
         K::ReduceScatter if k2 == 1 => {
-            push(
-                phase_rs(
-                    env,
-                    algo_of(0),
-                    ctx(0, 0),
-                    Blocks::uniform(n, k0),
-                    input,
-                    output,
-                    scratch,
-                    same,
-                    divide,
-                )?,
-                &mut phases,
-            );
+            phases.push(phase_rs(
+                env,
+                algo_of(0),
+                ctx(0, 0),
+                Blocks::uniform(n, k0),
+                input,
+                output,
+                scratch,
+                same,
+                divide,
+            )?);
         }
         K::Broadcast => {
             if local == root_local && p > k0 {
                 let c = roots_ctx(0);
-                push(
-                    phase_bcast(env, algo_of(1), c, n, root_server, input, output, same)?,
-                    &mut phases,
-                );
+                phases.push(phase_bcast(
+                    env,
+                    algo_of(1),
+                    c,
+                    n,
+                    root_server,
+                    input,
+                    output,
+                    same,
+                )?);
             }
             let from = if rank == args.root && p <= k0 {
                 input
@@ -325,19 +372,16 @@ pub(super) fn build_hier(
             } else {
                 true
             };
-            push(
-                phase_bcast(
-                    env,
-                    algo_of(0),
-                    ctx(0, 1),
-                    n,
-                    root_local,
-                    from,
-                    output,
-                    same0,
-                )?,
-                &mut phases,
-            );
+            phases.push(phase_bcast(
+                env,
+                algo_of(0),
+                ctx(0, 1),
+                n,
+                root_local,
+                from,
+                output,
+                same0,
+            )?);
         }
         K::Reduce => {
             let is_root = rank == args.root;
@@ -358,29 +402,87 @@ pub(super) fn build_hier(
                 same && is_root,
                 if single { divide } else { None },
             )?;
-            push(r0, &mut phases);
+            phases.push(r0);
             if local == root_local && !single {
                 let c = roots_ctx(1);
-                push(
-                    phase_reduce(
-                        env,
-                        algo_of(1),
-                        c,
-                        n,
-                        root_server,
-                        acc,
-                        output,
-                        spare,
-                        is_root,
-                        divide,
-                    )?,
-                    &mut phases,
-                );
+                phases.push(phase_reduce(
+                    env,
+                    algo_of(1),
+                    c,
+                    n,
+                    root_server,
+                    acc,
+                    output,
+                    spare,
+                    is_root,
+                    divide,
+                )?);
             }
             // The accumulator sits below the phases' own scratch.
-            scratch_need += n * esz;
+            phases.scratch += n * esz;
         }
         _ => return Err(unsupported()),
     }
-    Ok((scratch_need, gen::seq(phases)))
+    Ok(phases)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::Step;
+    use crate::DataType;
+
+    /// A plan whose later phases are built as they start emits the steps
+    /// of the same phases built at once (two and three levels, every kind
+    /// the composition covers, ranks on every server position).
+    #[test]
+    fn lazy_phases_give_the_steps_of_all_phases_built_at_once() {
+        let layout = GroupLayout::pods(2, 3, 4);
+        let shape = layout.regular().unwrap();
+        let ring = Some(Algorithm::Ring);
+        let level_sets = [
+            Levels {
+                level0: ring,
+                level1: ring,
+                level2: None,
+            },
+            Levels {
+                level0: Some(Algorithm::Mesh),
+                level1: Some(Algorithm::HalvingDoubling),
+                level2: ring,
+            },
+        ];
+        let mut multi_phase = 0;
+        for kind in [
+            CollectiveKind::AllReduce,
+            CollectiveKind::AllGather,
+            CollectiveKind::ReduceScatter,
+            CollectiveKind::Broadcast,
+            CollectiveKind::Reduce,
+        ] {
+            for levels in &level_sets {
+                for rank in [0, 5, 7, 23] {
+                    let args = CollectiveArgs::new(kind, 96, DataType::Fp32, 24).with_root(7);
+                    let Ok((_, lazy)) = build_hier(&args, levels, &layout, rank) else {
+                        continue;
+                    };
+                    let count = hier_phases(&args, levels, shape, rank, 0).unwrap().count;
+                    let all: Vec<Box<dyn Gen>> = (0..count)
+                        .map(|i| {
+                            hier_phases(&args, levels, shape, rank, i)
+                                .unwrap()
+                                .kept
+                                .unwrap()
+                        })
+                        .collect();
+                    let got: Vec<Step> = gen::into_plan(lazy).collect();
+                    let want: Vec<Step> = gen::into_plan(gen::seq(all)).collect();
+                    assert!(!want.is_empty(), "{kind:?} {levels:?} rank {rank}");
+                    assert_eq!(got, want, "{kind:?} {levels:?} rank {rank}");
+                    multi_phase += usize::from(count >= 2);
+                }
+            }
+        }
+        assert!(multi_phase >= 20, "only {multi_phase} plans had 2+ phases");
+    }
 }
