@@ -1,7 +1,7 @@
 //! The reader task of a connection with the same-host fast path
 //! ([`super::cma`]): every frame on it is small (pieces travel as
 //! descriptors; byte-stream messages are at most [`MAX_INLINE_ON_CMA`]
-//! bytes), so it reads whole frames, and it never lets a piece or message
+//! bytes, [`MAX_INLINE_ON_RINGS`] on a ring link), so it reads whole frames, and it never lets a piece or message
 //! that waits for the peer's byte budget hold up the frames behind it.
 //!
 //! Why: the peer's acks for this rank's lent pieces arrive on this same
@@ -24,9 +24,13 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::io::Event;
 use super::wire::{
     FrameHeader, FrameKind, PieceDesc, SessionId, WireError, FRAME_HEADER_LEN, MAX_CMA_PIECE,
-    MAX_INLINE_ON_CMA, PIECE_DESC_LEN,
+    MAX_INLINE_ON_CMA, MAX_INLINE_ON_RINGS, PIECE_DESC_LEN,
 };
 use crate::sync::ByteBudget;
+
+// A ring link's longer inline messages are still small frames.
+const _: () =
+    assert!(MAX_INLINE_ON_RINGS >= MAX_INLINE_ON_CMA && MAX_INLINE_ON_RINGS < MAX_QUEUED_BYTES);
 
 /// Most frames held behind a piece that waits for budget.
 pub(crate) const MAX_QUEUED: usize = 1024;
@@ -75,6 +79,9 @@ struct Framer<R> {
     body: Option<(FrameHeader, Vec<u8>)>,
     /// Chunk buffers, shared with the executor.
     pool: ChunkPool,
+    /// Longest byte-stream payload accepted: [`MAX_INLINE_ON_CMA`], or
+    /// [`MAX_INLINE_ON_RINGS`] on a ring link.
+    max_inline: u64,
 }
 
 /// Why the framer stopped.
@@ -141,11 +148,11 @@ impl<R: AsyncRead + Unpin> Framer<R> {
             hb.try_into().map_err(|_| WireError::Malformed("header"))?;
         let h = FrameHeader::decode(hb, session)?;
         let body = match h.kind {
-            FrameKind::Data if h.len > MAX_INLINE_ON_CMA => {
+            FrameKind::Data if h.len > self.max_inline => {
                 return Err(WireError::TooLong {
                     what: "byte-stream payload on a cross-memory connection",
                     len: h.len,
-                    max: MAX_INLINE_ON_CMA,
+                    max: self.max_inline,
                 })
             }
             FrameKind::Data if h.len > 0 => {
@@ -312,12 +319,14 @@ pub(crate) async fn reader<R: AsyncRead + Unpin>(
     budget: ByteBudget,
     ev: UnboundedSender<Event>,
     pool: ChunkPool,
+    max_inline: u64,
 ) {
     let mut framer = Framer {
         r,
         buf: Vec::with_capacity(8 << 10),
         body: None,
         pool,
+        max_inline,
     };
     let mut queue: VecDeque<Item> = VecDeque::new();
     let mut msg: Option<Msg> = None;

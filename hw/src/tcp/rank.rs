@@ -81,7 +81,7 @@ use super::error::AbortKind;
 use super::error::TcpError;
 use super::io::{reader, writer, Event, Outgoing};
 use super::root::RootInfo;
-use super::wire::{SessionId, Signature};
+use super::wire::{SessionId, Signature, MAX_INLINE_ON_CMA, MAX_INLINE_ON_RINGS};
 use crate::shm::pipe::{watch, ShmLink, ShmReader, ShmWriter};
 use crate::sync::{ByteBudget, Permit};
 
@@ -196,6 +196,11 @@ struct Peer {
     sends: SendQueue,
     /// The peer reads this rank's pieces (its probe answer was "ok").
     cma_send: bool,
+    /// Messages longer than this go to a `cma_send` peer as lent pieces,
+    /// shorter ones as bytes: [`MAX_INLINE_ON_CMA`], or
+    /// [`MAX_INLINE_ON_RINGS`] to a ring peer when this host runs more
+    /// ranks than CPUs.
+    inline_max: u64,
     /// The peer's process, verified by the probe: this rank reads its pieces.
     cma_pid: Option<u32>,
     /// This op's op-start frames for the peer (its signature, later the
@@ -354,7 +359,15 @@ impl TcpRank {
                 let rd = ShmReader(Arc::clone(&link));
                 if settled[p].recv_pid.is_some() {
                     let pool = chunk_pool.clone();
-                    let rd = cma_reader::reader(peer, rd, mesh.session, budget.clone(), ev, pool);
+                    let rd = cma_reader::reader(
+                        peer,
+                        rd,
+                        mesh.session,
+                        budget.clone(),
+                        ev,
+                        pool,
+                        MAX_INLINE_ON_RINGS,
+                    );
                     runtime.spawn(rd);
                 } else {
                     runtime.spawn(reader(peer, rd, mesh.session, budget.clone(), ev, recycled));
@@ -373,7 +386,15 @@ impl TcpRank {
             peers[p].direct = direct.map(Direct::Tcp);
             if settled[p].recv_pid.is_some() {
                 let pool = chunk_pool.clone();
-                let rd = cma_reader::reader(peer, r, mesh.session, budget.clone(), ev, pool);
+                let rd = cma_reader::reader(
+                    peer,
+                    r,
+                    mesh.session,
+                    budget.clone(),
+                    ev,
+                    pool,
+                    MAX_INLINE_ON_CMA,
+                );
                 runtime.spawn(rd);
             } else {
                 runtime.spawn(reader(peer, r, mesh.session, budget.clone(), ev, recycled));
@@ -389,11 +410,19 @@ impl TcpRank {
             .filter(|p| p.cma_send || p.shm.is_some())
             .count();
         let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
-        let (look, spin_busy) = if local_ranks <= cpus {
-            (SPIN_BEFORE_SLEEP, SPIN_BUSY)
-        } else {
+        let oversubscribed = local_ranks > cpus;
+        let (look, spin_busy) = if oversubscribed {
             (SPIN_OVERSUBSCRIBED, Duration::ZERO)
+        } else {
+            (SPIN_BEFORE_SLEEP, SPIN_BUSY)
         };
+        for p in &mut peers {
+            p.inline_max = if oversubscribed && p.shm.is_some() {
+                MAX_INLINE_ON_RINGS
+            } else {
+                MAX_INLINE_ON_CMA
+            };
+        }
         let spin = (local_ranks > 1).then_some(look);
         Ok(TcpRank {
             rank,

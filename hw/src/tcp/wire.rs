@@ -96,6 +96,18 @@ pub const MAX_CMA_PIECE: u64 = 1 << 20;
 /// 256 KiB–2 MiB; 16 KiB made 4 processes slower at 32 KiB (93–107 µs
 /// against 71–74).
 pub const MAX_INLINE_ON_CMA: u64 = 32 << 10;
+/// Largest byte-stream payload on a pair whose frames travel in
+/// shared-memory rings (`hccl_hw::shm`), where a rank sends messages up
+/// to this length as bytes when its host runs more ranks than CPUs
+/// (`TcpRank::connect`; up to [`MAX_INLINE_ON_CMA`] otherwise). There a
+/// lent piece makes the sender wait for the peer's ack, and with two
+/// ranks per core the peer is often not running: a message in the ring
+/// completes when written. 64 KiB: a whole frame of it still fits the
+/// 256 KiB ring three times over, so it is one write and never streams
+/// through a ring the reader must drain while the writer waits (at
+/// 256 KiB, 4 processes were up to 1.5× slower at 512 KiB–1 MiB than
+/// with lent pieces). Measured in `bench/tcp.md` (issue 21, session 11).
+pub const MAX_INLINE_ON_RINGS: u64 = 64 << 10;
 /// Bytes of the random token a [`CmaProbe`] names.
 pub const CMA_TOKEN_LEN: usize = 32;
 /// Bytes of an encoded [`ShmOffer`].

@@ -47,7 +47,7 @@ impl Side {
     /// The simulated writer: every piece the window lets go, as frames on
     /// `wire`; a written piece leaves the window at once.
     fn write(&mut self, wire: &mut VecDeque<Frame>) {
-        while let Some(p) = self.sends.next_piece(false) {
+        while let Some(p) = self.sends.next_piece(None) {
             if p.first {
                 wire.push_back(Frame::Header(p.header));
             }

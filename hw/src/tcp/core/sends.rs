@@ -5,8 +5,9 @@
 //! A message goes as pieces of at most [`SEND_PIECE`] bytes, at most
 //! [`PIECES_AHEAD`] handed to the writer and not yet written, so copying
 //! overlaps sending. To a same-host peer that reads this process's memory
-//! (see [`crate::tcp::cma`]), a message over [`MAX_INLINE_ON_CMA`] bytes is
-//! lent instead: each piece is a descriptor of the op's own bytes, at most
+//! (see [`crate::tcp::cma`]), a message over the connection's inline bound
+//! ([`MAX_INLINE_ON_CMA`](crate::tcp::wire::MAX_INLINE_ON_CMA), or [`MAX_INLINE_ON_RINGS`](crate::tcp::wire::MAX_INLINE_ON_RINGS)
+//! on an oversubscribed host's rings) is lent instead: each piece is a descriptor of the op's own bytes, at most
 //! [`LEND_AHEAD`] not yet acked, and the send step completes when the last
 //! piece is acked (lent messages complete out of posting order). The
 //! driver turns each [`Piece`] into bytes or a descriptor.
@@ -17,7 +18,7 @@ use hccl_algos::schedule::{Region, StepId};
 
 use crate::tcp::cma::LentPieces;
 use crate::tcp::rank::{LEND_AHEAD, PIECES_AHEAD, SEND_PIECE};
-use crate::tcp::wire::{FrameHeader, PieceDesc, MAX_INLINE_ON_CMA};
+use crate::tcp::wire::{FrameHeader, PieceDesc};
 
 /// A posted send, cut into pieces lazily. Reading its region late is
 /// sound: a step that writes it depends on the send, which completes only
@@ -86,13 +87,15 @@ impl SendQueue {
     }
 
     /// The next piece to hand to the writer, if the window has room:
-    /// `cma` if the peer reads this process's memory. Counts it in flight.
-    pub(crate) fn next_piece(&mut self, cma: bool) -> Option<Piece> {
+    /// `lend_over` is `Some(bound)` if the peer reads this process's
+    /// memory (messages longer than `bound` bytes are lent), `None` if
+    /// every message goes as bytes. Counts it in flight.
+    pub(crate) fn next_piece(&mut self, lend_over: Option<u64>) -> Option<Piece> {
         let m = self.outq.front_mut()?;
         let lend = if m.started {
             m.lend
         } else {
-            cma && m.src.len > MAX_INLINE_ON_CMA
+            lend_over.is_some_and(|b| m.src.len > b)
         };
         let ahead = if lend { LEND_AHEAD } else { PIECES_AHEAD };
         if self.in_flight >= ahead {
@@ -217,7 +220,7 @@ impl SendQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tcp::wire::FrameKind;
+    use crate::tcp::wire::{FrameKind, MAX_INLINE_ON_CMA, MAX_INLINE_ON_RINGS};
     use hccl_algos::schedule::BufKind;
 
     const MIB: u64 = SEND_PIECE as u64;
@@ -253,7 +256,7 @@ mod tests {
         let mut q = SendQueue::default();
         push(&mut q, 1, 0, 5 * MIB + 10);
         push(&mut q, 2, 0, 3);
-        let pieces: Vec<Piece> = std::iter::from_fn(|| q.next_piece(false)).collect();
+        let pieces: Vec<Piece> = std::iter::from_fn(|| q.next_piece(None)).collect();
         assert_eq!(pieces.len(), PIECES_AHEAD as usize, "the window is full");
         assert!(pieces[0].first && !pieces[1].first);
         assert!(pieces
@@ -263,13 +266,13 @@ mod tests {
         assert!(q.mid_message());
         q.on_written();
         q.on_written();
-        let rest: Vec<Piece> = std::iter::from_fn(|| q.next_piece(false)).collect();
+        let rest: Vec<Piece> = std::iter::from_fn(|| q.next_piece(None)).collect();
         assert_eq!(rest.len(), 2);
         assert_eq!((rest[0].src.len, rest[0].last), (MIB, false));
         assert_eq!((rest[1].src.len, rest[1].last), (10, true));
-        assert_eq!(q.next_piece(false), None, "the window is full again");
+        assert_eq!(q.next_piece(None), None, "the window is full again");
         q.on_written();
-        let small = q.next_piece(false).unwrap();
+        let small = q.next_piece(None).unwrap();
         assert!(small.first && small.last && small.step == 2);
         assert!(!q.mid_message() && !q.has_pieces());
         // Complete out of order: the oldest is the first still posted.
@@ -285,11 +288,11 @@ mod tests {
         let mut q = SendQueue::default();
         push(&mut q, 1, 0, MAX_INLINE_ON_CMA); // small enough to go as bytes
         push(&mut q, 2, 0, 20 * MIB);
-        let small = q.next_piece(true).unwrap();
+        let small = q.next_piece(Some(MAX_INLINE_ON_CMA)).unwrap();
         assert!(!small.lend && small.last);
         q.on_written();
         let mut lent = Vec::new();
-        while let Some(p) = q.next_piece(true) {
+        while let Some(p) = q.next_piece(Some(MAX_INLINE_ON_CMA)) {
             assert!(p.lend);
             q.lend(desc(&p), &p);
             lent.push(p);
@@ -306,7 +309,7 @@ mod tests {
         for p in &lent[1..] {
             assert_eq!(q.on_ack(desc(p)), Ok(None));
         }
-        while let Some(p) = q.next_piece(true) {
+        while let Some(p) = q.next_piece(Some(MAX_INLINE_ON_CMA)) {
             q.lend(desc(&p), &p);
             lent.push(p);
         }
@@ -320,16 +323,33 @@ mod tests {
     }
 
     #[test]
+    fn the_inline_bound_decides_which_messages_are_lent() {
+        let mut q = SendQueue::default();
+        push(&mut q, 1, 0, MAX_INLINE_ON_CMA + 4);
+        push(&mut q, 2, 0, MAX_INLINE_ON_RINGS);
+        push(&mut q, 3, 0, MAX_INLINE_ON_RINGS + 4);
+        let bound = Some(MAX_INLINE_ON_RINGS);
+        let got: Vec<(u32, bool)> = std::iter::from_fn(|| q.next_piece(bound))
+            .map(|p| (p.step, p.lend))
+            .collect();
+        // Over the cross-memory bound but within the rings': bytes.
+        assert_eq!(got, [(1, false), (2, false), (3, true)]);
+        let mut q = SendQueue::default();
+        push(&mut q, 1, 0, MAX_INLINE_ON_CMA + 4);
+        assert!(q.next_piece(Some(MAX_INLINE_ON_CMA)).unwrap().lend);
+    }
+
+    #[test]
     fn a_failure_keeps_only_a_byte_stream_message_half_on_the_wire() {
         let mut q = SendQueue::default();
         push(&mut q, 1, 0, 6 * MIB);
         push(&mut q, 2, 0, 8);
-        while q.next_piece(false).is_some() {}
+        while q.next_piece(None).is_some() {}
         assert!(q.cut(), "message 1 is half written");
         let mut n = 0;
         while q.has_pieces() {
             q.open_window();
-            let p = q.next_piece(false).unwrap();
+            let p = q.next_piece(None).unwrap();
             assert_eq!(p.step, 1, "message 2 was dropped");
             n += 1;
         }
@@ -337,7 +357,7 @@ mod tests {
         // Nothing started, or a lent message: all dropped.
         let mut q = SendQueue::default();
         push(&mut q, 1, 0, 4 * MIB);
-        let p = q.next_piece(true).unwrap();
+        let p = q.next_piece(Some(MAX_INLINE_ON_CMA)).unwrap();
         q.lend(desc(&p), &p);
         assert!(!q.cut() && !q.has_pieces());
         assert_eq!(q.forget_lent(), MIB);

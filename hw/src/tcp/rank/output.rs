@@ -181,12 +181,12 @@ impl TcpRank {
 
     /// Queues pieces of `peer`'s pending sends, up to [`PIECES_AHEAD`](super::PIECES_AHEAD) in
     /// flight ([`LEND_AHEAD`](super::LEND_AHEAD) for lent ones): copies into send pieces, or,
-    /// for a same-host peer and a message over [`MAX_INLINE_ON_CMA`](crate::tcp::wire::MAX_INLINE_ON_CMA)
-    /// bytes, descriptors of the region's own bytes in `bufs` (no copy: the
+    /// for a same-host peer and a message over the peer's inline bound
+    /// ([`Peer::inline_max`](super::Peer::inline_max)), descriptors of the region's own bytes in `bufs` (no copy: the
     /// peer reads them while the send step waits for its acks).
     pub(super) fn fill_sends(&mut self, peer: u32, bufs: &OpBuffers<'_>) -> Result<(), TcpError> {
         let p = &mut self.peers[peer as usize];
-        while let Some(piece) = p.sends.next_piece(p.cma_send) {
+        while let Some(piece) = p.sends.next_piece(p.cma_send.then_some(p.inline_max)) {
             // The held op start leaves with the first piece of a message.
             let op_start = if piece.first { p.op_start.take() } else { None };
             let payload = bufs.get(piece.src)?;
