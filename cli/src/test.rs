@@ -889,27 +889,13 @@ fn tcp_conflict(a: &TestArgs) -> Option<&'static str> {
     .find_map(|(set, name)| set.then_some(name))
 }
 
-/// Opens each output path for append (an existing file is not truncated;
-/// a new one is removed again), so a sweep does not run for minutes and
-/// then fail to write its result.
+/// The output paths of `a`, checked before the sweep ([`crate::outputs`]).
 fn check_output_paths(a: &TestArgs) -> Result<(), String> {
-    for (flag, path) in [
-        ("--json", &a.json),
-        ("--plot", &a.plot),
-        ("--trace", &a.trace),
-    ] {
-        let Some(path) = path else { continue };
-        let existed = path.exists();
-        std::fs::OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(path)
-            .map_err(|e| format!("{flag} {}: cannot create the file: {e}", path.display()))?;
-        if !existed {
-            let _ = std::fs::remove_file(path);
-        }
-    }
-    Ok(())
+    crate::outputs::check_writable(&[
+        ("--json", a.json.as_ref()),
+        ("--plot", a.plot.as_ref()),
+        ("--trace", a.trace.as_ref()),
+    ])
 }
 
 /// The launcher, when it started this process as one of several ranks

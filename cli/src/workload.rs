@@ -285,6 +285,12 @@ fn build_fabric(a: &WorkloadArgs) -> anyhow::Result<Fabric> {
 
 /// Runs the configurations and returns what to print.
 pub(crate) fn execute(a: &WorkloadArgs) -> anyhow::Result<String> {
+    // The simulation can take minutes: an unwritable output fails first.
+    crate::outputs::check_writable(&[
+        ("--trace", a.trace.as_ref()),
+        ("--write-workload", a.write_workload.as_ref()),
+    ])
+    .map_err(anyhow::Error::msg)?;
     let w = workload(a)?;
     if let Some(path) = &a.write_workload {
         std::fs::write(path, w.to_json() + "\n")
@@ -698,6 +704,41 @@ mod tests {
         assert!(format!("{e}").contains("resnet50, gpt2, gpt3-xl"), "{e}");
         let e = execute(&parse("hccl workload --profile gpt2 --tflops 0")).unwrap_err();
         assert!(format!("{e}").starts_with("--tflops 0"), "{e}");
+    }
+
+    #[test]
+    fn output_paths_are_checked_before_anything_is_simulated_or_written() {
+        let dir = std::env::temp_dir().join(format!("hccl-workload-out-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let written = dir.join("w.json");
+        let trace = dir.join("t.json");
+        let missing = "/nonexistent-dir/x.json";
+        // A bad --trace: refused before the workload file is written (it
+        // was written, and the step simulated, before the trace failed).
+        let mut a = parse("hccl workload --profile resnet50 --configs baseline");
+        a.write_workload = Some(written.clone());
+        a.trace = Some(missing.into());
+        let e = format!("{:#}", execute(&a).unwrap_err());
+        assert_eq!(
+            e.split(": cannot create the file").next(),
+            Some("--trace /nonexistent-dir/x.json"),
+            "{e}"
+        );
+        assert!(
+            !written.exists(),
+            "--write-workload written before the check"
+        );
+        // A bad --write-workload names its flag; the good --trace path is
+        // left as it was (not created).
+        a.write_workload = Some(missing.into());
+        a.trace = Some(trace.clone());
+        let e = format!("{:#}", execute(&a).unwrap_err());
+        assert!(
+            e.starts_with("--write-workload /nonexistent-dir/x.json: cannot create the file"),
+            "{e}"
+        );
+        assert!(!trace.exists());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
