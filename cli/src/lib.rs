@@ -22,6 +22,7 @@ mod plan;
 mod ranktable;
 mod replay;
 mod sim;
+mod sim_size;
 mod test;
 mod topo;
 mod workload;

@@ -84,6 +84,17 @@ pub(crate) struct SimArgs {
     /// on TCP (0: never). Default: $HCCL_EXEC_TIMEOUT, else HCCL's 1836 s.
     #[arg(long, value_parser = parse_exec_timeout, allow_hyphen_values = true)]
     pub exec_timeout: Option<f64>,
+    /// The simulation's memory limit (K/M/G suffixes are powers of 1024;
+    /// default half the memory available): a run whose estimate (ranks ×
+    /// the simulator's bytes per rank, sim/README.md) is above it is
+    /// refused before it starts.
+    #[arg(long, value_parser = super::test::parse_size_arg)]
+    pub sim_memory: Option<u64>,
+    /// The most ranks to simulate (default 16384, the largest full run in
+    /// sim/README.md's scale tables): a larger cluster is refused before
+    /// it starts, as its run would take hours.
+    #[arg(long)]
+    pub max_ranks: Option<u64>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -350,7 +361,8 @@ pub(crate) fn execute(a: &SimArgs) -> anyhow::Result<Outcome> {
         .ok()
         .filter(|v| !v.trim().is_empty() && a.algo.is_none());
     let file = scenario_file(a)?;
-    let fabric = fabric(a, &file)?;
+    let ops = file.ops.len() as u64;
+    let fabric = crate::sim_size::guarded_fabric(a, &file, |_| Ok(ops))?;
     let env = if a.algo.is_some() {
         None
     } else {
@@ -367,7 +379,10 @@ pub(crate) fn execute(a: &SimArgs) -> anyhow::Result<Outcome> {
         Some(p) => FaultPlan::from_file(p)?,
         None => FaultPlan::new(),
     };
-    let run = run_with_faults(&sc, &plan)?;
+    let bar = crate::sim_size::progress(0, format!("simulating {} ranks", fabric.world_size()));
+    let run = run_with_faults(&sc, &plan);
+    bar.finish_and_clear();
+    let run = run?;
     // The replay must pick the same algorithms.
     let replay = match &env_raw {
         Some(v) => format!("HCCL_ALGO='{v}' {}", replay_command(a)),
@@ -746,6 +761,35 @@ mod tests {
             assert!(e.starts_with(want), "{line}: {e}");
             assert!(!e.contains("scenario"), "{line}: {e}");
         }
+    }
+
+    #[test]
+    fn a_cluster_too_large_to_simulate_is_refused_naming_the_flag() {
+        // The same guard as hccl workload's. 800,000 ranks of one op fit
+        // in ~4.6 GiB, but would simulate for hours: the rank limit.
+        let line = "hccl sim --collective all_reduce --count 1K --servers 100000";
+        let e = execute(&parse(line)).unwrap_err();
+        assert!(e.downcast_ref::<FlagError>().is_some(), "{e:#}");
+        let e = format!("{e:#}");
+        assert!(
+            e.starts_with("--servers 100000: 800000 ranks is more than the limit of 16384"),
+            "{e}"
+        );
+        let e = execute(&parse(&format!(
+            "{line} --max-ranks 800000 --sim-memory 1G"
+        )))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.starts_with("--servers 100000: the simulation would need about 4.6 GiB of memory (800000 ranks, 1 op(s)"),
+            "{e}"
+        );
+        assert!(e.contains("--sim-memory 5G"), "{e}");
+        // A generic preset has one NPU per server.
+        assert!(execute(&parse(
+            "hccl sim --collective all_reduce --count 1K --preset ring --servers 4 --sim-memory 1M",
+        ))
+        .is_ok());
     }
 
     #[test]

@@ -65,7 +65,7 @@ pub(crate) const DATA_LIMIT_BYTES: u64 = 8 << 30;
 
 /// Memory the kernel says is available for new work without swapping
 /// (`MemAvailable` of /proc/meminfo), bytes; `None` where there is none.
-fn available_memory() -> Option<u64> {
+pub(crate) fn available_memory() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/meminfo").ok()?;
     let kb: u64 = text
         .lines()

@@ -116,6 +116,17 @@ pub(crate) struct WorkloadArgs {
     /// workload file, to edit and run with --file.
     #[arg(long)]
     pub write_workload: Option<PathBuf>,
+    /// The simulation's memory limit (K/M/G suffixes are powers of 1024;
+    /// default half the memory available): a run whose estimate (ranks ×
+    /// the simulator's bytes per rank and op, sim/README.md) is above it is
+    /// refused before it starts.
+    #[arg(long, value_parser = crate::test::parse_size_arg)]
+    pub sim_memory: Option<u64>,
+    /// The most ranks to simulate (default 16384, the largest full run in
+    /// sim/README.md's scale tables): a larger cluster is refused before
+    /// it starts, as its run would take hours.
+    #[arg(long)]
+    pub max_ranks: Option<u64>,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -272,15 +283,24 @@ fn spec_of(
     ))
 }
 
-fn build_fabric(a: &WorkloadArgs) -> anyhow::Result<Fabric> {
+/// The fabric of the flags, built once the step's simulation fits
+/// ([`crate::sim_size`]: every configuration's collectives on every rank).
+fn build_fabric(a: &WorkloadArgs, w: &Workload) -> anyhow::Result<Fabric> {
     let s = SimArgs {
         preset: a.preset.clone(),
         servers: a.servers,
         rank_table: a.rank_table.clone(),
         fabric: a.fabric.clone(),
+        sim_memory: a.sim_memory,
+        max_ranks: a.max_ranks,
         ..SimArgs::default()
     };
-    crate::sim::fabric(&s, &ScenarioFile::default())
+    crate::sim_size::guarded_fabric(&s, &ScenarioFile::default(), |world| {
+        configs(a).into_iter().try_fold(0u64, |n, config| {
+            let (spec, _) = spec_of(config, a, w, world)?;
+            Ok(n + spec.buckets.iter().map(|b| b.ops.len() as u64).sum::<u64>())
+        })
+    })
 }
 
 /// Runs the configurations and returns what to print.
@@ -296,7 +316,7 @@ pub(crate) fn execute(a: &WorkloadArgs) -> anyhow::Result<String> {
         std::fs::write(path, w.to_json() + "\n")
             .with_context(|| format!("cannot write --write-workload {}", path.display()))?;
     }
-    let fabric = build_fabric(a)?;
+    let fabric = build_fabric(a, &w)?;
     let rows = run_configs(a, &w, &fabric)?;
     if let Some(path) = &a.trace {
         let doc = trace(&w, &rows);
@@ -310,8 +330,8 @@ pub(crate) fn execute(a: &WorkloadArgs) -> anyhow::Result<String> {
     })
 }
 
-/// Every configuration of `a` (default all four, in table order), simulated.
-fn run_configs(a: &WorkloadArgs, w: &Workload, fabric: &Fabric) -> anyhow::Result<Vec<Row>> {
+/// The configurations of `a`: default all four, in table order.
+fn configs(a: &WorkloadArgs) -> Vec<Config> {
     let mut configs = if a.configs.is_empty() {
         vec![
             Config::Baseline,
@@ -323,16 +343,28 @@ fn run_configs(a: &WorkloadArgs, w: &Workload, fabric: &Fabric) -> anyhow::Resul
         a.configs.clone()
     };
     configs.dedup();
+    configs
+}
+
+/// Every configuration of `a`, simulated (a progress bar on stderr when
+/// it is a terminal).
+fn run_configs(a: &WorkloadArgs, w: &Workload, fabric: &Fabric) -> anyhow::Result<Vec<Row>> {
+    let configs = configs(a);
+    let bar = crate::sim_size::progress(
+        configs.len() as u64,
+        format!("configurations on {} ranks", fabric.world_size()),
+    );
     // HCCL_ALGO, as `hccl test` reads it: for the collectives it fits.
     let env = match std::env::var("HCCL_ALGO") {
         Ok(v) if !v.trim().is_empty() => Some(HcclAlgo::parse(&v)?),
         _ => None,
     };
-    configs
+    let rows = configs
         .into_iter()
         .map(|config| {
             let (spec, compressed) = spec_of(config, a, w, fabric.world_size())?;
             let step = simulate_step(fabric, w, &spec, env.as_ref())?;
+            bar.inc(1);
             Ok(Row {
                 config,
                 buckets: spec.buckets.len(),
@@ -340,7 +372,9 @@ fn run_configs(a: &WorkloadArgs, w: &Workload, fabric: &Fabric) -> anyhow::Resul
                 step,
             })
         })
-        .collect()
+        .collect();
+    bar.finish_and_clear();
+    rows
 }
 
 fn ms(ns: u64) -> String {
@@ -597,7 +631,8 @@ mod tests {
     }
 
     fn rows(a: &WorkloadArgs) -> Vec<Row> {
-        run_configs(a, &workload(a).unwrap(), &build_fabric(a).unwrap()).unwrap()
+        let w = workload(a).unwrap();
+        run_configs(a, &w, &build_fabric(a, &w).unwrap()).unwrap()
     }
 
     #[test]
@@ -704,6 +739,46 @@ mod tests {
         assert!(format!("{e}").contains("resnet50, gpt2, gpt3-xl"), "{e}");
         let e = execute(&parse("hccl workload --profile gpt2 --tflops 0")).unwrap_err();
         assert!(format!("{e}").starts_with("--tflops 0"), "{e}");
+    }
+
+    #[test]
+    fn a_cluster_too_large_to_simulate_is_refused_before_its_fabric_is_built() {
+        // The trial's 100,000 servers (800,000 ranks): refused at once,
+        // naming the flag and the limit (the fabric alone would take
+        // minutes to build, the step hours to simulate).
+        let e = execute(&parse("hccl workload --profile resnet50 --servers 100000")).unwrap_err();
+        assert!(e.downcast_ref::<FlagError>().is_some(), "{e:#}");
+        let e = format!("{e:#}");
+        assert!(
+            e.starts_with("--servers 100000: 800000 ranks is more than the limit of 16384"),
+            "{e}"
+        );
+        assert!(e.contains("--max-ranks 800000"), "{e}");
+        // Allowed that many ranks, the memory estimate is checked.
+        let big = "hccl workload --profile resnet50 --servers 100000 --max-ranks 800000";
+        let e = format!(
+            "{:#}",
+            execute(&parse(&format!("{big} --sim-memory 4G"))).unwrap_err()
+        );
+        assert!(
+            e.starts_with("--servers 100000: the simulation would need about"),
+            "{e}"
+        );
+        assert!(e.contains("(800000 ranks, "), "{e}");
+        assert!(e.contains("the limit of 4.0 GiB (--sim-memory)"), "{e}");
+        // Every configuration's ops count: baseline alone has one per gradient.
+        let ops = |extra: &str| {
+            let line = format!("{big} --sim-memory 1K {extra}");
+            let e = format!("{:#}", execute(&parse(&line)).unwrap_err());
+            let at = e.find(" ranks, ").unwrap() + " ranks, ".len();
+            e[at..].split(' ').next().unwrap().parse::<u64>().unwrap()
+        };
+        let base = ops("--configs baseline");
+        assert_eq!(base, 161);
+        assert!(ops("") > base);
+        // A raised limit lets a small run through.
+        let ok = parse("hccl workload --profile resnet50 --configs baseline --sim-memory 1G");
+        assert!(execute(&ok).is_ok());
     }
 
     #[test]
