@@ -40,7 +40,12 @@ pub(crate) struct DoctorArgs {
 /// cause is named; with `--replay`, then the replay's output, and its
 /// exit code (`hccl sim`'s: 4 a hang, 3 mismatched arguments, 0 none).
 pub(crate) fn run(a: DoctorArgs) -> anyhow::Result<ExitCode> {
-    let dumps = hccl::flight::read_dumps(&a.dir).context("hccl doctor")?;
+    let read = hccl::flight::read_dumps_noting(&a.dir).context("hccl doctor")?;
+    // A file cut short after it was written: its complete records are read.
+    for w in &read.warnings {
+        eprintln!("warning: {w}");
+    }
+    let dumps = read.dumps;
     if dumps.is_empty() {
         bail!(
             "hccl doctor: no flight-recorder dumps (*.jsonl) in {}; run the job with {}={} (ranks dump when an op fails, on abort and on SIGUSR1)",

@@ -1,7 +1,8 @@
 //! `hccl doctor` end to end on dumps of a real TCP run
 //! (`examples/flight/swap`: rank 1 called its two communicators in the
 //! other order): the cause in text and JSON, exit 4; a directory without
-//! dumps is an error naming `HCCL_FLIGHT_RECORDER_DIR`, exit 1.
+//! dumps is an error naming `HCCL_FLIGHT_RECORDER_DIR`, exit 1; a file
+//! whose last line was cut short is read up to it, with a warning.
 
 use std::process::{Command, Output};
 
@@ -45,4 +46,38 @@ fn a_directory_without_dumps_is_an_error() {
     assert!(err.contains("no flight-recorder dumps"), "{err}");
     assert!(err.contains("HCCL_FLIGHT_RECORDER_DIR="), "{err}");
     let _ = std::fs::remove_dir(&dir);
+}
+
+#[test]
+fn a_dump_whose_last_line_was_cut_is_read_up_to_it_with_a_warning() {
+    let dir = std::env::temp_dir().join(format!("hccl-doctor-cut-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for e in std::fs::read_dir(SWAP).unwrap() {
+        let p = e.unwrap().path();
+        std::fs::copy(&p, dir.join(p.file_name().unwrap())).unwrap();
+    }
+    // Rank 0's world dump (6 lines), its last line cut in the middle.
+    let cut = dir.join("hccl_flight_world_rank0_14702.jsonl");
+    let text = std::fs::read_to_string(&cut).unwrap();
+    let keep = text.trim_end().len() - 25;
+    std::fs::write(&cut, &text[..keep]).unwrap();
+    let out = doctor(&[dir.to_str().unwrap()]);
+    let (stdout, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    // Not the parse error (exit 1): 0 or 4, as the records read tell.
+    assert!(matches!(out.status.code(), Some(0 | 4)), "{stdout}\n{err}");
+    assert!(
+        err.contains(&format!(
+            "warning: {}:6: the last line is cut short",
+            cut.display()
+        )),
+        "{err}"
+    );
+    assert!(
+        stdout.starts_with("hccl doctor: 4 dump(s) of 2 communicator(s)"),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

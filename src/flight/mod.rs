@@ -336,7 +336,36 @@ impl Dump {
     /// op before any header, another `format`, or a `version` above
     /// [`VERSION`].
     pub fn parse_all(text: &str, path: &Path) -> Result<Vec<Dump>, FlightError> {
+        Dump::parse(text, path, false).map(|(dumps, _)| dumps)
+    }
+
+    /// As [`Dump::parse_all`], except that a last line cut short (JSON
+    /// that ends early: a file truncated after it was written, by hand or
+    /// a partial copy; a dump is never seen half-written, as it is
+    /// renamed into place whole) is left out: the dumps of the complete
+    /// lines, and the warning naming the file and line.
+    ///
+    /// # Errors
+    /// As [`Dump::parse_all`], for every other bad line.
+    pub fn parse_complete(
+        text: &str,
+        path: &Path,
+    ) -> Result<(Vec<Dump>, Option<String>), FlightError> {
+        Dump::parse(text, path, true)
+    }
+
+    fn parse(
+        text: &str,
+        path: &Path,
+        cut_last: bool,
+    ) -> Result<(Vec<Dump>, Option<String>), FlightError> {
         let mut dumps: Vec<Dump> = Vec::new();
+        let last = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .last()
+            .map(|(i, _)| i);
         for (i, l) in text.lines().enumerate() {
             if l.trim().is_empty() {
                 continue;
@@ -346,7 +375,19 @@ impl Dump {
                 line: i + 1,
                 reason,
             };
-            let line: Line = serde_json::from_str(l).map_err(|e| err(e.to_string()))?;
+            let line: Line = match serde_json::from_str(l) {
+                Ok(line) => line,
+                Err(e) if cut_last && e.is_eof() && Some(i) == last => {
+                    let warning = format!(
+                        "{}:{}: the last line is cut short ({e}); read the {} line(s) before it (a dump is written whole and renamed into place, so the file was cut after it was written: an edit or a partial copy); that rank's record may miss its last op",
+                        path.display(),
+                        i + 1,
+                        i
+                    );
+                    return Ok((dumps, Some(warning)));
+                }
+                Err(e) => return Err(err(e.to_string())),
+            };
             match line {
                 Line::Header(h) => {
                     if h.format != FORMAT {
@@ -373,7 +414,7 @@ impl Dump {
                 },
             }
         }
-        Ok(dumps)
+        Ok((dumps, None))
     }
 }
 
@@ -402,12 +443,37 @@ pub fn file_name(comm: &str, rank: u32, pid: u32) -> String {
 
 /// Every dump in the `*.jsonl` files of `dir`, keeping for each
 /// (communicator, rank) the dump taken last (by `dumped_us`, then file
-/// order); sorted by communicator name, then rank.
+/// order); sorted by communicator name, then rank. A file whose last line
+/// is cut short is read up to it ([`Dump::parse_complete`]) and the
+/// warning is logged (`tracing`); [`read_dumps_noting`] returns it.
 ///
 /// # Errors
 /// [`FlightError::Io`] if `dir` or a file cannot be read;
 /// [`FlightError::Parse`] for a line that is not a dump line.
 pub fn read_dumps(dir: &Path) -> Result<Vec<Dump>, FlightError> {
+    let read = read_dumps_noting(dir)?;
+    for w in &read.warnings {
+        tracing::warn!("{w}");
+    }
+    Ok(read.dumps)
+}
+
+/// What [`read_dumps_noting`] read: the dumps, and a warning per file
+/// whose last line was cut short.
+#[derive(Debug)]
+pub struct ReadDumps {
+    /// As [`read_dumps`] returns them.
+    pub dumps: Vec<Dump>,
+    /// `path:line: the last line is cut short (...) ...`, one per such file.
+    pub warnings: Vec<String>,
+}
+
+/// [`read_dumps`], returning the warnings instead of logging them (`hccl
+/// doctor` prints them).
+///
+/// # Errors
+/// As [`read_dumps`].
+pub fn read_dumps_noting(dir: &Path) -> Result<ReadDumps, FlightError> {
     let io = |path: &Path, error| FlightError::Io {
         path: path.to_path_buf(),
         error,
@@ -419,9 +485,12 @@ pub fn read_dumps(dir: &Path) -> Result<Vec<Dump>, FlightError> {
         .collect();
     files.sort();
     let mut best: std::collections::BTreeMap<(String, u32), Dump> = Default::default();
+    let mut warnings = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(&f).map_err(|e| io(&f, e))?;
-        for d in Dump::parse_all(&text, &f)? {
+        let (dumps, warning) = Dump::parse_complete(&text, &f)?;
+        warnings.extend(warning);
+        for d in dumps {
             let key = (d.header.comm.clone(), d.header.rank);
             match best.get(&key) {
                 Some(old) if old.header.dumped_us > d.header.dumped_us => {}
@@ -431,7 +500,10 @@ pub fn read_dumps(dir: &Path) -> Result<Vec<Dump>, FlightError> {
             }
         }
     }
-    Ok(best.into_values().collect())
+    Ok(ReadDumps {
+        dumps: best.into_values().collect(),
+        warnings,
+    })
 }
 
 #[cfg(test)]
@@ -571,6 +643,55 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with("d.jsonl:1: unknown variant"), "{e}");
+    }
+
+    #[test]
+    fn a_last_line_cut_short_is_left_out_with_a_warning() {
+        let dir = std::env::temp_dir().join(format!("hccl-flight-cut-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = sample().to_jsonl();
+        // Cut in the middle of the last op line, with and without the
+        // newline an editor adds.
+        let cut = &text[..text.len() - 40];
+        for (name, body) in [
+            ("a.jsonl", cut.to_string()),
+            ("b.jsonl", format!("{cut}\n")),
+        ] {
+            let p = dir.join(name);
+            std::fs::write(&p, &body).unwrap();
+            let (dumps, warning) = Dump::parse_complete(&body, &p).unwrap();
+            assert_eq!(dumps.len(), 1);
+            assert_eq!(
+                dumps[0].ops.len(),
+                sample().ops.len() - 1,
+                "the complete ops"
+            );
+            let w = warning.unwrap();
+            assert!(
+                w.starts_with(&format!("{}:4: the last line is cut short", p.display())),
+                "{w}"
+            );
+            // Strict parsing still refuses it; a cut line that is not the
+            // last is an error either way.
+            assert!(Dump::parse_all(&body, &p).is_err());
+            let middle = format!("{cut}\n{text}");
+            let e = Dump::parse_complete(&middle, &p).unwrap_err().to_string();
+            assert!(e.contains(":4: EOF while parsing"), "{e}");
+            std::fs::remove_file(&p).unwrap();
+        }
+        std::fs::write(dir.join("r.jsonl"), cut).unwrap();
+        let read = read_dumps_noting(&dir).unwrap();
+        assert_eq!((read.dumps.len(), read.warnings.len()), (1, 1));
+        assert!(
+            read.warnings[0].contains("r.jsonl:4:"),
+            "{:?}",
+            read.warnings
+        );
+        // A header cut short leaves nothing of that file, and no error.
+        std::fs::write(dir.join("r.jsonl"), &text[..30]).unwrap();
+        let read = read_dumps_noting(&dir).unwrap();
+        assert!(read.dumps.is_empty() && read.warnings[0].contains("r.jsonl:1:"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
