@@ -107,16 +107,21 @@ fn out<T>(func: &str, name: &str, p: *mut T, v: T) -> Result<(), AclError> {
 
 // ---- init, devices, contexts ----
 
-/// `aclInit(const char *configPath)`: the config file is not read.
+/// `aclInit(const char *configPath)`: the config file is not read. A
+/// second call returns `ACL_ERROR_REPEAT_INITIALIZE` with a warning, not
+/// an error line: CANN's runtime returns that code and logs it below error
+/// level (hicann/runtime `src/acl/aclrt_impl/acl.cpp`, `aclInitImpl`: an
+/// info line "repeatedly initialized"; older CANN's `acl.cpp`, a warning),
+/// and callers that share a process treat it as success.
 #[no_mangle]
 pub extern "C" fn aclInit(config_path: *const c_char) -> AclError {
     log::init();
     let _ = config_path;
     if !device::init() {
-        return log::fail(
+        return log::warn(
             "aclInit",
             ACL_ERROR_REPEAT_INITIALIZE,
-            "aclInit was called already",
+            "aclInit was called already (ACL_ERROR_REPEAT_INITIALIZE; ACL stays initialised)",
         );
     }
     ACL_SUCCESS

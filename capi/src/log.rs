@@ -27,6 +27,15 @@ pub(crate) fn fail<C: Copy>(func: &str, code: C, msg: impl std::fmt::Display) ->
     code
 }
 
+/// Logs `func: msg` as a warning and returns `code`: a call CANN answers
+/// with a code but does not count as a failure (a repeated `aclInit`, whose
+/// `ACL_ERROR_REPEAT_INITIALIZE` programs and frameworks ignore), so it is
+/// not this thread's recent error message either.
+pub(crate) fn warn<C: Copy>(func: &str, code: C, msg: impl std::fmt::Display) -> C {
+    tracing::warn!("{func}: {msg}");
+    code
+}
+
 /// This thread's last failure message (empty if none): a pointer valid
 /// until this thread's next failure, as `aclGetRecentErrMsg` promises.
 pub(crate) fn recent() -> *const std::ffi::c_char {
