@@ -10,14 +10,19 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-/// The prefix, laid out once per test process.
+/// The prefix, laid out once per test process (the tests run at once).
 fn prefix() -> PathBuf {
-    // cargo builds the dev-dependency's cdylib into deps/.
-    let exe = std::env::current_exe().unwrap();
-    let lib = exe.parent().unwrap().join("libhccl_capi.so");
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("ascend-cli-prefix-{}", std::process::id()));
-    hccl_capi::prefix::install(&dir, &lib).unwrap()
+    static PREFIX: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PREFIX
+        .get_or_init(|| {
+            // cargo builds the dev-dependency's cdylib into deps/.
+            let exe = std::env::current_exe().unwrap();
+            let lib = exe.parent().unwrap().join("libhccl_capi.so");
+            let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("ascend-cli-prefix-{}", std::process::id()));
+            hccl_capi::prefix::install(&dir, &lib).unwrap()
+        })
+        .clone()
 }
 
 #[test]
@@ -98,7 +103,7 @@ fn transport_ascend_without_cann_says_where_it_looked() {
             "--transport",
             "ascend",
             "--spawn",
-            "1",
+            "2",
         ])
         .env("ASCEND_HOME_PATH", &empty)
         .env_remove("ASCEND_TOOLKIT_HOME")
@@ -114,4 +119,8 @@ fn transport_ascend_without_cann_says_where_it_looked() {
         "{err}"
     );
     assert!(err.contains("set_env.sh"), "{err}");
+    // Every rank fails alike: the error is printed once, for both.
+    assert_eq!(err.matches("libhccl.so not found").count(), 1, "{err}");
+    assert!(err.contains("[ranks 0-1] error: "), "{err}");
 }
+

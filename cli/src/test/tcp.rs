@@ -659,16 +659,20 @@ fn blame(n: u32, exits: &[RankExit]) -> Option<String> {
 
 /// Copies a rank's stderr to `sink` line by line, each line prefixed with
 /// `[rank r] ` and written whole under the sink's lock, so the ranks' lines
-/// never interleave mid-line.
+/// never interleave mid-line. From its first `error: ` line on (the rank's
+/// last words, often the same on every rank: no CANN, a bad variable) the
+/// lines are held back and returned, for [`merge_errors`] to print once
+/// for every rank that said them.
 fn relay_stderr<W: Write + Send + 'static>(
     rank: u32,
     from: impl std::io::Read + Send + 'static,
     sink: std::sync::Arc<std::sync::Mutex<W>>,
     quiet: std::sync::Arc<AtomicBool>,
-) -> std::thread::JoinHandle<()> {
+) -> std::thread::JoinHandle<Vec<Vec<u8>>> {
     std::thread::spawn(move || {
         use std::io::BufRead;
         let reader = std::io::BufReader::new(from);
+        let mut held = Vec::new();
         for line in reader.split(b'\n') {
             let Ok(line) = line else { break };
             // The reader of stdout left: the ranks' complaints about rank 0
@@ -679,6 +683,10 @@ fn relay_stderr<W: Write + Send + 'static>(
             if quiet.load(Ordering::Relaxed) {
                 continue;
             }
+            if !held.is_empty() || line.starts_with(b"error: ") {
+                held.push(line);
+                continue;
+            }
             let mut text = format!("[rank {rank}] ").into_bytes();
             text.extend_from_slice(&line);
             text.push(b'\n');
@@ -687,7 +695,60 @@ fn relay_stderr<W: Write + Send + 'static>(
                 let _ = w.flush();
             }
         }
+        if quiet.load(Ordering::Relaxed) {
+            held.clear();
+        }
+        held
     })
+}
+
+/// `0-3, 5, 7-8`: sorted ranks as ranges.
+fn rank_ranges(ranks: &[u32]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let mut j = i;
+        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j] + 1 {
+            j += 1;
+        }
+        parts.push(if j == i {
+            ranks[i].to_string()
+        } else {
+            format!("{}-{}", ranks[i], ranks[j])
+        });
+        i = j + 1;
+    }
+    parts.join(", ")
+}
+
+/// The ranks' held error lines ([`relay_stderr`]), each distinct block
+/// once, prefixed with the ranks that wrote it (`[ranks 0-7] error: ...`),
+/// in the order of the lowest rank of each.
+fn merge_errors(held: Vec<(u32, Vec<Vec<u8>>)>) -> Vec<u8> {
+    let mut blocks: Vec<(Vec<Vec<u8>>, Vec<u32>)> = Vec::new();
+    for (rank, lines) in held {
+        if lines.is_empty() {
+            continue;
+        }
+        match blocks.iter_mut().find(|(b, _)| *b == lines) {
+            Some((_, ranks)) => ranks.push(rank),
+            None => blocks.push((lines, vec![rank])),
+        }
+    }
+    let mut out = Vec::new();
+    for (lines, mut ranks) in blocks {
+        ranks.sort_unstable();
+        let prefix = match ranks.as_slice() {
+            [r] => format!("[rank {r}] "),
+            _ => format!("[ranks {}] ", rank_ranges(&ranks)),
+        };
+        for l in lines {
+            out.extend_from_slice(prefix.as_bytes());
+            out.extend_from_slice(&l);
+            out.push(b'\n');
+        }
+    }
+    out
 }
 
 /// What [`supervise`] saw.
@@ -795,7 +856,9 @@ fn kill_all(kids: &mut [(u32, Child)]) {
 /// `--spawn N`: runs this program again as `n` ranks on 127.0.0.1
 /// (torchrun-style `RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`,
 /// same arguments) and waits for them. Rank 0 prints the table; every
-/// rank's stderr is relayed whole line by whole line, prefixed `[rank r] `.
+/// rank's stderr is relayed whole line by whole line, prefixed `[rank r] `,
+/// except its closing `error: ` lines, printed once at the end for all the
+/// ranks that wrote the same (`[ranks 0-7] error: ...`).
 ///
 /// Exit status: 0 when every rank exits with 0; 1 when a rank fails (the
 /// others get a few seconds to fail on their own and print why, then are
@@ -853,7 +916,7 @@ pub(crate) fn spawn(n: u32, timeout: Option<Duration>) -> anyhow::Result<ExitCod
         match cmd.spawn() {
             Ok(mut c) => {
                 if let Some(err) = c.stderr.take() {
-                    relays.push(relay_stderr(r, err, sink.clone(), quiet.clone()));
+                    relays.push((r, relay_stderr(r, err, sink.clone(), quiet.clone())));
                 }
                 kids.push((r, c));
             }
@@ -867,9 +930,15 @@ pub(crate) fn spawn(n: u32, timeout: Option<Duration>) -> anyhow::Result<ExitCod
     if verdict.is_err() {
         kill_all(&mut kids);
     }
-    // Every child has ended: its pipe is closed; print its last lines first.
-    for h in relays {
-        let _ = h.join();
+    // Every child has ended: its pipe is closed; print its last lines
+    // first, each error once for the ranks that gave it.
+    let held = relays
+        .into_iter()
+        .map(|(r, h)| (r, h.join().unwrap_or_default()))
+        .collect();
+    if let Ok(mut w) = sink.lock() {
+        let _ = w.write_all(&merge_errors(held));
+        let _ = w.flush();
     }
     match verdict.context("--spawn: cannot wait for the ranks")? {
         Verdict::Ok => Ok(ExitCode::SUCCESS),
@@ -981,6 +1050,40 @@ mod tests {
         let note = check_npus(4, &l(Some(8), None)).unwrap();
         assert!(note.contains("not checked on this node"), "{note}");
         assert!(check_npus(0, &l(None, None)).is_err());
+    }
+
+    #[test]
+    fn an_error_every_rank_gives_is_printed_once_with_its_ranks() {
+        let err = |t: &str| vec![t.as_bytes().to_vec()];
+        let same = "error: libhccl.so not found in $ASCEND_HOME_PATH/lib64";
+        let held = vec![
+            (0, err(same)),
+            (1, err(same)),
+            (2, vec![]),
+            (3, err("error: rank 3 timed out")),
+            (4, err(same)),
+            (5, err(same)),
+        ];
+        assert_eq!(
+            String::from_utf8(merge_errors(held)).unwrap(),
+            format!("[ranks 0-1, 4-5] {same}\n[rank 3] error: rank 3 timed out\n")
+        );
+        assert_eq!(rank_ranges(&[0, 1, 2, 5, 7, 8]), "0-2, 5, 7-8");
+    }
+
+    #[test]
+    fn relayed_lines_are_prefixed_and_errors_held_back() {
+        let sink = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+        let quiet = std::sync::Arc::new(AtomicBool::new(false));
+        let text = b"warning: slow\nerror: no CANN\n  more words\n".to_vec();
+        let held = relay_stderr(2, std::io::Cursor::new(text), sink.clone(), quiet)
+            .join()
+            .unwrap();
+        assert_eq!(sink.lock().unwrap().as_slice(), b"[rank 2] warning: slow\n");
+        assert_eq!(
+            held,
+            vec![b"error: no CANN".to_vec(), b"  more words".to_vec()]
+        );
     }
 
     #[test]
