@@ -124,3 +124,43 @@ fn transport_ascend_without_cann_says_where_it_looked() {
     assert!(err.contains("[ranks 0-1] error: "), "{err}");
 }
 
+#[test]
+fn hccl_backend_ascend_with_the_own_library_names_the_variable_not_a_data_type() {
+    // hccl-rs's own libhccl.so reads HCCL_BACKEND too and runs only on tcp
+    // or sim: its HcclCommInitRootInfo returned HCCL_E_NOT_SUPPORT, which
+    // was explained as a data type this CANN does not take.
+    let p = prefix();
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hccl"));
+    c.args([
+        "test",
+        "all_reduce",
+        "-b",
+        "8K",
+        "-e",
+        "8K",
+        "--transport",
+        "ascend",
+        "--spawn",
+        "2",
+    ])
+    .env("ASCEND_HOME_PATH", &p)
+    .env_remove("ASCEND_TOOLKIT_HOME")
+    .env("HCCL_BACKEND", "ascend")
+    .env("HCCL_IF_IP", "127.0.0.1")
+    .env("HCCL_EXEC_TIMEOUT", "60");
+    for v in common::LAUNCHER_VARS {
+        c.env_remove(v);
+    }
+    let o = c.output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("HCCL_BACKEND=\"ascend\": "), "{err}");
+    assert!(err.contains("is hccl-rs's own libhccl.so"), "{err}");
+    assert!(err.contains("leave HCCL_BACKEND unset"), "{err}");
+    assert!(!err.contains("data type"), "{err}");
+    assert_eq!(
+        err.matches("is hccl-rs's own libhccl.so").count(),
+        1,
+        "{err}"
+    );
+}

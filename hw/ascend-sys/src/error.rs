@@ -51,7 +51,7 @@ pub enum AscendError {
         path: String,
     },
     /// An HCCL call returned an error.
-    #[error("{func} failed: HCCL error {code} ({text}){}; {}", recent_text(recent), hccl_hint(*code))]
+    #[error("{func} failed: HCCL error {code} ({text}){}; {}", recent_text(recent), hccl_hint(func, *code))]
     Hccl {
         /// The function (`HcclAllReduce`, ...).
         func: &'static str,
@@ -91,12 +91,38 @@ fn recent_text(recent: &str) -> String {
     }
 }
 
-/// What to check for an `HcclResult`: the troubleshooting of CANN's HCCL
-/// guide ("HCCL error codes" and "Troubleshooting") in a line.
-pub fn hccl_hint(code: HcclResult) -> &'static str {
+/// Whether `func` takes a data type, a count and buffers (the
+/// collectives and point-to-point calls), whose parameter errors are
+/// about those; the others build or query communicators.
+fn takes_data(func: &str) -> bool {
+    matches!(
+        func,
+        "HcclAllReduce"
+            | "HcclBroadcast"
+            | "HcclReduce"
+            | "HcclAllGather"
+            | "HcclAllGatherV"
+            | "HcclReduceScatter"
+            | "HcclReduceScatterV"
+            | "HcclAlltoAll"
+            | "HcclAlltoAllV"
+            | "HcclScatter"
+            | "HcclSend"
+            | "HcclRecv"
+            | "HcclBatchSendRecv"
+    )
+}
+
+/// What to check for an `HcclResult` of `func`: the troubleshooting of
+/// CANN's HCCL guide ("HCCL error codes" and "Troubleshooting") in a
+/// line. A parameter or "not supported" code of a call that takes no data
+/// type (`HcclCommInitRootInfo`, ...) is about that call, not a type.
+pub fn hccl_hint(func: &str, code: HcclResult) -> &'static str {
     match code {
-        HCCL_E_PARA | HCCL_E_PTR => "check the call's arguments (counts, data type, root, buffers allocated with aclrtMalloc on this rank's device)",
-        HCCL_E_NOT_SUPPORT => "this CANN or this SoC does not take the data type, reduce op or call (aclrtGetSocName names the SoC)",
+        HCCL_E_PARA | HCCL_E_PTR if takes_data(func) => "check the call's arguments (counts, data type, root, buffers allocated with aclrtMalloc on this rank's device)",
+        HCCL_E_PARA | HCCL_E_PTR => "check the call's arguments (rank count, rank, root info, config) and the HCCL_* variables of this process; the recent error message above says which",
+        HCCL_E_NOT_SUPPORT if takes_data(func) => "this CANN or this SoC does not take the data type, reduce op or call (aclrtGetSocName names the SoC)",
+        HCCL_E_NOT_SUPPORT => "this HCCL does not support the call as made here: the recent error message above says why (a libhccl.so that is not CANN's, e.g. hccl-rs's own, has its own limits)",
         HCCL_E_MEMORY | HCCL_E_UNAVAIL => "device memory or resources ran out: check HCCL_BUFFSIZE and other processes on the NPU (`npu-smi info`)",
         HCCL_E_TIMEOUT => "a rank did not arrive in time (HCCL_CONNECT_TIMEOUT at init, HCCL_EXEC_TIMEOUT in an op): check that every rank was started and calls the same collectives in the same order",
         HCCL_E_OPEN_FILE_FAILURE => "the rank table file cannot be read: check its path and permissions",
@@ -167,6 +193,32 @@ mod tests {
         );
         assert!(t.contains("HCCL_EXEC_TIMEOUT"), "{t}");
         assert_eq!(e.hccl_result(), 9);
+    }
+
+    #[test]
+    fn a_data_type_hint_is_given_only_for_calls_that_take_one() {
+        let e = |func, code| {
+            AscendError::Hccl {
+                func,
+                code,
+                text: "not support feature".into(),
+                recent: String::new(),
+            }
+            .to_string()
+        };
+        let op = e("HcclAllReduce", HCCL_E_NOT_SUPPORT);
+        assert!(op.contains("data type"), "{op}");
+        for func in [
+            "HcclCommInitRootInfo",
+            "HcclGetRootInfo",
+            "HcclCommInitClusterInfo",
+        ] {
+            for code in [HCCL_E_NOT_SUPPORT, HCCL_E_PARA] {
+                let t = e(func, code);
+                assert!(!t.contains("data type"), "{t}");
+                assert!(t.contains("recent error message"), "{t}");
+            }
+        }
     }
 
     #[test]

@@ -305,6 +305,13 @@ impl Library {
         &self.hccl.path
     }
 
+    /// Whether ACL's functions were taken from `libhccl.so`: hccl-rs's
+    /// own prefix (`hccl-capi install`), whose `libascendcl.so` is a
+    /// linker script naming it. CANN's `libhccl.so` does not export them.
+    pub fn acl_in_hccl(&self) -> bool {
+        self._acl.is_none()
+    }
+
     /// `aclGetRecentErrMsg()` ("" if none).
     pub fn recent_error(&self) -> String {
         // SAFETY: no arguments; returns NULL or a NUL-terminated string

@@ -125,9 +125,31 @@ pub(crate) fn library(dir: Option<&Path>) -> Result<Arc<Library>, CommError> {
         None => Library::load(),
     }
     .map_err(|e| err("", e))?;
+    refuse_own_library_under_env(&lib)?;
     lib.init().map_err(|e| err("", e))?;
     libs.push((dir.map(Path::to_path_buf), Arc::clone(&lib)));
     Ok(lib)
+}
+
+/// hccl-rs's own `libhccl.so` (the C API, which holds ACL too) reads
+/// `HCCL_BACKEND` as well and runs its ranks only on TCP or the simulator:
+/// under `HCCL_BACKEND=ascend` every communicator it builds fails (with
+/// `HCCL_E_NOT_SUPPORT`), so say why before any call is made.
+fn refuse_own_library_under_env(lib: &Library) -> Result<(), CommError> {
+    let Ok(v) = std::env::var("HCCL_BACKEND") else {
+        return Ok(());
+    };
+    if !lib.acl_in_hccl() || !v.trim().eq_ignore_ascii_case("ascend") {
+        return Ok(());
+    }
+    Err(CommError::Env {
+        var: "HCCL_BACKEND",
+        value: v,
+        reason: format!(
+            "{} is hccl-rs's own libhccl.so (hccl-capi install's prefix: it holds the ACL runtime too), which reads HCCL_BACKEND as well and runs its ranks only on tcp or sim; leave HCCL_BACKEND unset in this process and choose the Ascend backend with --transport ascend (hccl test) or BackendKind::Ascend (Comm::from_env_on, Comm::init_all_ascend)",
+            lib.hccl_path()
+        ),
+    })
 }
 
 thread_local! {
