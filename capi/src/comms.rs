@@ -115,11 +115,14 @@ pub(crate) fn dtype(f: &str, field: &str, v: i32) -> Res<DataType> {
 /// `HcclReduceOp`: 0 SUM, 1 PROD, 2 MAX, 3 MIN; another value is
 /// `HCCL_E_NOT_SUPPORT` (CANN's HCCL).
 pub(crate) fn reduce_op(f: &str, v: i32) -> Res<ReduceOp> {
+    use hccl_ascend_sys::types::{
+        HCCL_REDUCE_MAX, HCCL_REDUCE_MIN, HCCL_REDUCE_PROD, HCCL_REDUCE_SUM,
+    };
     match v {
-        0 => Ok(ReduceOp::Sum),
-        1 => Ok(ReduceOp::Prod),
-        2 => Ok(ReduceOp::Max),
-        3 => Ok(ReduceOp::Min),
+        HCCL_REDUCE_SUM => Ok(ReduceOp::Sum),
+        HCCL_REDUCE_PROD => Ok(ReduceOp::Prod),
+        HCCL_REDUCE_MAX => Ok(ReduceOp::Max),
+        HCCL_REDUCE_MIN => Ok(ReduceOp::Min),
         _ => Err(log::fail(
             f,
             HCCL_E_NOT_SUPPORT,
@@ -252,7 +255,7 @@ pub(crate) fn submit_timed(
                 }
                 return Ok(());
             }
-            Ok(Err(e)) => log::fail(f, e.hccl_result(), op_error_text(&e)),
+            Ok(Err(e)) => log::fail(f, of_error(&e), op_error_text(&e)),
             Err(_) => log::fail(f, HCCL_E_INTERNAL, "the op panicked (a bug in hccl-rs)"),
         };
         crate::stream::lock_opt(&c.failed).get_or_insert(code);

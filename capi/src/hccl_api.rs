@@ -24,15 +24,13 @@ use crate::group::{self, P2pSpec};
 use crate::log;
 use crate::memory::Span;
 
-/// `HCCL_ROOT_INFO_BYTES`: the size of `HcclRootInfo` (hccl_types.h).
-pub const HCCL_ROOT_INFO_BYTES: usize = 4108;
-/// `HCCL_COMM_CONFIG_MAGIC_WORD` (hccl_types.h).
-pub const HCCL_COMM_CONFIG_MAGIC_WORD: u32 = 0xf0f0_f0f0;
+pub use hccl_ascend_sys::types::{
+    COMM_NAME_MAX_LENGTH, HCCL_COMM_CONFIG_MAGIC_WORD, HCCL_ROOT_INFO_BYTES,
+};
 /// Offset of `hcclCommName` in `HcclCommConfig`: after the 24-byte header
 /// and `hcclBufferSize`, `hcclDeterministic` (hccl_types.h, version >= 2).
-const COMM_NAME_OFFSET: usize = 32;
-/// `COMM_NAME_MAX_LENGTH` (hccl_types.h).
-pub const COMM_NAME_MAX_LENGTH: usize = 128;
+const COMM_NAME_OFFSET: usize =
+    std::mem::offset_of!(hccl_ascend_sys::types::HcclCommConfig, hccl_comm_name);
 
 /// An HCCL entry point `f`: installs the log, runs `body` (the checks,
 /// then the call or the enqueue) and returns its code; an error is logged
@@ -52,7 +50,7 @@ fn comm_and_stream(
 }
 
 fn cerr(e: CommError) -> HcclResult {
-    e.hccl_result()
+    of_error(&e)
 }
 
 fn out<T>(f: &str, name: &str, p: *mut T, v: T) -> Res<()> {
@@ -359,7 +357,7 @@ pub extern "C" fn HcclGetCommAsyncError(
     api("HcclGetCommAsyncError", |f| {
         comm_of(f, comm).and_then(|c| {
             let code = (*crate::stream::lock_opt(&c.failed))
-                .or_else(|| c.comm.async_error().map(|e| e.hccl_result()))
+                .or_else(|| c.comm.async_error().map(|e| of_error(&e)))
                 .unwrap_or(HCCL_SUCCESS);
             out(f, "asyncError", async_error, code)
         })

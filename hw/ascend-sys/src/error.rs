@@ -138,9 +138,9 @@ pub fn hccl_hint(func: &str, code: HcclResult) -> &'static str {
 /// What to check for an `aclError` (CANN's `acl_base.h` code groups).
 pub fn acl_hint(code: AclError) -> &'static str {
     match code {
-        ACL_ERROR_RT_INVALID_DEVICEID | 200_002 => "the device id is not an NPU of this server: compare with `npu-smi info` and ASCEND_RT_VISIBLE_DEVICES",
+        ACL_ERROR_RT_INVALID_DEVICEID | ACL_ERROR_INVALID_DEVICE => "the device id is not an NPU of this server: compare with `npu-smi info` and ASCEND_RT_VISIBLE_DEVICES",
         ACL_ERROR_UNINITIALIZE => "aclInit was not called (the backend calls it when it loads the library)",
-        ACL_ERROR_RT_MEMORY_ALLOCATION | 200_000 => "device memory ran out: check other processes on the NPU (`npu-smi info`)",
+        ACL_ERROR_RT_MEMORY_ALLOCATION | ACL_ERROR_BAD_ALLOC => "device memory ran out: check other processes on the NPU (`npu-smi info`)",
         ACL_ERROR_RT_INTERNAL_ERROR => "a task on the stream failed (for a collective, HcclGetCommAsyncError has its HCCL code): read the log (ASCEND_GLOBAL_LOG_LEVEL=1, ~/ascend/log)",
         ACL_ERROR_API_NOT_SUPPORT => "this CANN does not support the call",
         c if (500_000..600_000).contains(&c) => "the runtime or driver failed: run `npu-smi info` (every NPU listed and healthy) and check that driver and CANN versions match",

@@ -5,8 +5,12 @@
 //! `include/acl/acl_base.h` and `include/acl/acl_rt.h` (the toolkit copy
 //! in the public repository `leideng/CANN-8.1.RC1`, commit 4332a013), and
 //! `third_party/hccl/inc/hccl/hccl_types.h` / `third_party/acl/inc/acl/`
-//! of `Ascend/pytorch` for the names newer CANN added. Every value here is
-//! a value of those headers; nothing is hccl-rs's own.
+//! of `Ascend/pytorch` for the names newer CANN added; the runtime's
+//! `ACL_ERROR_RT_*` codes are defined in `acl/error_codes/rt_error_codes.h`,
+//! which `acl_base.h` includes (`507046 ACL_ERROR_RT_STREAM_SYNC_TIMEOUT`
+//! and `507047` are in its newer versions). Every value here is a value of
+//! those headers; nothing is hccl-rs's own. hccl-rs's C API (`hccl-capi`)
+//! returns these same constants: this module is their one definition.
 
 use std::ffi::{c_char, c_void};
 
@@ -71,6 +75,8 @@ pub const HCCL_E_AGAIN: HcclResult = 20;
 pub const HCCL_E_REMOTE: HcclResult = 21;
 /// `HCCL_E_SUSPENDING`: the communicator is suspending.
 pub const HCCL_E_SUSPENDING: HcclResult = 22;
+/// `HCCL_E_RESERVED`: one past the last code (`hccl_types.h`).
+pub const HCCL_E_RESERVED: HcclResult = 23;
 
 /// `HCCL_REDUCE_SUM` (`hccl_types.h` `HcclReduceOp`).
 pub const HCCL_REDUCE_SUM: HcclReduceOp = 0;
@@ -281,16 +287,42 @@ pub const ACL_ERROR_INVALID_PARAM: AclError = 100_000;
 pub const ACL_ERROR_UNINITIALIZE: AclError = 100_001;
 /// `ACL_ERROR_REPEAT_INITIALIZE` (`acl_base.h`): `aclInit` ran already.
 pub const ACL_ERROR_REPEAT_INITIALIZE: AclError = 100_002;
+/// `ACL_ERROR_REPEAT_FINALIZE` (`acl_base.h`): `aclFinalize` twice.
+pub const ACL_ERROR_REPEAT_FINALIZE: AclError = 100_037;
+/// `ACL_ERROR_BAD_ALLOC` (`acl_base.h`): memory could not be allocated.
+pub const ACL_ERROR_BAD_ALLOC: AclError = 200_000;
 /// `ACL_ERROR_API_NOT_SUPPORT` (`acl_base.h`).
 pub const ACL_ERROR_API_NOT_SUPPORT: AclError = 200_001;
-/// `ACL_ERROR_RT_PARAM_INVALID` (`acl_base.h`).
+/// `ACL_ERROR_INVALID_DEVICE` (`acl_base.h`): no such device.
+pub const ACL_ERROR_INVALID_DEVICE: AclError = 200_002;
+/// `ACL_ERROR_INVALID_RESOURCE_HANDLE` (`acl_base.h`): an unknown stream
+/// or event.
+pub const ACL_ERROR_INVALID_RESOURCE_HANDLE: AclError = 200_005;
+/// `ACL_ERROR_RT_PARAM_INVALID` (`rt_error_codes.h`).
 pub const ACL_ERROR_RT_PARAM_INVALID: AclError = 107_000;
-/// `ACL_ERROR_RT_INVALID_DEVICEID` (`acl_base.h`).
+/// `ACL_ERROR_RT_INVALID_DEVICEID` (`rt_error_codes.h`).
 pub const ACL_ERROR_RT_INVALID_DEVICEID: AclError = 107_001;
-/// `ACL_ERROR_RT_MEMORY_ALLOCATION` (`acl_base.h`).
+/// `ACL_ERROR_RT_CONTEXT_NULL` (`rt_error_codes.h`): no device set on this
+/// thread.
+pub const ACL_ERROR_RT_CONTEXT_NULL: AclError = 107_002;
+/// `ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID` (`rt_error_codes.h`): an event
+/// never recorded or not yet reached.
+pub const ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID: AclError = 107_006;
+/// `ACL_ERROR_RT_MEMORY_ALLOCATION` (`rt_error_codes.h`): out of (device)
+/// memory.
 pub const ACL_ERROR_RT_MEMORY_ALLOCATION: AclError = 207_001;
-/// `ACL_ERROR_RT_INTERNAL_ERROR` (`acl_base.h`): a failed task on a stream.
+/// `ACL_ERROR_RT_MEMORY_FREE` (`rt_error_codes.h`): freeing memory that is
+/// not an allocation.
+pub const ACL_ERROR_RT_MEMORY_FREE: AclError = 207_002;
+/// `ACL_ERROR_RT_INTERNAL_ERROR` (`rt_error_codes.h`): a failed task on a
+/// stream (an HCCL op whose `HcclResult` `HcclGetCommAsyncError` gives).
 pub const ACL_ERROR_RT_INTERNAL_ERROR: AclError = 507_000;
+/// `ACL_ERROR_RT_STREAM_SYNC_TIMEOUT` (`rt_error_codes.h`, newer
+/// versions): `aclrtSynchronizeStreamWithTimeout` timed out.
+pub const ACL_ERROR_RT_STREAM_SYNC_TIMEOUT: AclError = 507_046;
+/// `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT` (`rt_error_codes.h`, newer versions):
+/// `aclrtSynchronizeEventWithTimeout` timed out.
+pub const ACL_ERROR_RT_EVENT_SYNC_TIMEOUT: AclError = 507_047;
 /// `ACL_ERROR_RT_FAILURE` (`acl_base.h`).
 pub const ACL_ERROR_RT_FAILURE: AclError = 500_003;
 /// `ACL_ERROR_DRV_FAILURE` (`acl_base.h`).
