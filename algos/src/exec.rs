@@ -89,10 +89,11 @@ impl Bits {
     }
 
     fn word_mut(&mut self, w: usize) -> &mut u64 {
-        match (w, self.hi.as_deref_mut()) {
-            (0, _) => &mut self.lo,
-            (_, Some(hi)) => &mut hi[w - 1],
-            (_, None) => unreachable!("position {} of a set of 64", w * 64),
+        if w == 0 {
+            &mut self.lo
+        } else {
+            let hi = self.hi.as_deref_mut().expect("a word past 64 exists");
+            &mut hi[w - 1]
         }
     }
 

@@ -67,10 +67,6 @@ pub(crate) struct EventQueue {
     /// buckets held ~500 B of capacity per rank for ~3 pending events.
     spare: Vec<Vec<(u64, EventKind)>>,
     cursor: usize,
-    /// Bit `j - 1` set exactly when bucket `j > 0` is non-empty (such a
-    /// bucket empties only by moving down whole): the lowest non-empty
-    /// bucket is a `trailing_zeros`, not a scan of 64 bucket headers.
-    nonempty: u64,
     /// Earliest pending time, once `peek_time` computed it with bucket 0
     /// empty (kept exact by `push`; cleared by a pop).
     peeked: Option<u64>,
@@ -85,7 +81,6 @@ impl Default for EventQueue {
             buckets: (0..=64).map(|_| Vec::new()).collect(),
             spare: Vec::new(),
             cursor: 0,
-            nonempty: 0,
             peeked: None,
             len: 0,
             peak_len: 0,
@@ -113,7 +108,7 @@ impl EventQueue {
         if let Some(m) = self.peeked.as_mut() {
             *m = (*m).min(time);
         }
-        self.put(bucket(time, self.last), (time, kind));
+        self.bucket_mut(bucket(time, self.last)).push((time, kind));
         self.len += 1;
         self.peak_len = self.peak_len.max(self.len);
     }
@@ -128,19 +123,6 @@ impl EventQueue {
         &mut self.buckets[b]
     }
 
-    /// Appends `e` to bucket `b`.
-    fn put(&mut self, b: usize, e: (u64, EventKind)) {
-        if b > 0 {
-            self.nonempty |= 1 << (b - 1);
-        }
-        self.bucket_mut(b).push(e);
-    }
-
-    /// The lowest non-empty bucket above 0.
-    fn lowest(&self) -> Option<usize> {
-        (self.nonempty != 0).then(|| self.nonempty.trailing_zeros() as usize + 1)
-    }
-
     /// Makes bucket 0 non-empty if any event is pending.
     fn promote(&mut self) -> bool {
         if self.cursor < self.buckets[0].len() {
@@ -149,15 +131,14 @@ impl EventQueue {
         self.peeked = None;
         self.buckets[0].clear();
         self.cursor = 0;
-        let Some(j) = self.lowest() else {
+        let Some(j) = (1..self.buckets.len()).find(|&j| !self.buckets[j].is_empty()) else {
             return false;
         };
-        self.nonempty &= !(1 << (j - 1));
         let moving = std::mem::take(&mut self.buckets[j]);
         let last = moving.iter().map(|e| e.0).min().expect("non-empty bucket");
         self.last = last;
         for &(t, k) in &moving {
-            self.put(bucket(t, last), (t, k));
+            self.bucket_mut(bucket(t, last)).push((t, k));
         }
         // The emptied bucket's buffer goes to the next bucket that fills.
         let mut moving = moving;
@@ -172,7 +153,7 @@ impl EventQueue {
             return Some(self.last);
         }
         if self.peeked.is_none() {
-            let j = self.lowest()?;
+            let j = (1..self.buckets.len()).find(|&j| !self.buckets[j].is_empty())?;
             self.peeked = self.buckets[j].iter().map(|e| e.0).min();
         }
         self.peeked
