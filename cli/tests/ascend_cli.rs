@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The prefix, laid out once per test process (the tests run at once).
@@ -25,35 +25,32 @@ fn prefix() -> PathBuf {
         .clone()
 }
 
-#[test]
-fn transport_ascend_runs_the_sweep_on_the_library_set_env_sh_names() {
-    let p = prefix();
-    for mode in ["native", "schedule"] {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_hccl"));
-        c.args([
-            "test",
-            "all_reduce",
-            "-b",
-            "8K",
-            "-e",
-            "64K",
-            "-f",
-            "8",
-            "--transport",
-            "ascend",
-            "--spawn",
-            "2",
-        ])
-        .env("ASCEND_HOME_PATH", &p)
+/// `hccl test all_reduce -b 8K -e MAX [extra] --transport ascend --spawn 2`
+/// with CANN found through `ASCEND_HOME_PATH=home`, on loopback, with no
+/// launcher's variables and none of the settings these tests vary.
+fn spawn_2(home: &Path, max: &str, extra: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_hccl"));
+    c.args(["test", "all_reduce", "-b", "8K", "-e", max])
+        .args(extra)
+        .args(["--transport", "ascend", "--spawn", "2"])
+        .env("ASCEND_HOME_PATH", home)
         .env_remove("ASCEND_TOOLKIT_HOME")
-        .env("HCCL_ASCEND_MODE", mode)
         .env("HCCL_IF_IP", "127.0.0.1")
         .env("HCCL_EXEC_TIMEOUT", "60")
         .env_remove("HCCL_ALGO")
         .env_remove("HCCL_BACKEND");
-        for v in common::LAUNCHER_VARS {
-            c.env_remove(v);
-        }
+    for v in common::LAUNCHER_VARS {
+        c.env_remove(v);
+    }
+    c
+}
+
+#[test]
+fn transport_ascend_runs_the_sweep_on_the_library_set_env_sh_names() {
+    let p = prefix();
+    for mode in ["native", "schedule"] {
+        let mut c = spawn_2(&p, "64K", &["-f", "8"]);
+        c.env("HCCL_ASCEND_MODE", mode);
         let o = c.output().unwrap();
         let (out, err) = (
             String::from_utf8_lossy(&o.stdout),
@@ -92,26 +89,7 @@ fn transport_ascend_without_cann_says_where_it_looked() {
     let empty = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("ascend-cli-empty-{}", std::process::id()));
     std::fs::create_dir_all(&empty).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
-        .args([
-            "test",
-            "all_reduce",
-            "-b",
-            "8K",
-            "-e",
-            "8K",
-            "--transport",
-            "ascend",
-            "--spawn",
-            "2",
-        ])
-        .env("ASCEND_HOME_PATH", &empty)
-        .env_remove("ASCEND_TOOLKIT_HOME")
-        .env("HCCL_IF_IP", "127.0.0.1")
-        .env_remove("RANK")
-        .env_remove("WORLD_SIZE")
-        .output()
-        .unwrap();
+    let o = spawn_2(&empty, "8K", &[]).output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_ne!(o.status.code(), Some(0), "{err}");
     assert!(
@@ -130,27 +108,8 @@ fn hccl_backend_ascend_with_the_own_library_names_the_variable_not_a_data_type()
     // or sim: its HcclCommInitRootInfo returned HCCL_E_NOT_SUPPORT, which
     // was explained as a data type this CANN does not take.
     let p = prefix();
-    let mut c = Command::new(env!("CARGO_BIN_EXE_hccl"));
-    c.args([
-        "test",
-        "all_reduce",
-        "-b",
-        "8K",
-        "-e",
-        "8K",
-        "--transport",
-        "ascend",
-        "--spawn",
-        "2",
-    ])
-    .env("ASCEND_HOME_PATH", &p)
-    .env_remove("ASCEND_TOOLKIT_HOME")
-    .env("HCCL_BACKEND", "ascend")
-    .env("HCCL_IF_IP", "127.0.0.1")
-    .env("HCCL_EXEC_TIMEOUT", "60");
-    for v in common::LAUNCHER_VARS {
-        c.env_remove(v);
-    }
+    let mut c = spawn_2(&p, "8K", &[]);
+    c.env("HCCL_BACKEND", "ascend");
     let o = c.output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_ne!(o.status.code(), Some(0), "{err}");
