@@ -766,7 +766,7 @@ mod tests {
     #[test]
     fn a_cluster_too_large_to_simulate_is_refused_naming_the_flag() {
         // The same guard as hccl workload's. 800,000 ranks of one op fit
-        // in ~4.6 GiB, but would simulate for hours: the rank limit.
+        // in ~12 GiB, but would simulate for hours: the rank limit.
         let line = "hccl sim --collective all_reduce --count 1K --servers 100000";
         let e = execute(&parse(line)).unwrap_err();
         assert!(e.downcast_ref::<FlagError>().is_some(), "{e:#}");
@@ -781,10 +781,10 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(
-            e.starts_with("--servers 100000: the simulation would need about 4.6 GiB of memory (800000 ranks, 1 op(s)"),
+            e.starts_with("--servers 100000: the simulation would need about 12.2 GiB of memory (800000 ranks, 1 op(s)"),
             "{e}"
         );
-        assert!(e.contains("--sim-memory 5G"), "{e}");
+        assert!(e.contains("--sim-memory 13G"), "{e}");
         // A generic preset has one NPU per server.
         assert!(execute(&parse(
             "hccl sim --collective all_reduce --count 1K --preset ring --servers 4 --sim-memory 1M",

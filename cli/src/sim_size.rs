@@ -15,17 +15,20 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::sim::{bad_flag, SimArgs};
 
-/// Bytes a full (unfolded) timing run holds per rank besides its per-op
-/// records, the fabric's share included: the largest peak-RSS B/rank of
-/// sim/README.md's scale tables for runs of 512 ranks and more (3,816 at
-/// 512 hierarchical ranks, session 10; 4,245 at 16,384 before it),
-/// rounded up to 6 KiB for the default executor window of 64 steps, of
-/// which a wide plan fills more than those runs' 4.
-pub(crate) const BYTES_PER_RANK: u64 = 6 << 10;
+/// Bytes a full (unfolded) timing run of these commands holds per rank
+/// besides its per-op records, the fabric's share included: 16 KiB,
+/// measured on Atlas 800T A2 clusters (sim/README.md, "How large a run may
+/// be": peak RSS grew by 12.7–14.4 KiB per added rank from 256 to 1,024
+/// ranks, `hccl sim` and `hccl workload --configs overlap`). The scale
+/// tables' 2–4 KB per rank are `scale_bench`'s runs with an executor
+/// window of 4; these commands run with the default 64.
+pub(crate) const BYTES_PER_RANK: u64 = 16 << 10;
 
 /// Bytes per rank and op of a run's records: the engine's start and end
-/// time (2 × `u64`) and the report's (`OpResult::start_ns` / `end_ns`,
-/// 2 × `Option<u64>`), kept for every op until the run ends.
+/// time (at most 2 × `u64`) and the report's (`OpResult::start_ns` /
+/// `end_ns`, 2 × `Option<u64>`), kept for every op until the run ends
+/// (measured: ~32 B per rank for each of resnet50's 156 more ops of
+/// `--configs baseline` than `overlap`, at 512 ranks).
 pub(crate) const BYTES_PER_RANK_OP: u64 = 48;
 
 /// The most ranks a run takes unless `--max-ranks` allows more: the
@@ -228,12 +231,12 @@ mod tests {
     #[test]
     fn the_estimate_is_ranks_times_per_rank_and_per_op_bytes() {
         let s = SimSize { ranks: 8, ops: 10 };
-        assert_eq!(s.bytes(), 8 * (6144 + 10 * 48));
+        assert_eq!(s.bytes(), 8 * (16384 + 10 * 48));
     }
 
     #[test]
     fn a_run_above_the_limit_names_the_flag_estimate_limit_and_override() {
-        // 16,000 ranks (under the rank limit) and 250 ops: ~270 MiB.
+        // 16,000 ranks (under the rank limit) and 250 ops: ~433 MiB.
         let size = SimSize {
             ranks: 16_000,
             ops: 250,
@@ -246,11 +249,11 @@ mod tests {
         assert!(e.downcast_ref::<crate::sim::FlagError>().is_some());
         let e = e.to_string();
         assert!(
-            e.starts_with("--servers 2000: the simulation would need about 276.9 MiB"),
+            e.starts_with("--servers 2000: the simulation would need about 433.1 MiB"),
             "{e}"
         );
         assert!(
-            e.contains("(16000 ranks, 250 op(s): 6.0 KiB per rank and 48 B per rank and op"),
+            e.contains("(16000 ranks, 250 op(s): 16.0 KiB per rank and 48 B per rank and op"),
             "{e}"
         );
         assert!(
@@ -272,7 +275,7 @@ mod tests {
 
     #[test]
     fn a_world_above_the_rank_limit_is_refused_whatever_its_memory() {
-        // The trial's 800,000 ranks: one op fits in memory, but is far
+        // The trial's 800,000 ranks: one op fits in a large memory, but is far
         // beyond what runs in reasonable time.
         let size = SimSize {
             ranks: 800_000,
