@@ -13,6 +13,8 @@
 # its own column.
 # BENCH_HUGEPAGES=0: all three keep their buffers on 4 KiB pages (default:
 # transparent huge pages from 4 MiB, numpy's rule; see tcp_allreduce_bench).
+# LIBS="hccl mpi" (default "hccl gloo mpi"): run only these libraries, e.g.
+#   LIBS="hccl mpi" SKIP_INSTALL=1 REPEAT=5 bash bench/compare_tcp.sh 32768 1048576 4
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MIN=${1:-8192}
@@ -22,12 +24,17 @@ NPROCS=("${@:-2 4}")
 [ ${#NPROCS[@]} -eq 1 ] && read -r -a NPROCS <<< "${NPROCS[0]}"
 # Debian's interpreter: the apt packages install into its dist-packages.
 PY=${PYTHON:-/usr/bin/python3}
+LIBS=" ${LIBS:-hccl gloo mpi} "
+for l in $LIBS; do
+  case $l in hccl | gloo | mpi) ;; *) echo "LIBS: unknown library '$l' (hccl, gloo, mpi)" >&2; exit 2 ;; esac
+done
+want() { [[ $LIBS == *" $1 "* ]]; }
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
 if [ -z "${SKIP_INSTALL:-}" ]; then
   need=()
-  "$PY" -c "import torch" 2>/dev/null || need+=(python3-torch)
+  want gloo && ! "$PY" -c "import torch" 2>/dev/null && need+=(python3-torch)
   command -v mpirun >/dev/null || need+=(openmpi-bin)
   "$PY" -c "import mpi4py" 2>/dev/null || need+=(python3-mpi4py)
   "$PY" -c "import numpy" 2>/dev/null || need+=(python3-numpy)
@@ -49,13 +56,15 @@ HCCL_BENCH="$TARGET/release/examples/tcp_allreduce_bench"
 REPEAT=${REPEAT:-3}
 for rep in $(seq 1 "$REPEAT"); do
 for n in "${NPROCS[@]}"; do
+  if want hccl; then
   echo "run $rep of $REPEAT: hccl-rs, $n processes" >&2
   HCCL_IF_IP=127.0.0.1 "$HCCL_BENCH" "$n" "$MIN" "$MAX" | awk '!/^#/ && $1 ~ /^[0-9]+$/ {print $1, $3, $4, $5}' > "$OUT/hccl.$n.$rep"
-  if [ -n "${SHM_AB:-}" ]; then
+  fi
+  if want hccl && [ -n "${SHM_AB:-}" ]; then
     echo "run $rep of $REPEAT: hccl-rs with HCCL_SHM_DISABLE=1, $n processes" >&2
     HCCL_SHM_DISABLE=1 HCCL_IF_IP=127.0.0.1 "$HCCL_BENCH" "$n" "$MIN" "$MAX" | awk '!/^#/ && $1 ~ /^[0-9]+$/ {print $1, $3, $4, $5}' > "$OUT/noshm.$n.$rep"
   fi
-  if "$PY" -c "import torch" 2>/dev/null; then
+  if want gloo && "$PY" -c "import torch" 2>/dev/null; then
     echo "run $rep of $REPEAT: gloo, $n processes" >&2
     port=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
     pids=()
@@ -67,7 +76,7 @@ for n in "${NPROCS[@]}"; do
     wait "${pids[@]}" || true
     cp "$OUT/gloo.$n.$rep.0" "$OUT/gloo.$n.$rep"
   fi
-  if command -v mpirun >/dev/null && "$PY" -c "import mpi4py" 2>/dev/null; then
+  if want mpi && command -v mpirun >/dev/null && "$PY" -c "import mpi4py" 2>/dev/null; then
     echo "run $rep of $REPEAT: open mpi, $n processes" >&2
     mpirun --allow-run-as-root --oversubscribe -n "$n" "$PY" bench/mpi_allreduce.py "$MIN" "$MAX" > "$OUT/mpi.$n.$rep" 2>/dev/null || true
   fi

@@ -75,6 +75,18 @@ pub const ONESHOT_MAX_BYTES: u64 = 128 << 10;
 /// 2181–2298 at 128 KiB; 2 processes equal (one exchange either way).
 pub const DOUBLING_MAX_BYTES: u64 = 128 << 10;
 
+/// [`DOUBLING_MAX_BYTES`] when a host runs more ranks than it has CPUs
+/// ([`HostFit::ranks_fit_cpus`] false). There the TCP transport's rings
+/// carry messages up to 64 KiB as bytes (`hccl_hw`'s
+/// `MAX_INLINE_ON_RINGS`) and lend longer ones, whose sends wait for the
+/// peer's ack, and the peer, sharing a core, is often not running.
+/// Doubling sends the whole vector per round, so above 64 KiB every
+/// message is lent; H-D_R's messages are half and a quarter of it, so at
+/// 128 KiB all of them go as bytes. Measured with `tcp_allreduce_bench`,
+/// 4 processes on the 2-core VM (load average 3-4, 8 interleaved runs,
+/// medians, µs): 64 KiB doubling 145 vs H-D_R 176; 128 KiB 259 vs 227.
+pub const DOUBLING_MAX_BYTES_OVERSUBSCRIBED: u64 = 64 << 10;
+
 /// Slice length (bytes) of an AllReduce that [`plan_op`] slices: the op
 /// runs as independent AllReduces of at most this many bytes whose steps
 /// interleave (`crate::algo::slice`), so each slice's reduce-scatter
@@ -157,7 +169,8 @@ pub fn choose(args: &CollectiveArgs, fit: HostFit, forced: Option<&HcclAlgo>) ->
 /// `pairwise` for an AllReduce, changes nothing), else the selector's
 /// choice with [`TCP_COST`] on every level, adjusted for hosts: AllReduce
 /// on at most 8 ranks runs recursive doubling up to [`DOUBLING_MAX_BYTES`]
-/// when `fit.hosts` is 1, else one-shot up to [`ONESHOT_MAX_BYTES`]; above
+/// ([`DOUBLING_MAX_BYTES_OVERSUBSCRIBED`] when the ranks do not fit their
+/// CPUs) when `fit.hosts` is 1, else one-shot up to [`ONESHOT_MAX_BYTES`]; above
 /// it, and for a flat mesh over more than two ranks above
 /// [`MESH_MAX_BYTES`], the selector's cheapest candidate that is neither
 /// mesh nor one-shot (the ring if none). The plan: as [`plan_spec`].
@@ -226,7 +239,12 @@ fn choose_on(
     let oneshot = AlgoSpec::Flat(Algorithm::Oneshot);
     let bytes = args.message_bytes();
     if args.kind == CollectiveKind::AllReduce && args.world_size <= 8 {
-        if fit.hosts == 1 && bytes <= DOUBLING_MAX_BYTES {
+        let doubling_max = if fit.ranks_fit_cpus {
+            DOUBLING_MAX_BYTES
+        } else {
+            DOUBLING_MAX_BYTES_OVERSUBSCRIBED
+        };
+        if fit.hosts == 1 && bytes <= doubling_max {
             return AlgoSpec::Flat(Algorithm::Doubling);
         }
         if fit.hosts > 1 && bytes <= ONESHOT_MAX_BYTES {
@@ -248,8 +266,15 @@ fn choose_on(
         .collect();
     let spec = candidates.first().copied().unwrap_or(ring);
     let mesh = AlgoSpec::Flat(Algorithm::Mesh);
+    // On a crowded host doubling past its bound lends every message
+    // (see DOUBLING_MAX_BYTES_OVERSUBSCRIBED); the cost model, which
+    // prices messages only, would still pick it up to ~128 KiB.
+    let crowded = fit.hosts == 1 && !fit.ranks_fit_cpus;
+    let doubling = AlgoSpec::Flat(Algorithm::Doubling);
     let too_big = |s: &AlgoSpec| {
-        *s == oneshot || (*s == mesh && args.world_size > 2 && bytes > MESH_MAX_BYTES)
+        *s == oneshot
+            || (*s == mesh && args.world_size > 2 && bytes > MESH_MAX_BYTES)
+            || (*s == doubling && crowded && bytes > DOUBLING_MAX_BYTES_OVERSUBSCRIBED)
     };
     if too_big(&spec) {
         let next = candidates.into_iter().find(|s| !too_big(s) && *s != mesh);
@@ -351,6 +376,26 @@ mod tests {
         }
         // Beyond 8 ranks, and for other collectives, the selector decides.
         assert_ne!(choose(&allreduce(8 << 10, 9), on(2), None), oneshot);
+    }
+
+    #[test]
+    fn an_oversubscribed_host_doubles_only_up_to_its_own_bound() {
+        let crowded = HostFit {
+            hosts: 1,
+            ranks_fit_cpus: false,
+        };
+        let doubling = AlgoSpec::Flat(Algorithm::Doubling);
+        let hd = AlgoSpec::Flat(Algorithm::HalvingDoubling);
+        let max = DOUBLING_MAX_BYTES_OVERSUBSCRIBED;
+        assert!(max < DOUBLING_MAX_BYTES);
+        assert_eq!(choose(&allreduce(max, 4), crowded, None), doubling);
+        assert_eq!(choose(&allreduce(max + 4, 4), crowded, None), hd);
+        assert_eq!(choose(&allreduce(DOUBLING_MAX_BYTES, 4), crowded, None), hd);
+        // With a CPU per rank the bound stays DOUBLING_MAX_BYTES.
+        assert_eq!(
+            choose(&allreduce(DOUBLING_MAX_BYTES, 4), on(1), None),
+            doubling
+        );
     }
 
     #[test]

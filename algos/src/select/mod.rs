@@ -16,8 +16,8 @@ pub mod host;
 pub use cost::{predict, CostModel, LinkCost, PatternGbps};
 pub use hccl_algo::{HcclAlgo, HcclAlgoError, HCCL_ALGO_OPS};
 pub use host::{
-    choose, plan_op, plan_spec, HostFit, PlannedOp, DOUBLING_MAX_BYTES, MESH_MAX_BYTES,
-    ONESHOT_MAX_BYTES, SLICE_BYTES, TCP_COST,
+    choose, plan_op, plan_spec, HostFit, PlannedOp, DOUBLING_MAX_BYTES,
+    DOUBLING_MAX_BYTES_OVERSUBSCRIBED, MESH_MAX_BYTES, ONESHOT_MAX_BYTES, SLICE_BYTES, TCP_COST,
 };
 
 /// One candidate the selector considered.

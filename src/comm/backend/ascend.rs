@@ -628,7 +628,9 @@ impl Backend for AscendBackend {
     }
 
     /// One host, ranks not sliced: the plans schedule mode runs (HCCL
-    /// chooses its own in native mode). The same on every rank.
+    /// chooses its own in native mode); doubling then ends at
+    /// `DOUBLING_MAX_BYTES_OVERSUBSCRIBED`, as on a crowded TCP host. The
+    /// same on every rank.
     fn host_fit(&self) -> HostFit {
         HostFit {
             hosts: 1,
