@@ -49,6 +49,21 @@ fn comm_and_stream(
     Ok((comm_of(f, comm)?, stream_of(f, stream)?))
 }
 
+/// This library runs its ranks over TCP or on the simulator: under
+/// `HCCL_BACKEND=ascend` (the Ascend backend of hccl-rs's Rust API, which
+/// loads CANN's libhccl.so) a communicator cannot be made here, and
+/// `Comm`'s own refusal speaks of Rust calls a C program does not make.
+fn refuse_ascend_backend(f: &str) -> Res<()> {
+    match std::env::var("HCCL_BACKEND") {
+        Ok(v) if v.trim().eq_ignore_ascii_case("ascend") => Err(log::fail(
+            f,
+            HCCL_E_NOT_SUPPORT,
+            "HCCL_BACKEND=ascend, but this libhccl.so is hccl-rs's C API, whose ranks run over TCP or on the simulator (HCCL_BACKEND unset, tcp or sim), not on NPUs: unset HCCL_BACKEND, or link CANN's libhccl.so to run on NPUs",
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn cerr(e: CommError) -> HcclResult {
     of_error(&e)
 }
@@ -169,6 +184,7 @@ fn init_root(
         ));
     }
     let info = read_root_info(f, root_info)?;
+    refuse_ascend_backend(f)?;
     let c = Comm::init_root_info(n, &info, rank).map_err(|e| log::fail(f, cerr(e.clone()), &e))?;
     out(f, "comm", comm, comms::register(c, name))
 }
@@ -221,6 +237,7 @@ fn init_cluster(
     if comm.is_null() {
         return Err(log::fail(f, HCCL_E_PTR, "comm is NULL"));
     }
+    refuse_ascend_backend(f)?;
     let c = Comm::init_cluster_info(&p, rank).map_err(|e| log::fail(f, cerr(e.clone()), &e))?;
     out(f, "comm", comm, comms::register(c, name))
 }
@@ -286,6 +303,7 @@ pub extern "C" fn HcclCommInitAll(
                 ));
             }
         }
+        refuse_ascend_backend(f)?;
         let cs = Comm::init_all(ndev).map_err(|e| log::fail(f, cerr(e.clone()), &e))?;
         let hs: Vec<*mut c_void> = cs.into_iter().map(|c| comms::register(c, None)).collect();
         boundary::write_array(comms_out, &hs);

@@ -456,6 +456,18 @@ fn every_bad_argument_gets_its_code_and_a_log_line() {
     );
     assert_eq!(code0, Some(0), "HCCL_HOST_DEVICES=0: {out0}\n{err0}");
     assert!(out0.contains("bad_args: no devices"), "{out0}");
+    // HCCL_BACKEND=ascend (the Rust API's Ascend backend): refused in C
+    // terms, not with Comm's advice about Rust calls.
+    let (code1, out1, err1) = run(
+        Command::new(&exe).env("HCCL_BACKEND", "ascend"),
+        Duration::from_secs(30),
+    );
+    assert_eq!(code1, Some(0), "HCCL_BACKEND=ascend: {out1}\n{err1}");
+    assert!(
+        out1.contains("bad_args: HcclCommInitAll: HCCL_BACKEND=ascend, but this libhccl.so is hccl-rs's C API"),
+        "{out1}"
+    );
+    assert!(!out1.contains("Comm::"), "{out1}");
     // The repeated aclInit (ACL_ERROR_REPEAT_INITIALIZE) is a warning, as
     // in CANN's runtime, not an error line.
     let repeat: Vec<&str> = err
