@@ -357,6 +357,7 @@ impl<E> Inner<E> {
     fn start_worker(&self, q: &mut Queue<E>) {
         if q.lazy && !q.entries.is_empty() {
             q.lazy = false;
+            q.run_by_waiter = 0;
             self.work.notify_one();
         }
     }
@@ -431,9 +432,12 @@ fn finish<E>(inner: &Inner<E>, failure: Option<E>) -> MutexGuard<'_, Queue<E>> {
     inner.done.notify_all();
     // Only the worker waits on `work`, and only for a task it can take
     // (or the close): no wake-up when nothing is left, so a waiting thread
-    // that ran the task itself does not wake the worker for nothing (nor
-    // in lazy mode, where waiting threads run the rest).
-    if (!q.entries.is_empty() && !q.lazy) || q.closed {
+    // that ran the task itself does not wake the worker for nothing. What
+    // is left may be beyond what this thread waits for (another thread
+    // queued it meanwhile), so the worker is woken even in lazy mode; a
+    // waiter that wants it still gets it first (the queue is returned to
+    // it locked).
+    if !q.entries.is_empty() || q.closed {
         inner.work.notify_one();
     }
     q
