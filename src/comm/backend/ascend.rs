@@ -376,6 +376,21 @@ impl AscendBackend {
         Ok((&self.lib, &self.comm, &self.stream, m))
     }
 
+    /// What every op does first: the communicator is usable, this thread
+    /// is on its NPU, and (unless `HCCL_ASCEND_CHECK=0`) the ranks agree
+    /// on the op. Returns the op's name for errors and its start time.
+    fn begin(&mut self, sh: &Shared, op: &Prepared<'_>) -> Result<(String, Instant), CommError> {
+        self.check_broken()?;
+        on_device(&self.lib, self.device)?;
+        let name = format!("comm '{}' {:?} #{}", sh.name, op.args.kind, op.seq);
+        let start = Instant::now();
+        self.started = Some(start);
+        if self.check {
+            self.agree(&name, op, sh.rank, sh.size)?;
+        }
+        Ok((name, start))
+    }
+
     /// Every rank's op signature (as TCP encodes it, without the
     /// algorithm: in native mode HCCL picks it), gathered with one
     /// `HcclAllGather`; ranks that called different ops, counts, types,
@@ -657,14 +672,7 @@ impl Backend for AscendBackend {
         op: Prepared<'_>,
         user: UserBufs<'_>,
     ) -> Result<OpTime, CommError> {
-        self.check_broken()?;
-        on_device(&self.lib, self.device)?;
-        let name = format!("comm '{}' {:?} #{}", sh.name, op.args.kind, op.seq);
-        let start = Instant::now();
-        self.started = Some(start);
-        if self.check {
-            self.agree(&name, &op, sh.rank, sh.size)?;
-        }
+        let (name, start) = self.begin(sh, &op)?;
         if self.mode == AscendMode::Native && self.native_call(op.args) {
             let (input, output) = split_user(op.args, sh.rank, user);
             self.native(
@@ -711,14 +719,7 @@ impl Backend for AscendBackend {
         op: Prepared<'_>,
         bufs: DevBufs<'_>,
     ) -> Result<OpTime, CommError> {
-        self.check_broken()?;
-        on_device(&self.lib, self.device)?;
-        let name = format!("comm '{}' {:?} #{}", sh.name, op.args.kind, op.seq);
-        let start = Instant::now();
-        self.started = Some(start);
-        if self.check {
-            self.agree(&name, &op, sh.rank, sh.size)?;
-        }
+        let (name, start) = self.begin(sh, &op)?;
         self.native_device(&name, op.args, bufs, sh.rank)?;
         Ok(OpTime::Measured(start, Instant::now()))
     }
