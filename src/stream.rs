@@ -17,9 +17,9 @@
 //! is in one of two modes:
 //! - **eager**: every enqueue wakes the worker, which starts the task at
 //!   once (a program that overlaps host work with its ops);
-//! - **lazy**, entered after [`LAZY_AFTER`] tasks in a row were run by a
+//! - **lazy**, entered after `LAZY_AFTER` (4) tasks in a row were run by a
 //!   waiting thread: an enqueue wakes nobody. The worker looks at the
-//!   queue every [`GRACE`] while the stream is in use and starts a task
+//!   queue every `GRACE` while the stream is in use and starts a task
 //!   that has waited a whole look, so a task starts within about
 //!   2 × `GRACE` however the program behaves, and the stream is eager
 //!   again from then on. A task queued behind one not yet started, and a
