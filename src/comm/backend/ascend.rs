@@ -673,7 +673,7 @@ impl Backend for AscendBackend {
         user: UserBufs<'_>,
     ) -> Result<OpTime, CommError> {
         let (name, start) = self.begin(sh, &op)?;
-        if self.mode == AscendMode::Native && self.native_call(op.args) {
+        if self.direct(op.args) {
             let (input, output) = split_user(op.args, sh.rank, user);
             self.native(
                 &name,
