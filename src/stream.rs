@@ -90,6 +90,12 @@ impl<E> Queue<E> {
         }
     }
 
+    /// Eager mode, and the count towards lazy mode started again.
+    fn eager(&mut self) {
+        self.lazy = false;
+        self.run_by_waiter = 0;
+    }
+
     /// A waiting thread takes a task: counts towards lazy mode.
     fn take_as_waiter(&mut self) -> Option<Task<E>> {
         let t = self.take()?;
@@ -198,14 +204,13 @@ impl<E: Send + 'static> Stream<E> {
     }
 
     /// Appends a task; it runs after every entry enqueued before it.
-    /// Returns its place: once [`Stream::finished`] reaches it, it has run.
+    /// Returns its place, for [`Stream::wait_for`].
     pub fn enqueue(&self, task: Task<E>) -> u64 {
         let mut q = lock(&self.inner.q);
         // A task queued behind one nobody has run yet: the program is
         // queueing ahead, not waiting after each op, so start them now.
         if q.lazy && !q.entries.is_empty() {
-            q.lazy = false;
-            q.run_by_waiter = 0;
+            q.eager();
         }
         q.submitted += 1;
         q.entries.push_back(Entry::Task(task));
@@ -213,11 +218,6 @@ impl<E: Send + 'static> Stream<E> {
             self.inner.work.notify_one();
         }
         q.submitted
-    }
-
-    /// Entries finished so far.
-    pub fn finished(&self) -> u64 {
-        lock(&self.inner.q).finished
     }
 
     /// Waits until every task enqueued so far has run; returns (and
@@ -356,8 +356,7 @@ impl<E> Inner<E> {
     /// Eager again, and the worker woken, if anything is queued.
     fn start_worker(&self, q: &mut Queue<E>) {
         if q.lazy && !q.entries.is_empty() {
-            q.lazy = false;
-            q.run_by_waiter = 0;
+            q.eager();
             self.work.notify_one();
         }
     }
@@ -382,8 +381,7 @@ fn run<E>(inner: &Inner<E>) {
             if let Some(task) = q.take() {
                 // Nobody waited for it within a look: the program is
                 // overlapping, so start its tasks at once from now on.
-                q.lazy = false;
-                q.run_by_waiter = 0;
+                q.eager();
                 drop(q);
                 q = run_one(inner, task);
                 continue;
