@@ -222,6 +222,16 @@ mod tests {
         out
     }
 
+    /// Replays `dumps` (see [`replay`]) and checks that the replay hangs
+    /// and that its report says each of `says`.
+    fn replay_hangs(name: &str, dumps: &[Dump], says: &[&str]) {
+        let out = replay(name, dumps);
+        assert_eq!(out.code, super::super::sim::EXIT_HANG, "{}", out.output);
+        for text in says {
+            assert!(out.output.contains(text), "{text:?} not in {}", out.output);
+        }
+    }
+
     /// Four world ranks; each rank's ops from `ops(rank)` (`None`: no dump).
     fn world(ops: impl Fn(u32) -> Option<Vec<OpRecord>>) -> Vec<Dump> {
         (0..4)
@@ -242,11 +252,11 @@ mod tests {
                 v
             })
         });
-        let out = replay("crash", &dumps);
-        assert_eq!(out.code, super::super::sim::EXIT_HANG, "{}", out.output);
-        assert!(out.output.contains("rank 2 left no dump"), "{}", out.output);
-        assert!(out.output.contains("rank 2 crashed"), "{}", out.output);
-        assert!(out.output.contains("in op #3"), "{}", out.output);
+        replay_hangs(
+            "crash",
+            &dumps,
+            &["rank 2 left no dump", "rank 2 crashed", "in op #3"],
+        );
     }
 
     #[test]
@@ -261,13 +271,7 @@ mod tests {
             }
             Some(v)
         });
-        let out = replay("skip", &dumps);
-        assert_eq!(out.code, super::super::sim::EXIT_HANG, "{}", out.output);
-        assert!(
-            out.output.contains("rank 1 never called op #3"),
-            "{}",
-            out.output
-        );
+        replay_hangs("skip", &dumps, &["rank 1 never called op #3"]);
     }
 
     #[test]
@@ -307,13 +311,7 @@ mod tests {
             }
             dumps.push(dump("world", r, 2, None, vec![op(0, 0, 0, OpState::Done)]));
         }
-        let out = replay("cycle", &dumps);
-        assert_eq!(out.code, super::super::sim::EXIT_HANG, "{}", out.output);
-        assert!(
-            out.output.contains("wait cycle across communicators"),
-            "{}",
-            out.output
-        );
+        replay_hangs("cycle", &dumps, &["wait cycle across communicators"]);
     }
 
     #[test]
@@ -413,13 +411,7 @@ mod tests {
         let pairs = last.pairs.clone().unwrap();
         assert_eq!((pairs[0].src, pairs[0].dst, pairs[0].count), (1, 0, 8));
         assert_eq!(r.scenario.rank_orders["1"], [0]);
-        let out = replay("p2p-never", &dumps);
-        assert_eq!(out.code, super::super::sim::EXIT_HANG, "{}", out.output);
-        assert!(
-            out.output.contains("rank 1 never called op #1"),
-            "{}",
-            out.output
-        );
+        replay_hangs("p2p-never", &dumps, &["rank 1 never called op #1"]);
     }
 
     #[test]
@@ -459,13 +451,7 @@ mod tests {
             .map(|p| (p.src, p.dst, p.count))
             .collect();
         assert_eq!(pairs, [(0, 1, 4), (1, 0, 6)]);
-        let out = replay("p2p-batch", &dumps);
-        assert_eq!(out.code, super::super::sim::EXIT_HANG, "{}", out.output);
-        assert!(
-            out.output.contains("rank 1 never called op #1"),
-            "{}",
-            out.output
-        );
+        replay_hangs("p2p-batch", &dumps, &["rank 1 never called op #1"]);
     }
 
     #[test]
@@ -501,13 +487,7 @@ mod tests {
             (ops[1].collective.as_str(), ops[1].matrix.clone()),
             ("alltoallv", Some(matrix))
         );
-        let out = replay("v", &dumps);
-        assert_eq!(out.code, super::super::sim::EXIT_HANG, "{}", out.output);
-        assert!(
-            out.output.contains("rank 2 never called op #1"),
-            "{}",
-            out.output
-        );
+        replay_hangs("v", &dumps, &["rank 2 never called op #1"]);
     }
 
     #[test]
