@@ -38,10 +38,6 @@ pub(crate) const BYTES_PER_RANK_OP: u64 = 48;
 /// say so (800,000 ranks of one op fit in 5 GiB).
 pub(crate) const MAX_RANKS: u64 = 16_384;
 
-/// The memory limit where the available memory cannot be read (not
-/// Linux): 8 GiB, as `hccl test`'s data check.
-const FALLBACK_LIMIT: u64 = 8 << 30;
-
 /// What a run holds: its ranks and its ops (collectives of every
 /// configuration a command simulates before it prints).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,17 +58,10 @@ impl SimSize {
 }
 
 /// The limit in bytes and what set it: `--sim-memory`, else half of the
-/// memory available (`MemAvailable`: the rest for the machine's other
-/// work), else [`FALLBACK_LIMIT`].
+/// memory available, else 8 GiB (as `hccl test`'s data check:
+/// [`crate::test::memory_limit`]).
 pub(crate) fn limit(flag: Option<u64>, available: Option<u64>) -> (u64, String) {
-    match (flag, available) {
-        (Some(l), _) => (l, "--sim-memory".into()),
-        (None, Some(a)) => (
-            a / 2,
-            format!("half of the {} available", human_bytes(u128::from(a))),
-        ),
-        (None, None) => (FALLBACK_LIMIT, "the available memory is unknown".into()),
-    }
+    crate::test::memory_limit("--sim-memory", flag, available)
 }
 
 /// The limits a run is checked against: `--max-ranks` and `--sim-memory`

@@ -82,20 +82,32 @@ pub(crate) fn available_memory() -> Option<u64> {
 /// else half of `available` (the rest for the simulator and the machine's
 /// other work), else [`DATA_LIMIT_BYTES`].
 fn check_limit(flag: Option<u64>, available: Option<u64>) -> (u64, String) {
-    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    let (limit, why) = memory_limit("--check-memory", flag, available);
+    match flag {
+        Some(_) => (limit, why),
+        None => (limit, format!("{why}; --check-memory to change")),
+    }
+}
+
+/// A memory limit in bytes and what set it: `flag` (named `flag_name`)
+/// if given, else half of the memory `available` (the rest for the
+/// machine's other work), else [`DATA_LIMIT_BYTES`]. `hccl test`'s data
+/// check and the simulator commands' size guard (`sim_size`) share it.
+pub(crate) fn memory_limit(
+    flag_name: &str,
+    flag: Option<u64>,
+    available: Option<u64>,
+) -> (u64, String) {
     match (flag, available) {
-        (Some(l), _) => (l, "--check-memory".into()),
+        (Some(l), _) => (l, flag_name.into()),
         (None, Some(a)) => (
             a / 2,
             format!(
-                "half of the {:.1} GiB available; --check-memory to change",
-                gib(a)
+                "half of the {} available",
+                hccl_topology::limits::human_bytes(u128::from(a))
             ),
         ),
-        (None, None) => (
-            DATA_LIMIT_BYTES,
-            "the available memory is unknown; --check-memory to change".into(),
-        ),
+        (None, None) => (DATA_LIMIT_BYTES, "the available memory is unknown".into()),
     }
 }
 
