@@ -572,12 +572,17 @@ impl Shared {
             op: op.to_string(),
             what,
             from: home.describe(),
-            here: format!(
-                "{} (rank {} of communicator '{}')",
-                here.describe(),
-                self.rank,
-                self.name
-            ),
+            // A host home names its rank and communicator already.
+            here: match here {
+                Home::Host { .. } => here.describe(),
+                #[cfg(feature = "ascend")]
+                Home::Npu { .. } => format!(
+                    "{} (rank {} of communicator '{}')",
+                    here.describe(),
+                    self.rank,
+                    self.name
+                ),
+            },
         })
     }
 }
