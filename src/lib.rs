@@ -69,7 +69,7 @@ pub mod stream;
 
 pub use comm::{
     group, BackendError, BackendKind, Buffer, BufferMut, Comm, CommError, DeviceBuffer, Element,
-    Group, OpHandle, P2pItem, P2pKind, RootInfo, SimSettings,
+    Group, OpHandle, P2pItem, P2pKind, ReduceOp, RootInfo, SimSettings,
 };
 pub use logging::init_logging;
 
