@@ -476,6 +476,9 @@ fn text(a: &WorkloadArgs, w: &Workload, fabric: &Fabric, rows: &[Row]) -> String
             let _ = writeln!(t);
         }
     }
+    if let Some(p) = &a.write_workload {
+        let _ = writeln!(t, "# workload: {} (hccl workload --file)", p.display());
+    }
     if let Some(p) = &a.trace {
         let _ = writeln!(
             t,
