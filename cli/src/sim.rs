@@ -84,11 +84,12 @@ pub(crate) struct SimArgs {
     /// on TCP (0: never). Default: $HCCL_EXEC_TIMEOUT, else HCCL's 1836 s.
     #[arg(long, value_parser = parse_exec_timeout, allow_hyphen_values = true)]
     pub exec_timeout: Option<f64>,
-    /// The simulation's memory limit (K/M/G suffixes are powers of 1024;
-    /// default half the memory available): a run whose estimate (ranks ×
-    /// the simulator's bytes per rank, sim/README.md) is above it is
-    /// refused before it starts.
-    #[arg(long, value_parser = super::test::parse_size_arg)]
+    /// The simulation's memory limit: a number, decimals allowed, with K,
+    /// M, G or T (or KiB ... TiB; powers of 1024, any case), e.g. 512M,
+    /// 1.5G, 2T; default half the memory available. A run whose estimate
+    /// (ranks × the simulator's bytes per rank, sim/README.md) is above
+    /// it is refused before it starts.
+    #[arg(long, value_name = "SIZE", value_parser = crate::memory_size::parse_memory)]
     pub sim_memory: Option<u64>,
     /// The most ranks to simulate (default 16384, the largest full run in
     /// sim/README.md's scale tables): a larger cluster is refused before
@@ -790,6 +791,25 @@ mod tests {
             "hccl sim --collective all_reduce --count 1K --preset ring --servers 4 --sim-memory 1M",
         ))
         .is_ok());
+    }
+
+    #[test]
+    fn sim_memory_takes_decimals_and_t_and_names_itself_when_bad() {
+        let line = "hccl sim --collective all_reduce --count 1K --sim-memory";
+        assert_eq!(
+            parse(&format!("{line} 1.5G")).sim_memory,
+            Some(1_610_612_736)
+        );
+        assert_eq!(parse(&format!("{line} 2T")).sim_memory, Some(2 << 40));
+        let words = ["hccl-sim", "--collective", "all_reduce", "--count", "1K"];
+        let e = Cli::try_parse_from(words.iter().copied().chain(["--sim-memory", "1.5X"]))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("'--sim-memory <SIZE>'") && e.contains("\"1.5X\" is not a memory size"),
+            "{e}"
+        );
     }
 
     #[test]

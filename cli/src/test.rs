@@ -221,10 +221,11 @@ pub(crate) struct TestArgs {
     /// data: check results; timing: lengths only, for large clusters.
     #[arg(long, value_enum, default_value = "data")]
     pub mode: ModeArg,
-    /// Largest host memory the data-mode check may use (K/M/G suffixes).
-    /// Default: half of the memory available (MemAvailable), 8G where
-    /// that is unknown.
-    #[arg(long, value_name = "SIZE", value_parser = parse_size_arg)]
+    /// Largest host memory the data-mode check may use: a number,
+    /// decimals allowed, with K, M, G or T (or KiB ... TiB; powers of
+    /// 1024, any case), e.g. 1.5G. Default: half of the memory available
+    /// (MemAvailable), 8G where that is unknown.
+    #[arg(long, value_name = "SIZE", value_parser = crate::memory_size::parse_memory)]
     pub check_memory: Option<u64>,
     /// Write the rows as JSON.
     #[arg(long, value_name = "FILE")]
