@@ -227,7 +227,7 @@ impl Splitter for SimSplitter {
         new_rank: u32,
     ) -> Result<Box<dyn Backend>, CommError> {
         let id = <[u8; 8]>::try_from(token).map(u64::from_le_bytes).ok();
-        let sub = id.and_then(|id| self.0.sub_world(id)).ok_or_else(|| {
+        let sub = id.and_then(|id| self.0.join_sub_world(id)).ok_or_else(|| {
             CommError::Broken(format!(
                 "{name}: the simulated sub-world of rank 0 is unknown"
             ))

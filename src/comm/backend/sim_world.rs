@@ -78,8 +78,14 @@ struct Mail {
 #[derive(Default)]
 struct SimState {
     ops: BTreeMap<u64, Pending>,
-    /// Sub-worlds made by splits and sub-communicators, by number.
-    splits: BTreeMap<u64, Arc<SimWorld>>,
+    /// Sub-worlds made by splits and sub-communicators that not all of
+    /// their members have joined yet, by number, with the joins still to
+    /// come: the members' backends hold a sub-world once joined, so it is
+    /// freed when the last of them is destroyed, not with its parent.
+    splits: BTreeMap<u64, (Arc<SimWorld>, u32)>,
+    /// The number of the next sub-world (never reused while a token of an
+    /// earlier one may still travel).
+    next_split: u64,
     /// Sent, not yet received messages by (src, dst, message number).
     mail: BTreeMap<(u32, u32, u64), Mail>,
     /// Bytes in `mail` per (src, dst).
@@ -232,7 +238,8 @@ impl SimWorld {
     }
 
     /// Makes the sub-world of this world's ranks `members` (in their new
-    /// rank order); returns its number, for [`SimWorld::sub_world`].
+    /// rank order); returns its number, for [`SimWorld::join_sub_world`]
+    /// (once by each member).
     pub(crate) fn host_sub_world(&self, members: &[u32]) -> u64 {
         let global = members
             .iter()
@@ -247,14 +254,25 @@ impl SimWorld {
             Arc::clone(&self.cluster),
         );
         let mut s = lock(&self.state);
-        let id = s.splits.last_key_value().map_or(0, |(k, _)| k + 1);
-        s.splits.insert(id, w);
+        let id = s.next_split;
+        s.next_split += 1;
+        s.splits.insert(id, (w, members.len() as u32));
         id
     }
 
-    /// The sub-world number `id` of [`SimWorld::host_sub_world`].
-    pub(crate) fn sub_world(&self, id: u64) -> Option<Arc<SimWorld>> {
-        lock(&self.state).splits.get(&id).cloned()
+    /// The sub-world number `id` of [`SimWorld::host_sub_world`], for one
+    /// of its members; after the last member's join this world no longer
+    /// holds it. `None` for a number not made here or already joined by
+    /// every member.
+    pub(crate) fn join_sub_world(&self, id: u64) -> Option<Arc<SimWorld>> {
+        let mut s = lock(&self.state);
+        let (w, left) = s.splits.get_mut(&id)?;
+        let w = Arc::clone(w);
+        *left -= 1;
+        if *left == 0 {
+            s.splits.remove(&id);
+        }
+        Some(w)
     }
 
     /// Runs one op from `source` (op `seq` of communicator `comm`, `salt`
@@ -855,5 +873,54 @@ impl SimWorld {
             .get(m.dst as usize)
             .cloned()
             .unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::comm::backend::sim_settings::SimSettings;
+
+    fn world(n: u32) -> Arc<SimWorld> {
+        let resolved = SimSettings::default().resolve(n).expect("default settings");
+        SimWorld::new(n, None, 1 << 20, Arc::new(Cluster::new(resolved, n)))
+    }
+
+    #[test]
+    fn a_sub_world_is_freed_with_its_members_not_its_parent() {
+        let parent = world(4);
+        let mut freed = Vec::new();
+        for _ in 0..3 {
+            let id = parent.host_sub_world(&[2, 0]);
+            let a = parent.join_sub_world(id).expect("first member joins");
+            let b = parent.join_sub_world(id).expect("second member joins");
+            assert!(Arc::ptr_eq(&a, &b), "both members get one sub-world");
+            assert_eq!(
+                a.global_rank(0),
+                2,
+                "the sub-world keeps its members' order"
+            );
+            // Every member joined: a third join (a stale token) finds nothing.
+            assert!(parent.join_sub_world(id).is_none());
+            freed.push(Arc::downgrade(&a));
+            drop((a, b));
+        }
+        assert!(
+            freed.iter().all(|w| w.upgrade().is_none()),
+            "a destroyed split's world outlived it"
+        );
+        assert!(lock(&parent.state).splits.is_empty());
+    }
+
+    #[test]
+    fn sub_world_numbers_are_not_reused() {
+        let parent = world(2);
+        let first = parent.host_sub_world(&[0, 1]);
+        for _ in 0..2 {
+            parent.join_sub_world(first).expect("joins");
+        }
+        let second = parent.host_sub_world(&[0, 1]);
+        assert_ne!(first, second);
+        assert!(parent.join_sub_world(first).is_none());
     }
 }
