@@ -1,7 +1,10 @@
 //! Memory limits on the command line (`--sim-memory`, `--check-memory`):
-//! a number, decimals allowed, with an optional unit K, M, G or T (or
-//! KiB, MiB, GiB, TiB; B for bytes), any case, all powers of 1024. Wider
-//! than hccl_test's `-b`/`-e` syntax (`test::sizes`), which stays as
+//! their syntax ([`parse_memory`]) and their default ([`memory_limit`]:
+//! half the memory available, else [`DATA_LIMIT_BYTES`]).
+//!
+//! A limit is a number, decimals allowed, with an optional unit K, M, G or
+//! T (or KiB, MiB, GiB, TiB; B for bytes), any case, all powers of 1024.
+//! Wider than hccl_test's `-b`/`-e` syntax (`test::sizes`), which stays as
 //! hccl_test's: a memory limit is read by people, `1.5G` or `2T`.
 
 /// Units by name (upper case), bytes.
@@ -67,6 +70,50 @@ pub(crate) fn parse_memory(text: &str) -> Result<u64, String> {
     u64::try_from(bytes).map_err(|_| too_big())
 }
 
+/// Largest estimated memory of one data-mode check (inputs, outputs and
+/// reference of every rank) where the memory available cannot be read:
+/// 8 GiB. 8 ranks × 64 MiB AllReduce needs ~2 GiB. Elsewhere the limit is
+/// half the memory available ([`memory_limit`]), or `--check-memory`
+/// (`--sim-memory` for the simulator commands' size guard).
+pub(crate) const DATA_LIMIT_BYTES: u64 = 8 << 30;
+
+/// Memory the kernel says is available for new work without swapping
+/// (`MemAvailable` of /proc/meminfo), bytes; `None` where there is none.
+pub(crate) fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// A memory limit in bytes and what set it: `flag` (named `flag_name`)
+/// if given, else half of the memory `available` (the rest for the
+/// machine's other work), else [`DATA_LIMIT_BYTES`]. `hccl test`'s data
+/// check and the simulator commands' size guard (`sim_size`) share it.
+pub(crate) fn memory_limit(
+    flag_name: &str,
+    flag: Option<u64>,
+    available: Option<u64>,
+) -> (u64, String) {
+    match (flag, available) {
+        (Some(l), _) => (l, flag_name.into()),
+        (None, Some(a)) => (
+            a / 2,
+            format!(
+                "half of the {} available",
+                hccl_topology::limits::human_bytes(u128::from(a))
+            ),
+        ),
+        (None, None) => (DATA_LIMIT_BYTES, "the available memory is unknown".into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,5 +157,20 @@ mod tests {
         }
         // The largest that fits: 16 EiB - 1 B in bytes.
         assert_eq!(parse_memory("18446744073709551615"), Ok(u64::MAX));
+    }
+
+    #[test]
+    fn the_limit_follows_the_memory_available() {
+        let gib = 1u64 << 30;
+        let limit = |flag, available| memory_limit("--check-memory", flag, available);
+        // 3 GiB free: 1.5 GiB for the check, not a fixed 8 GiB.
+        let (l, why) = limit(None, Some(3 * gib));
+        assert_eq!(l, 3 * gib / 2);
+        assert!(why.contains("half of the 3.0 GiB available"), "{why}");
+        // 64 GiB free: more than 8 GiB.
+        assert_eq!(limit(None, Some(64 * gib)).0, 32 * gib);
+        // The flag wins; unknown memory keeps the old 8 GiB.
+        assert_eq!(limit(Some(100), Some(64 * gib)).0, 100);
+        assert_eq!(limit(None, None).0, DATA_LIMIT_BYTES);
     }
 }

@@ -59,9 +59,9 @@ impl SimSize {
 
 /// The limit in bytes and what set it: `--sim-memory`, else half of the
 /// memory available, else 8 GiB (as `hccl test`'s data check:
-/// [`crate::test::memory_limit`]).
+/// [`crate::memory_size::memory_limit`]).
 pub(crate) fn limit(flag: Option<u64>, available: Option<u64>) -> (u64, String) {
-    crate::test::memory_limit("--sim-memory", flag, available)
+    crate::memory_size::memory_limit("--sim-memory", flag, available)
 }
 
 /// The limits a run is checked against: `--max-ranks` and `--sim-memory`
@@ -156,7 +156,7 @@ pub(crate) fn guarded_fabric(
     file: &ScenarioFile,
     ops: impl Fn(u32) -> anyhow::Result<u64>,
 ) -> anyhow::Result<Fabric> {
-    let available = crate::test::available_memory();
+    let available = crate::memory_size::available_memory();
     if let Some((ranks, asked_by)) = preset_ranks(a, file) {
         // Past u32 the fabric refuses the count itself.
         if let Ok(world) = u32::try_from(ranks) {

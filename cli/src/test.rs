@@ -57,57 +57,17 @@ use output::{ClusterInfo, Row};
 use runner::{Recorder, RowRun};
 use workload::TestCollective;
 
-/// Largest estimated memory of one data-mode check (inputs, outputs and
-/// reference of every rank) where the memory available cannot be read:
-/// 8 GiB. 8 ranks × 64 MiB AllReduce needs ~2 GiB. Elsewhere the limit is
-/// half the memory available ([`check_limit`]), or `--check-memory`.
-pub(crate) const DATA_LIMIT_BYTES: u64 = 8 << 30;
-
-/// Memory the kernel says is available for new work without swapping
-/// (`MemAvailable` of /proc/meminfo), bytes; `None` where there is none.
-pub(crate) fn available_memory() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kb: u64 = text
-        .lines()
-        .find_map(|l| l.strip_prefix("MemAvailable:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
-}
+use crate::memory_size::{available_memory, memory_limit};
 
 /// The data-mode check's memory limit and what set it: `--check-memory`,
 /// else half of `available` (the rest for the simulator and the machine's
-/// other work), else [`DATA_LIMIT_BYTES`].
+/// other work), else [`crate::memory_size::DATA_LIMIT_BYTES`]
+/// ([`memory_limit`]).
 fn check_limit(flag: Option<u64>, available: Option<u64>) -> (u64, String) {
     let (limit, why) = memory_limit("--check-memory", flag, available);
     match flag {
         Some(_) => (limit, why),
         None => (limit, format!("{why}; --check-memory to change")),
-    }
-}
-
-/// A memory limit in bytes and what set it: `flag` (named `flag_name`)
-/// if given, else half of the memory `available` (the rest for the
-/// machine's other work), else [`DATA_LIMIT_BYTES`]. `hccl test`'s data
-/// check and the simulator commands' size guard (`sim_size`) share it.
-pub(crate) fn memory_limit(
-    flag_name: &str,
-    flag: Option<u64>,
-    available: Option<u64>,
-) -> (u64, String) {
-    match (flag, available) {
-        (Some(l), _) => (l, flag_name.into()),
-        (None, Some(a)) => (
-            a / 2,
-            format!(
-                "half of the {} available",
-                hccl_topology::limits::human_bytes(u128::from(a))
-            ),
-        ),
-        (None, None) => (DATA_LIMIT_BYTES, "the available memory is unknown".into()),
     }
 }
 
@@ -1113,24 +1073,5 @@ fn op_record(
         simulated: true,
         steps: mine.iter().map(|m| m.record).collect(),
         links,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_check_limit_follows_the_memory_available() {
-        let gib = 1u64 << 30;
-        // 3 GiB free: 1.5 GiB for the check, not a fixed 8 GiB.
-        let (l, why) = check_limit(None, Some(3 * gib));
-        assert_eq!(l, 3 * gib / 2);
-        assert!(why.contains("half of the 3.0 GiB available"), "{why}");
-        // 64 GiB free: more than 8 GiB.
-        assert_eq!(check_limit(None, Some(64 * gib)).0, 32 * gib);
-        // The flag wins; unknown memory keeps the old 8 GiB.
-        assert_eq!(check_limit(Some(100), Some(64 * gib)).0, 100);
-        assert_eq!(check_limit(None, None).0, DATA_LIMIT_BYTES);
     }
 }
