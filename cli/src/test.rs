@@ -58,6 +58,7 @@ use runner::{Recorder, RowRun};
 use workload::TestCollective;
 
 use crate::memory_size::{available_memory, memory_limit};
+use crate::sim_size::{self, SimSize};
 
 /// The data-mode check's memory limit and what set it: `--check-memory`,
 /// else half of `available` (the rest for the simulator and the machine's
@@ -187,6 +188,18 @@ pub(crate) struct TestArgs {
     /// (MemAvailable), 8G where that is unknown.
     #[arg(long, value_name = "SIZE", value_parser = crate::memory_size::parse_memory)]
     pub check_memory: Option<u64>,
+    /// The simulation's memory limit: a number, decimals allowed, with K,
+    /// M, G or T (or KiB ... TiB; powers of 1024, any case), e.g. 512M,
+    /// 1.5G, 2T; default half the memory available. A run whose estimate
+    /// (ranks × the simulator's bytes per rank and op, sim/README.md; the
+    /// ops of a row: -w + -n) is above it is refused before it starts.
+    #[arg(long, value_name = "SIZE", value_parser = crate::memory_size::parse_memory)]
+    pub sim_memory: Option<u64>,
+    /// The most ranks to simulate (default 16384, the largest full run in
+    /// sim/README.md's scale tables): a larger cluster is refused before
+    /// it starts, as its run would take hours.
+    #[arg(long)]
+    pub max_ranks: Option<u64>,
     /// Write the rows as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -308,7 +321,8 @@ fn display_algo(
 ///
 /// Exit status: 0 when every row passed or was not checked, 1 when a
 /// check failed, the run could not finish, or an environment variable or
-/// file is bad, 2 for bad flags.
+/// file is bad, 2 for bad flags (a simulated cluster above the size
+/// guard's limits, [`crate::sim_size::check`], included).
 ///
 /// # Errors
 /// Files that cannot be read or written, a simulation that fails.
@@ -413,11 +427,40 @@ pub(crate) fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             npus: a.npus,
         },
     };
+    // The simulator's size guard, as hccl sim's: a preset's ranks before
+    // its fabric is built, a rank table's or fabric file's once it is read.
+    let available = available_memory();
+    let guard = |ranks: u64, asked_by: &str| {
+        let size = SimSize {
+            ranks,
+            ops: u64::from(a.warmup_iters) + u64::from(a.iters),
+        };
+        let limits = sim_size::Limits {
+            ranks: a.max_ranks,
+            memory: a.sim_memory,
+        };
+        sim_size::check(size, asked_by, limits, available)
+    };
+    if let Some(ranks) = cluster::preset_ranks(&source) {
+        if let Err(e) = guard(ranks, &preset_asked_by(&a)) {
+            return Ok(usage_error(bin, e));
+        }
+    }
     let built = match cluster::build(&source) {
         Ok(c) => c,
         Err(cluster::ClusterError::Usage(m)) => return Ok(usage_error(bin, m)),
         Err(e) => return Err(e).context("cannot build the cluster"),
     };
+    let file_flag = match (&a.rank_table, &a.fabric) {
+        (Some(p), _) => Some(format!("--rank-table {}", p.display())),
+        (None, Some(p)) => Some(format!("--fabric {}", p.display())),
+        (None, None) => None,
+    };
+    if let Some(flag) = file_flag {
+        if let Err(e) = guard(u64::from(built.fabric.world_size()), &flag) {
+            return Ok(usage_error(bin, e));
+        }
+    }
     let mut built = built;
     if let Some(us) = a.op_overhead_us {
         built
@@ -803,6 +846,25 @@ pub(crate) fn broken_pipe_exit() -> ExitCode {
     }
 }
 
+/// The flags that set a preset's ranks, for the size guard's message:
+/// `--servers 100000`, `--servers 4 -p 2`, else `--preset NAME`.
+fn preset_asked_by(a: &TestArgs) -> String {
+    let mut flags = Vec::new();
+    if a.servers != 1 {
+        flags.push(format!("--servers {}", a.servers));
+    }
+    if let Some(p) = a.npus {
+        flags.push(format!("-p {p}"));
+    }
+    if flags.is_empty() {
+        flags.push(format!(
+            "--preset {}",
+            a.preset.as_deref().unwrap_or(DEFAULT_PRESET)
+        ));
+    }
+    flags.join(" ")
+}
+
 /// `-r/--root` outside a world of `n` ranks, for a collective with a root.
 fn root_outside(coll: TestCollective, root: u32, n: u32) -> Option<String> {
     (coll.uses_root() && root >= n).then(|| {
@@ -856,6 +918,8 @@ fn tcp_conflict(a: &TestArgs) -> Option<&'static str> {
         (a.mode == ModeArg::Timing, "--mode timing"),
         (a.trace.is_some(), "--trace"),
         (a.op_overhead_us.is_some(), "--op-overhead"),
+        (a.max_ranks.is_some(), "--max-ranks"),
+        (a.sim_memory.is_some(), "--sim-memory"),
         (a.algo.is_some(), "--algo (set HCCL_ALGO instead)"),
     ]
     .into_iter()

@@ -688,6 +688,10 @@ fn tcp_rejects_simulator_flags() {
             &["all_reduce", "--transport", "tcp", "--op-overhead", "100"][..],
             "--op-overhead is for the simulator",
         ),
+        (
+            &["all_reduce", "--transport", "tcp", "--max-ranks", "8"][..],
+            "--max-ranks is for the simulator",
+        ),
     ] {
         let o = hccl(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
@@ -1414,6 +1418,65 @@ fn the_check_memory_limit_is_the_memory_available_or_the_flag() {
         e.contains("GiB available; --check-memory to change") || e.contains("memory is unknown"),
         "{e}"
     );
+}
+
+#[test]
+fn a_cluster_too_large_to_simulate_is_refused_as_by_hccl_sim() {
+    // 100,000 Atlas 800T A2 servers, 800,000 ranks: refused before the
+    // fabric is built (it would grow for minutes), in timing mode too.
+    let huge = "all_reduce -b 1K -e 1K --mode timing --servers 100000";
+    let o = hccl(&words(huge));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("--servers 100000: 800000 ranks is more than the limit of 16384"),
+        "{e}"
+    );
+    assert!(e.contains("allow them with --max-ranks 800000"), "{e}");
+    assert!(e.contains("Usage: hccl test"), "{e}");
+    // --max-ranks lifts the rank limit: the memory estimate is next
+    // (800,000 ranks x (16 KiB + 2 ops x 48 B) is ~12 GiB, over 1G).
+    let o = hccl(&words(&format!(
+        "{huge} -w 0 -n 2 --max-ranks 800000 --sim-memory 1G"
+    )));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("--servers 100000: the simulation would need about 12.3 GiB of memory (800000 ranks, 2 op(s)"),
+        "{e}"
+    );
+    assert!(
+        e.contains(
+            "(--sim-memory); simulate fewer ranks, or raise the limit with --sim-memory 13G"
+        ),
+        "{e}"
+    );
+    assert!(!e.contains("--max-ranks"), "{e}");
+    // The limit is the flag's: 3 servers (24 ranks) above --max-ranks 16,
+    // 2 servers (16 ranks) at it.
+    let o = hccl(&words(
+        "all_reduce -b 1K -e 1K -n 1 -w 0 --servers 3 --max-ranks 16",
+    ));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--servers 3: 24 ranks is more than the limit of 16 (--max-ranks)"),
+        "{}",
+        stderr(&o)
+    );
+    let o = hccl(&words(
+        "all_reduce -b 1K -e 1K -n 1 -w 0 --servers 2 --max-ranks 16",
+    ));
+    let out = ok_stdout(&o);
+    assert!(out.contains("16 ranks, 2 servers"), "{out}");
+    // hccl-test shares the flags and the guard.
+    let o = Command::new(env!("CARGO_BIN_EXE_hccl-test"))
+        .args(words(huge))
+        .env_remove("HCCL_ALGO")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--max-ranks 800000"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("Usage: hccl-test"), "{}", stderr(&o));
 }
 
 #[test]

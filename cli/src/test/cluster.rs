@@ -127,6 +127,27 @@ pub(crate) fn build(src: &Source<'_>) -> Result<Cluster, ClusterError> {
     }
 }
 
+/// The ranks of a preset source, known before its fabric is built:
+/// servers × NPUs per server (`-p`, else the machine's, else 8 for the
+/// generic shapes). `None` for a rank table or fabric file (their fabric
+/// says, once built) and for flags [`build`] refuses (an unknown preset,
+/// 0 servers or NPUs, `-p` above a machine's server), so that its error
+/// names them.
+pub(crate) fn preset_ranks(src: &Source<'_>) -> Option<u64> {
+    let Source::Preset {
+        name,
+        servers,
+        npus,
+    } = *src
+    else {
+        return None;
+    };
+    let full = machine_npus(Preset::parse(name).ok()?);
+    let per_server = npus.or(full).unwrap_or(8);
+    let fits = full.is_none_or(|f| per_server <= f);
+    (servers > 0 && per_server > 0 && fits).then(|| u64::from(servers) * u64::from(per_server))
+}
+
 /// The first `p` NPUs of each server of a machine preset, through a
 /// generated rank table (v1.0 → Atlas 800T A2 servers, v1.2 → A3).
 fn partial_server(preset: Preset, servers: u32, p: u32) -> Result<Fabric, ClusterError> {
@@ -172,6 +193,35 @@ mod tests {
     use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
     use hccl_algos::select::select;
     use hccl_algos::DataType;
+
+    #[test]
+    fn a_presets_ranks_are_known_before_its_fabric() {
+        let p = |name, servers, npus| {
+            preset_ranks(&Source::Preset {
+                name,
+                servers,
+                npus,
+            })
+        };
+        assert_eq!(p("atlas800t-a2", 100_000, None), Some(800_000));
+        assert_eq!(p("atlas800t-a2", 3, Some(4)), Some(12));
+        assert_eq!(p("ring", 5, None), Some(40));
+        assert_eq!(p("ring", 5, Some(2)), Some(10));
+        // What build refuses is left to its error.
+        assert_eq!(p("atlas800t-a2", 2, Some(9)), None);
+        assert_eq!(p("atlas800t-a2", 0, None), None);
+        assert_eq!(p("ring", 2, Some(0)), None);
+        assert_eq!(p("bogus", 2, None), None);
+        assert_eq!(preset_ranks(&Source::FabricFile(Path::new("f.json"))), None);
+        // The count is the fabric's.
+        let c = build(&Source::Preset {
+            name: "atlas800t-a2",
+            servers: 3,
+            npus: Some(4),
+        })
+        .unwrap();
+        assert_eq!(u64::from(c.fabric.world_size()), 12);
+    }
 
     #[test]
     fn partial_servers_keep_the_a2_links() {
