@@ -7,6 +7,17 @@
 //! Wider than hccl_test's `-b`/`-e` syntax (`test::sizes`), which stays as
 //! hccl_test's: a memory limit is read by people, `1.5G` or `2T`.
 
+/// The `SIZE` syntax [`parse_memory`] takes, as `--help` says it for
+/// every memory flag (`--sim-memory` of `hccl sim`, `hccl workload` and
+/// `hccl test`; `hccl test --check-memory`): said once, a literal for
+/// `concat!` in the flags' `help`.
+macro_rules! size_help {
+    () => {
+        "a number, decimals allowed, with K, M, G or T (or KiB ... TiB; powers of 1024, any case), e.g. 512M, 1.5G, 2T"
+    };
+}
+pub(crate) use size_help;
+
 /// Units by name (upper case), bytes.
 const UNITS: [(&str, u64); 9] = [
     ("B", 1),
@@ -157,6 +168,46 @@ mod tests {
         }
         // The largest that fits: 16 EiB - 1 B in bytes.
         assert_eq!(parse_memory("18446744073709551615"), Ok(u64::MAX));
+    }
+
+    #[test]
+    fn every_memory_flag_says_the_size_syntax_it_takes() {
+        use clap::Args as _;
+        let flags = [
+            (
+                crate::sim::SimArgs::augment_args(clap::Command::new("s")),
+                "sim-memory",
+            ),
+            (
+                crate::workload::WorkloadArgs::augment_args(clap::Command::new("w")),
+                "sim-memory",
+            ),
+            (
+                crate::test::TestArgs::augment_args(clap::Command::new("t")),
+                "sim-memory",
+            ),
+            (
+                crate::test::TestArgs::augment_args(clap::Command::new("t")),
+                "check-memory",
+            ),
+        ];
+        for (c, flag) in flags {
+            let arg = c
+                .get_arguments()
+                .find(|a| a.get_long() == Some(flag))
+                .unwrap();
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            assert!(
+                help.contains(size_help!()),
+                "{}: --{flag}: {help}",
+                c.get_name()
+            );
+            assert_eq!(arg.get_value_names().unwrap()[0].as_str(), "SIZE");
+        }
+        // The examples it gives parse.
+        for example in ["512M", "1.5G", "2T", "8GiB"] {
+            assert!(parse_memory(example).is_ok(), "{example}");
+        }
     }
 
     #[test]

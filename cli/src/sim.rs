@@ -84,12 +84,11 @@ pub(crate) struct SimArgs {
     /// on TCP (0: never). Default: $HCCL_EXEC_TIMEOUT, else HCCL's 1836 s.
     #[arg(long, value_parser = parse_exec_timeout, allow_hyphen_values = true)]
     pub exec_timeout: Option<f64>,
-    /// The simulation's memory limit: a number, decimals allowed, with K,
-    /// M, G or T (or KiB ... TiB; powers of 1024, any case), e.g. 512M,
-    /// 1.5G, 2T; default half the memory available. A run whose estimate
-    /// (ranks × the simulator's bytes per rank, sim/README.md) is above
-    /// it is refused before it starts.
-    #[arg(long, value_name = "SIZE", value_parser = crate::memory_size::parse_memory)]
+    /// `--sim-memory SIZE`, bytes: the size guard's memory limit
+    /// ([`crate::sim_size`]).
+    #[arg(long, value_name = "SIZE", value_parser = crate::memory_size::parse_memory,
+        help = concat!("The simulation's memory limit: ", crate::memory_size::size_help!(),
+            "; default half the memory available. A run whose estimate (ranks × the simulator's bytes per rank, sim/README.md) is above it is refused before it starts"))]
     pub sim_memory: Option<u64>,
     /// The most ranks to simulate (default 16384, the largest full run in
     /// sim/README.md's scale tables): a larger cluster is refused before

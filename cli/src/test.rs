@@ -182,18 +182,17 @@ pub(crate) struct TestArgs {
     /// data: check results; timing: lengths only, for large clusters.
     #[arg(long, value_enum, default_value = "data")]
     pub mode: ModeArg,
-    /// Largest host memory the data-mode check may use: a number,
-    /// decimals allowed, with K, M, G or T (or KiB ... TiB; powers of
-    /// 1024, any case), e.g. 1.5G. Default: half of the memory available
-    /// (MemAvailable), 8G where that is unknown.
-    #[arg(long, value_name = "SIZE", value_parser = crate::memory_size::parse_memory)]
+    /// `--check-memory SIZE`, bytes: the data-mode check's memory limit
+    /// ([`check_limit`]).
+    #[arg(long, value_name = "SIZE", value_parser = crate::memory_size::parse_memory,
+        help = concat!("Largest host memory the data-mode check may use: ", crate::memory_size::size_help!(),
+            ". Default: half of the memory available (MemAvailable), 8G where that is unknown"))]
     pub check_memory: Option<u64>,
-    /// The simulation's memory limit: a number, decimals allowed, with K,
-    /// M, G or T (or KiB ... TiB; powers of 1024, any case), e.g. 512M,
-    /// 1.5G, 2T; default half the memory available. A run whose estimate
-    /// (ranks × the simulator's bytes per rank and op, sim/README.md; the
-    /// ops of a row: -w + -n) is above it is refused before it starts.
-    #[arg(long, value_name = "SIZE", value_parser = crate::memory_size::parse_memory)]
+    /// `--sim-memory SIZE`, bytes: the size guard's memory limit
+    /// ([`crate::sim_size`]).
+    #[arg(long, value_name = "SIZE", value_parser = crate::memory_size::parse_memory,
+        help = concat!("The simulation's memory limit: ", crate::memory_size::size_help!(),
+            "; default half the memory available. A run whose estimate (ranks × the simulator's bytes per rank and op, sim/README.md; the ops of a row: -w + -n) is above it is refused before it starts"))]
     pub sim_memory: Option<u64>,
     /// The most ranks to simulate (default 16384, the largest full run in
     /// sim/README.md's scale tables): a larger cluster is refused before

@@ -116,12 +116,11 @@ pub(crate) struct WorkloadArgs {
     /// workload file, to edit and run with --file.
     #[arg(long)]
     pub write_workload: Option<PathBuf>,
-    /// The simulation's memory limit: a number, decimals allowed, with K,
-    /// M, G or T (or KiB ... TiB; powers of 1024, any case), e.g. 512M,
-    /// 1.5G, 2T; default half the memory available. A run whose estimate
-    /// (ranks × the simulator's bytes per rank and op, sim/README.md) is
-    /// above it is refused before it starts.
-    #[arg(long, value_name = "SIZE", value_parser = crate::memory_size::parse_memory)]
+    /// `--sim-memory SIZE`, bytes: the size guard's memory limit
+    /// ([`crate::sim_size`]).
+    #[arg(long, value_name = "SIZE", value_parser = crate::memory_size::parse_memory,
+        help = concat!("The simulation's memory limit: ", crate::memory_size::size_help!(),
+            "; default half the memory available. A run whose estimate (ranks × the simulator's bytes per rank and op, sim/README.md) is above it is refused before it starts"))]
     pub sim_memory: Option<u64>,
     /// The most ranks to simulate (default 16384, the largest full run in
     /// sim/README.md's scale tables): a larger cluster is refused before
