@@ -84,17 +84,9 @@ pub(crate) struct SimArgs {
     /// on TCP (0: never). Default: $HCCL_EXEC_TIMEOUT, else HCCL's 1836 s.
     #[arg(long, value_parser = parse_exec_timeout, allow_hyphen_values = true)]
     pub exec_timeout: Option<f64>,
-    /// `--sim-memory SIZE`, bytes: the size guard's memory limit
-    /// ([`crate::sim_size`]).
-    #[arg(long, value_name = "SIZE", value_parser = crate::memory_size::parse_memory,
-        help = concat!("The simulation's memory limit: ", crate::memory_size::size_help!(),
-            "; default half the memory available. A run whose estimate (ranks × the simulator's bytes per rank, sim/README.md) is above it is refused before it starts"))]
-    pub sim_memory: Option<u64>,
-    /// The most ranks to simulate (default 16384, the largest full run in
-    /// sim/README.md's scale tables): a larger cluster is refused before
-    /// it starts, as its run would take hours.
-    #[arg(long)]
-    pub max_ranks: Option<u64>,
+    /// The simulator's size guard: `--max-ranks`, `--sim-memory`.
+    #[command(flatten)]
+    pub limits: crate::sim_size::Limits,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -796,10 +788,10 @@ mod tests {
     fn sim_memory_takes_decimals_and_t_and_names_itself_when_bad() {
         let line = "hccl sim --collective all_reduce --count 1K --sim-memory";
         assert_eq!(
-            parse(&format!("{line} 1.5G")).sim_memory,
+            parse(&format!("{line} 1.5G")).limits.memory,
             Some(1_610_612_736)
         );
-        assert_eq!(parse(&format!("{line} 2T")).sim_memory, Some(2 << 40));
+        assert_eq!(parse(&format!("{line} 2T")).limits.memory, Some(2 << 40));
         let words = ["hccl-sim", "--collective", "all_reduce", "--count", "1K"];
         let e = Cli::try_parse_from(words.iter().copied().chain(["--sim-memory", "1.5X"]))
             .err()

@@ -65,12 +65,20 @@ pub(crate) fn limit(flag: Option<u64>, available: Option<u64>) -> (u64, String) 
 }
 
 /// The limits a run is checked against: `--max-ranks` and `--sim-memory`
-/// (`None`: [`MAX_RANKS`], and half the memory available).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// (`None`: [`MAX_RANKS`], and half the memory available); the same two
+/// flags on every simulating command (`#[command(flatten)]` into
+/// `hccl sim`'s, `hccl workload`'s and `hccl test`'s arguments).
+#[derive(clap::Args, Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Limits {
-    /// `--max-ranks`.
+    /// The most ranks to simulate (default 16384, the largest full run in
+    /// sim/README.md's scale tables): a larger cluster is refused before
+    /// it starts, as its run would take hours.
+    #[arg(long = "max-ranks", value_name = "N")]
     pub(crate) ranks: Option<u64>,
-    /// `--sim-memory`, bytes.
+    /// `--sim-memory SIZE`, bytes.
+    #[arg(long = "sim-memory", value_name = "SIZE", value_parser = crate::memory_size::parse_memory,
+        help = concat!("The simulation's memory limit: ", crate::memory_size::size_help!(),
+            "; default half the memory available. A run whose estimate (ranks × the simulator's bytes per rank and op, sim/README.md) is above it is refused before it starts"))]
     pub(crate) memory: Option<u64>,
 }
 
@@ -164,7 +172,7 @@ pub(crate) fn guarded_fabric(
                 ranks,
                 ops: ops(world)?,
             };
-            check(size, &asked_by, limits(a), available)?;
+            check(size, &asked_by, a.limits, available)?;
         }
         return crate::sim::fabric(a, file);
     }
@@ -179,15 +187,8 @@ pub(crate) fn guarded_fabric(
         ranks: u64::from(world),
         ops: ops(world)?,
     };
-    check(size, &asked_by, limits(a), available)?;
+    check(size, &asked_by, a.limits, available)?;
     Ok(fabric)
-}
-
-fn limits(a: &SimArgs) -> Limits {
-    Limits {
-        ranks: a.max_ranks,
-        memory: a.sim_memory,
-    }
 }
 
 /// A progress line on stderr for a run of `len` steps (`0`: a spinner),

@@ -188,17 +188,9 @@ pub(crate) struct TestArgs {
         help = concat!("Largest host memory the data-mode check may use: ", crate::memory_size::size_help!(),
             ". Default: half of the memory available (MemAvailable), 8G where that is unknown"))]
     pub check_memory: Option<u64>,
-    /// `--sim-memory SIZE`, bytes: the size guard's memory limit
-    /// ([`crate::sim_size`]).
-    #[arg(long, value_name = "SIZE", value_parser = crate::memory_size::parse_memory,
-        help = concat!("The simulation's memory limit: ", crate::memory_size::size_help!(),
-            "; default half the memory available. A run whose estimate (ranks × the simulator's bytes per rank and op, sim/README.md; the ops of a row: -w + -n) is above it is refused before it starts"))]
-    pub sim_memory: Option<u64>,
-    /// The most ranks to simulate (default 16384, the largest full run in
-    /// sim/README.md's scale tables): a larger cluster is refused before
-    /// it starts, as its run would take hours.
-    #[arg(long)]
-    pub max_ranks: Option<u64>,
+    /// The simulator's size guard: `--max-ranks`, `--sim-memory`.
+    #[command(flatten)]
+    pub limits: crate::sim_size::Limits,
     /// Write the rows as JSON.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
@@ -434,11 +426,7 @@ pub(crate) fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             ranks,
             ops: u64::from(a.warmup_iters) + u64::from(a.iters),
         };
-        let limits = sim_size::Limits {
-            ranks: a.max_ranks,
-            memory: a.sim_memory,
-        };
-        sim_size::check(size, asked_by, limits, available)
+        sim_size::check(size, asked_by, a.limits, available)
     };
     if let Some(ranks) = cluster::preset_ranks(&source) {
         if let Err(e) = guard(ranks, &preset_asked_by(&a)) {
@@ -917,8 +905,8 @@ fn tcp_conflict(a: &TestArgs) -> Option<&'static str> {
         (a.mode == ModeArg::Timing, "--mode timing"),
         (a.trace.is_some(), "--trace"),
         (a.op_overhead_us.is_some(), "--op-overhead"),
-        (a.max_ranks.is_some(), "--max-ranks"),
-        (a.sim_memory.is_some(), "--sim-memory"),
+        (a.limits.ranks.is_some(), "--max-ranks"),
+        (a.limits.memory.is_some(), "--sim-memory"),
         (a.algo.is_some(), "--algo (set HCCL_ALGO instead)"),
     ]
     .into_iter()

@@ -116,17 +116,9 @@ pub(crate) struct WorkloadArgs {
     /// workload file, to edit and run with --file.
     #[arg(long)]
     pub write_workload: Option<PathBuf>,
-    /// `--sim-memory SIZE`, bytes: the size guard's memory limit
-    /// ([`crate::sim_size`]).
-    #[arg(long, value_name = "SIZE", value_parser = crate::memory_size::parse_memory,
-        help = concat!("The simulation's memory limit: ", crate::memory_size::size_help!(),
-            "; default half the memory available. A run whose estimate (ranks × the simulator's bytes per rank and op, sim/README.md) is above it is refused before it starts"))]
-    pub sim_memory: Option<u64>,
-    /// The most ranks to simulate (default 16384, the largest full run in
-    /// sim/README.md's scale tables): a larger cluster is refused before
-    /// it starts, as its run would take hours.
-    #[arg(long)]
-    pub max_ranks: Option<u64>,
+    /// The simulator's size guard: `--max-ranks`, `--sim-memory`.
+    #[command(flatten)]
+    pub limits: crate::sim_size::Limits,
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -291,8 +283,7 @@ fn build_fabric(a: &WorkloadArgs, w: &Workload) -> anyhow::Result<Fabric> {
         servers: a.servers,
         rank_table: a.rank_table.clone(),
         fabric: a.fabric.clone(),
-        sim_memory: a.sim_memory,
-        max_ranks: a.max_ranks,
+        limits: a.limits,
         ..SimArgs::default()
     };
     crate::sim_size::guarded_fabric(&s, &ScenarioFile::default(), |world| {
