@@ -313,6 +313,13 @@ fn timing_mode_skips_the_check_and_says_so() {
     let out = ok_stdout(&o);
     assert!(out.contains("check: skipped in timing mode"), "{out}");
     assert!(out.contains("times are SIMULATED"), "{out}");
+    // The unit of GB/s on a line of its own, not at the end of the model's.
+    let units = out
+        .lines()
+        .filter(|l| l.contains("GB = 10^9"))
+        .collect::<Vec<_>>();
+    assert_eq!(units.len(), 1, "{out}");
+    assert!(units[0].starts_with("# units: "), "{out}");
     assert!(rows(&out)[0].ends_with("NULL"), "{out}");
     let o = hccl(&["all_gather", "-b", "1K", "-e", "1K", "-c", "0"]);
     assert!(rows(&stdout(&o))[0].ends_with("NULL"));

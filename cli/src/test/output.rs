@@ -278,12 +278,12 @@ pub(crate) fn header_lines(
     v.push(format!("# settings: {settings}"));
     v.push(format!(
         "# times are SIMULATED by hccl-sim, not measured: alpha-beta-gamma model with max-min fair \
-         flows on the links above, alpha = {:.1} us per message, gamma = {:.1} GB/s reduce, copy {:.1} GB/s \
-         (GB = 10^9 bytes everywhere, as hccl_test's source converts its alg_bandwidth; the rows of CANN's published example read as 2^30)",
+         flows on the links above, alpha = {:.1} us per message, gamma = {:.1} GB/s reduce, copy {:.1} GB/s",
         c.alpha_ns as f64 / 1000.0,
         c.reduce_gbps,
         c.copy_gbps
     ));
+    v.push(UNITS_NOTE.to_string());
     if c.op_overhead_ns > 0 {
         v.push(format!(
             "# plus a fixed {:.1} us per op before its first step (--op-overhead: host launch and synchronisation, not the fabric)",
@@ -293,6 +293,11 @@ pub(crate) fn header_lines(
     v.push(format!("# check: {check_note}"));
     v
 }
+
+/// The header line on units, simulated and measured runs alike.
+pub(crate) const UNITS_NOTE: &str =
+    "# units: GB = 10^9 bytes everywhere, as hccl_test's source converts its alg_bandwidth \
+     (the rows of CANN's published example read as 2^30)";
 
 /// The `--json` document.
 #[derive(Debug, Clone, Serialize)]

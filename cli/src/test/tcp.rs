@@ -392,6 +392,7 @@ pub(crate) fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
             s.warmup,
             if s.warmup == 1 { "" } else { "s" }
         )?;
+        writeln!(out, "{}", super::output::UNITS_NOTE)?;
         writeln!(out, "# check: {}", s.check_note)?;
         if s.format == output::Format::HcclTest {
             writeln!(out, "{}", output::HCCL_TEST_NOTE)?;
