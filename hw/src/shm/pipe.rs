@@ -127,11 +127,15 @@ impl ShmLink {
         }
     }
 
-    /// Whether [`ShmLink::kick`] would find something: bytes to read, the
-    /// end, or room for a waiting writer.
-    pub(crate) fn has_work(&self) -> bool {
+    /// Bytes in the incoming ring.
+    pub(crate) fn readable(&self) -> bool {
         ring::readable(&self.rx) > 0
-            || self.closed.load(Ordering::Acquire)
+    }
+
+    /// Whether the link needs its tasks run by the runtime: its end came,
+    /// or a writer task waits and the ring has room.
+    pub(crate) fn needs_task(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
             || (ring::writable(&self.tx) > 0
                 && self.tx_waker.lock().map(|w| w.is_some()).unwrap_or(true))
     }

@@ -51,6 +51,14 @@ fn kernel_err(e: kernels::KernelError) -> TcpError {
 }
 
 impl<'a> OpBuffers<'a> {
+    /// Bytes of the op's largest buffer (input, output or scratch).
+    pub(crate) fn largest(&self) -> usize {
+        self.input
+            .len()
+            .max(self.user.len())
+            .max(self.scratch.len())
+    }
+
     /// Separate input and output buffers.
     pub fn separate(input: &'a [u8], output: &'a mut [u8], scratch: &'a mut [u8]) -> OpBuffers<'a> {
         OpBuffers {

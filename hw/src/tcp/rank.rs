@@ -90,9 +90,11 @@ mod events;
 mod op;
 mod output;
 mod probe;
+mod shared_task;
 mod tuning;
 
 use probe::probe_peers;
+use shared_task::SharedTask;
 
 pub use op::TcpOp;
 pub use tuning::*;
@@ -269,10 +271,18 @@ pub struct TcpRank {
     /// The ring links of same-host peers, looked at while this thread
     /// spins ([`ShmLink::kick`]).
     shm_links: Vec<Arc<ShmLink>>,
+    /// The ring links' reader futures, polled by this thread while it
+    /// spins ([`shared_task`]).
+    ring_readers: Vec<Arc<SharedTask>>,
     /// Whether the links are told that this thread polls them.
     shm_polling: bool,
-    /// Every peer is on rings: a spin may skip scheduler passes.
+    /// Every peer is on rings: a look may skip scheduler passes.
     all_on_rings: bool,
+    /// When the last scheduler pass ran ([`TcpRank::look_without_pass`]).
+    last_pass: Instant,
+    /// The running (or last) op's buffers are at most [`LOOK_HERE_MAX`]:
+    /// looks may skip scheduler passes.
+    look_here: bool,
 }
 
 /// Interrupts a [`TcpRank`]'s running op from another thread: the op fails
@@ -329,6 +339,7 @@ impl TcpRank {
         let (streams, settled, mut segments) =
             probe_peers(&runtime, &cfg, mesh.streams, mesh.session, comm, rank)?;
         let mut shm_links = Vec::new();
+        let mut ring_readers = Vec::new();
         let (ev_tx, events) = unbounded_channel::<Event>();
         let mut peers: Vec<Peer> = (0..nranks).map(|_| Peer::default()).collect();
         let mut writers = Vec::new();
@@ -368,9 +379,14 @@ impl TcpRank {
                         pool,
                         MAX_INLINE_ON_RINGS,
                     );
-                    runtime.spawn(rd);
+                    let shared = SharedTask::new(rd);
+                    runtime.spawn(shared.task());
+                    ring_readers.push(shared);
                 } else {
-                    runtime.spawn(reader(peer, rd, mesh.session, budget.clone(), ev, recycled));
+                    let rd = reader(peer, rd, mesh.session, budget.clone(), ev, recycled);
+                    let shared = SharedTask::new(rd);
+                    runtime.spawn(shared.task());
+                    ring_readers.push(shared);
                 }
                 let queued = Arc::clone(&peers[p].queued);
                 let wr = ShmWriter(Arc::clone(&link));
@@ -456,6 +472,9 @@ impl TcpRank {
             lend_id: 0,
             all_on_rings: nranks > 1 && shm_links.len() == nranks as usize - 1,
             shm_links,
+            ring_readers,
+            last_pass: Instant::now(),
+            look_here: true,
             shm_polling: false,
         })
     }
@@ -469,10 +488,11 @@ impl TcpRank {
             .collect()
     }
 
-    /// Whether a scheduler pass has anything to do for the rings: bytes
-    /// to read, room for a waiting writer, frames queued for a writer.
-    fn rings_have_work(&self) -> bool {
-        self.shm_links.iter().any(|l| l.has_work())
+    /// Whether the rings need a scheduler pass: a link's end, room for a
+    /// waiting writer task, frames queued for a writer task. Bytes to
+    /// read need none: the spinning thread polls the readers itself.
+    fn rings_need_tasks(&self) -> bool {
+        self.shm_links.iter().any(|l| l.needs_task())
             || self
                 .peers
                 .iter()
@@ -680,8 +700,38 @@ impl TcpRank {
         }
     }
 
+    /// With every peer on rings, the look of a scheduler pass without one
+    /// (each pass polls epoll: a system call): the rings read by polling
+    /// their readers on this thread, then the events. `None` when a pass
+    /// is due: a writer task or a link's end needs the runtime, the op's
+    /// buffers are above [`LOOK_HERE_MAX`], or [`RING_PASS`] went by since
+    /// the last (which still sees a peer's end on its socket).
+    fn look_without_pass(&mut self) -> Option<Option<Event>> {
+        if !self.all_on_rings
+            || !self.look_here
+            || self.rings_need_tasks()
+            || self.last_pass.elapsed() >= RING_PASS
+        {
+            return None;
+        }
+        // A reader with bytes in its ring, or one woken since its last
+        // poll (by the budget this thread freed: its ring shows nothing).
+        let readable = self.shm_links.iter().any(|l| l.readable());
+        for r in &self.ring_readers {
+            if readable || r.woken() {
+                r.poll_here();
+            }
+        }
+        self.flush_outbox();
+        if let Some(ev) = self.local_events.pop_front() {
+            return Some(Some(ev));
+        }
+        Some(self.events.try_recv().ok())
+    }
+
     /// Runs the I/O tasks until an event arrives or `wait` passes (`None`:
-    /// forever; zero: one scheduler pass).
+    /// forever; zero: one look, a scheduler pass unless
+    /// [`TcpRank::look_without_pass`] did without).
     fn next_event(&mut self, wait: Option<Duration>) -> Option<Event> {
         self.flush_outbox();
         if let Some(ev) = self.local_events.pop_front() {
@@ -690,7 +740,11 @@ impl TcpRank {
         if let Ok(ev) = self.events.try_recv() {
             return Some(ev);
         }
-        if wait != Some(Duration::ZERO) {
+        if wait == Some(Duration::ZERO) {
+            if let Some(ev) = self.look_without_pass() {
+                return ev;
+            }
+        } else {
             self.flush_op_start();
             self.flush_outbox();
         }
@@ -701,27 +755,9 @@ impl TcpRank {
             let start = Instant::now();
             let end = start + wait.map_or(spin, |w| spin.min(w));
             let busy_end = start + self.spin_busy;
-            let mut last_pass = start;
             loop {
-                // With every peer on rings and nothing there for the
-                // tasks, look without a scheduler pass (each polls epoll:
-                // a system call); a pass every RING_PASS still sees a
-                // peer's end on its socket.
-                let quiet =
-                    self.all_on_rings && !self.rings_have_work() && last_pass.elapsed() < RING_PASS;
-                if quiet {
-                    self.flush_outbox();
-                    if let Some(ev) = self.local_events.pop_front() {
-                        return Some(ev);
-                    }
-                    if let Ok(ev) = self.events.try_recv() {
-                        return Some(ev);
-                    }
-                } else {
-                    last_pass = Instant::now();
-                    if let Some(ev) = self.next_event(Some(Duration::ZERO)) {
-                        return Some(ev);
-                    }
+                if let Some(ev) = self.next_event(Some(Duration::ZERO)) {
+                    return Some(ev);
                 }
                 let now = Instant::now();
                 if now >= end {
@@ -729,12 +765,25 @@ impl TcpRank {
                 }
                 if now >= busy_end {
                     std::thread::yield_now();
+                } else {
+                    for _ in 0..SPIN_PAUSES
+                        .get_or_init(|| {
+                            std::env::var("HCCL_DBG_PAUSE")
+                                .ok()
+                                .and_then(|v| v.parse().ok())
+                                .unwrap_or(0u32)
+                        })
+                        .to_owned()
+                    {
+                        std::hint::spin_loop();
+                    }
                 }
             }
         }
         if wait != Some(Duration::ZERO) {
             self.set_shm_polling(false);
         }
+        self.last_pass = Instant::now();
         let rt = self.runtime.as_ref()?;
         let events = &mut self.events;
         let links = &self.shm_links;
@@ -765,6 +814,7 @@ impl TcpRank {
     }
 }
 
+static SPIN_PAUSES: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
 impl Drop for TcpRank {
     fn drop(&mut self) {
         self.shutdown(true);

@@ -7,7 +7,7 @@ use hccl_algos::schedule::{Op, Rank, StepId};
 use hccl_algos::transport::{Completion, OpContext, Transport};
 
 use super::events::apply;
-use super::{is_p2p_seq, OpInfo, TcpRank, AGREED_TAG, LATE_TAG, SIGNATURE_TAG};
+use super::{is_p2p_seq, OpInfo, TcpRank, AGREED_TAG, LATE_TAG, LOOK_HERE_MAX, SIGNATURE_TAG};
 use crate::tcp::buffers::OpBuffers;
 use crate::tcp::core::agreement::{OpCheck, StartError};
 use crate::tcp::core::failure::{self, Stall};
@@ -64,6 +64,7 @@ impl<'r, 'a> TcpOp<'r, 'a> {
         // every piece was acked, or it failed and broke the communicator.)
         rank.lend_id += 1;
         rank.lend_word.open(rank.lend_id);
+        rank.look_here = bufs.largest() <= LOOK_HERE_MAX;
         let ring = rank.nranks > 1 && !is_p2p_seq(ctx.seq);
         let mut op = TcpOp {
             rank,

@@ -87,6 +87,18 @@ pub const SPIN_BUSY: Duration = Duration::from_micros(50);
 /// ring has something for its tasks, or after this long without one, so
 /// that a peer's end on its socket is still seen while nothing moves.
 pub const RING_PASS: Duration = Duration::from_micros(100);
+/// Largest op buffer (bytes) for which a waiting rank whose peers are all
+/// on rings reads them by polling their readers itself instead of a
+/// scheduler pass (`TcpRank::look_without_pass`; a pass polls epoll, a
+/// system call). Measured with `hccl test --transport tcp --spawn N`,
+/// interleaved against the build without it (2-core VM, medians of 7-15
+/// runs, 300 ops each), time per op new/old: 2 processes 8-128 KiB
+/// 0.59-0.92 (8 KiB 9.3 → 5.5 µs; system calls per rank-op 6.4 → ~1),
+/// 256-512 KiB 0.94-1.08 (level within the runs' spread), 1 MiB 1.06
+/// and 2 MiB 1.15 (16 and 18 of 25 pairs slower; the cause is not found:
+/// the same events arrive, no more system calls); 4 processes 8-512 KiB
+/// 0.6-0.91, 1-4 MiB level. Ops above this keep the passes.
+pub const LOOK_HERE_MAX: usize = 512 << 10;
 /// Longest a failing op waits for its abort frames to be written.
 pub const ABORT_FLUSH: Duration = Duration::from_secs(1);
 /// How long a rank that found a peer's loan withdrawn (the peer's op
