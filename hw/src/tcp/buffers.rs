@@ -51,12 +51,10 @@ fn kernel_err(e: kernels::KernelError) -> TcpError {
 }
 
 impl<'a> OpBuffers<'a> {
-    /// Bytes of the op's largest buffer (input, output or scratch).
-    pub(crate) fn largest(&self) -> usize {
-        self.input
-            .len()
-            .max(self.user.len())
-            .max(self.scratch.len())
+    /// Bytes of the op's data: its input or output, whichever is larger
+    /// (not the scratch, whose size is the algorithm's).
+    pub(crate) fn data_len(&self) -> usize {
+        self.input.len().max(self.user.len())
     }
 
     /// Separate input and output buffers.

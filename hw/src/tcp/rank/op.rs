@@ -64,7 +64,7 @@ impl<'r, 'a> TcpOp<'r, 'a> {
         // every piece was acked, or it failed and broke the communicator.)
         rank.lend_id += 1;
         rank.lend_word.open(rank.lend_id);
-        rank.look_here = bufs.largest() <= LOOK_HERE_MAX;
+        rank.look_here = bufs.data_len() <= LOOK_HERE_MAX;
         let ring = rank.nranks > 1 && !is_p2p_seq(ctx.seq);
         let mut op = TcpOp {
             rank,

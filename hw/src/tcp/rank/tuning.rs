@@ -87,7 +87,7 @@ pub const SPIN_BUSY: Duration = Duration::from_micros(50);
 /// ring has something for its tasks, or after this long without one, so
 /// that a peer's end on its socket is still seen while nothing moves.
 pub const RING_PASS: Duration = Duration::from_micros(100);
-/// Largest op buffer (bytes) for which a waiting rank whose peers are all
+/// Largest op (bytes of its input or output) for which a waiting rank whose peers are all
 /// on rings reads them by polling their readers itself instead of a
 /// scheduler pass (`TcpRank::look_without_pass`; a pass polls epoll, a
 /// system call). Measured with `hccl test --transport tcp --spawn N`,
