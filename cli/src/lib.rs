@@ -17,6 +17,7 @@ use std::process::ExitCode;
 use clap::{Args, FromArgMatches, Parser, Subcommand};
 
 mod doctor;
+mod flag_number;
 mod memory_size;
 mod outputs;
 mod plan;

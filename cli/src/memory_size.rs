@@ -45,6 +45,15 @@ pub(crate) fn parse_memory(text: &str) -> Result<u64, String> {
             "{text:?} is not a memory size: use a number (decimals allowed) with an optional unit K, M, G or T (or KiB, MiB, GiB, TiB), powers of 1024, e.g. 512M, 1.5G or 2T"
         )
     };
+    if let Some(rest) = t.strip_prefix('-') {
+        return Err(
+            if rest.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+                format!("{text:?}: a memory size is not negative; use e.g. 512M or 8G")
+            } else {
+                format!("{text:?} is not a memory size but looks like a flag: give the size right after the flag, e.g. 8G")
+            },
+        );
+    }
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
@@ -150,7 +159,7 @@ mod tests {
     #[test]
     fn bad_input_names_the_value_and_the_form() {
         for bad in [
-            "", "G", "1.5", "1.G", ".5G", "1.2.3G", "-1G", "1X", "1KB", "1 2G", "0x10", "1.5e3M",
+            "", "G", "1.5", "1.G", ".5G", "1.2.3G", "1X", "1KB", "1 2G", "0x10", "1.5e3M",
         ] {
             let e = parse_memory(bad).unwrap_err();
             assert!(
@@ -158,6 +167,10 @@ mod tests {
                 "{bad}: {e}"
             );
         }
+        let e = parse_memory("-5G").unwrap_err();
+        assert!(e.contains("a memory size is not negative"), "{e}");
+        let e = parse_memory("-b").unwrap_err();
+        assert!(e.contains("looks like a flag"), "{e}");
         for big in [
             "16777216T",
             "18446744073709551616",

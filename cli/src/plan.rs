@@ -20,12 +20,12 @@ pub(crate) struct PlanArgs {
     /// all_gather, broadcast, reduce, scatter, gather, alltoall, barrier, ...
     collective: String,
     /// Number of ranks.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flag_number::whole::<u32>, allow_negative_numbers = true)]
     ranks: u32,
     /// Count in elements, with HCCL's meaning for the collective (per rank
     /// for all_reduce; per-rank receive count for reduce_scatter; ...);
     /// K, M, G suffixes as in `hccl sim --count` (1K = 1024).
-    #[arg(long, default_value = "0", value_parser = super::test::parse_size_arg)]
+    #[arg(long, default_value = "0", value_parser = super::test::parse_size_arg, allow_hyphen_values = true)]
     count: u64,
     /// Element type (fp32, fp16, bf16, int8, ...).
     #[arg(long, default_value = "fp32")]
@@ -34,17 +34,17 @@ pub(crate) struct PlanArgs {
     #[arg(long, default_value = "sum")]
     op: String,
     /// Root rank of broadcast / reduce / scatter / gather.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = crate::flag_number::whole::<u32>, allow_negative_numbers = true)]
     root: u32,
     /// Algorithm: ring, mesh, H-D_R, NHR, NB, tree, pairwise, oneshot, doubling, or per level
     /// "level0:mesh;level1:H-D_R". Default: HCCL_ALGO if set, else the selector.
     #[arg(long)]
     algo: Option<String>,
     /// Number of servers (ranks are split evenly, server by server).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::flag_number::whole::<u32>, allow_negative_numbers = true)]
     servers: u32,
     /// Rank whose schedule is printed.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = crate::flag_number::whole::<u32>, allow_negative_numbers = true)]
     rank: u32,
     /// Send and receive buffers alias (HCCL's in-place form).
     #[arg(long)]

@@ -30,7 +30,7 @@ pub(crate) enum RanktableCommand {
         #[arg(long, value_delimiter = ',', required = true)]
         servers: Vec<IpAddr>,
         /// NPUs per server.
-        #[arg(long, default_value_t = 8)]
+        #[arg(long, default_value_t = 8, value_parser = crate::flag_number::whole::<u32>, allow_negative_numbers = true)]
         devices: u32,
         /// First device IP; the others count up from it (required for more than one server).
         #[arg(long)]
@@ -39,7 +39,7 @@ pub(crate) enum RanktableCommand {
         #[arg(long, default_value = "1.0", value_parser = parse_version)]
         version: Version,
         /// Version 1.2: servers per super pod (default: all in one).
-        #[arg(long)]
+        #[arg(long, value_parser = crate::flag_number::whole::<u32>, allow_negative_numbers = true)]
         servers_per_super_pod: Option<u32>,
         /// Output file (default: standard output).
         #[arg(short, long)]

@@ -34,7 +34,7 @@ pub(crate) struct SimArgs {
     pub collective: Option<String>,
     /// Count in elements, with HCCL's meaning for the collective (K/M/G
     /// suffixes are powers of 1024).
-    #[arg(long, required_unless_present_any = ["scenario", "replay"], value_parser = super::test::parse_size_arg)]
+    #[arg(long, required_unless_present_any = ["scenario", "replay"], value_parser = super::test::parse_size_arg, allow_hyphen_values = true)]
     pub count: Option<u64>,
     /// Element type.
     #[arg(long)]
@@ -43,7 +43,7 @@ pub(crate) struct SimArgs {
     #[arg(long)]
     pub op: Option<String>,
     /// Root rank of broadcast / reduce / scatter / gather.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flag_number::whole::<u32>, allow_negative_numbers = true)]
     pub root: Option<u32>,
     /// Algorithm (ring, mesh, H-D_R, ... or "level0:mesh;level1:ring");
     /// default HCCL_ALGO, else the selector.
@@ -57,7 +57,7 @@ pub(crate) struct SimArgs {
     /// generic ones (ring, full-mesh, leaf-spine, torus2d) have one NPU per
     /// server here, so `--servers 4` is 4 ranks (`hccl test` gives each
     /// server 8, its `-p`: 32 ranks).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flag_number::whole::<u32>, allow_negative_numbers = true)]
     pub servers: Option<u32>,
     /// An HCCL rank table file (the fabric of its machines).
     #[arg(long, conflicts_with = "fabric")]
@@ -69,7 +69,7 @@ pub(crate) struct SimArgs {
     #[arg(long)]
     pub faults: Option<PathBuf>,
     /// Seed of the run (random faults, data).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = crate::flag_number::whole::<u64>, allow_negative_numbers = true)]
     pub seed: u64,
     /// Scenario file: several ops and communicators (see examples/scenarios/).
     #[arg(long)]

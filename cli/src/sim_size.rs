@@ -73,10 +73,10 @@ pub(crate) struct Limits {
     /// The most ranks to simulate (default 16384, the largest full run in
     /// sim/README.md's scale tables): a larger cluster is refused before
     /// it starts, as its run would take hours.
-    #[arg(long = "max-ranks", value_name = "N")]
+    #[arg(long = "max-ranks", value_name = "N", value_parser = crate::flag_number::whole::<u64>, allow_negative_numbers = true)]
     pub(crate) ranks: Option<u64>,
     /// `--sim-memory SIZE`, bytes.
-    #[arg(long = "sim-memory", value_name = "SIZE", value_parser = crate::memory_size::parse_memory,
+    #[arg(long = "sim-memory", value_name = "SIZE", value_parser = crate::memory_size::parse_memory, allow_hyphen_values = true,
         help = concat!("The simulation's memory limit: ", crate::memory_size::size_help!(),
             "; default half the memory available. A run whose estimate (ranks × the simulator's bytes per rank and op, sim/README.md) is above it is refused before it starts"))]
     pub(crate) memory: Option<u64>,

@@ -123,40 +123,40 @@ pub(crate) struct TestArgs {
     #[arg(value_enum)]
     pub collective: TestCollective,
     /// Smallest size in bytes (K/M/G suffixes).
-    #[arg(short = 'b', long = "minbytes", default_value = "64M", value_parser = parse_size_arg)]
+    #[arg(short = 'b', long = "minbytes", default_value = "64M", value_parser = parse_size_arg, allow_hyphen_values = true)]
     pub minbytes: u64,
     /// Largest size in bytes (K/M/G suffixes).
-    #[arg(short = 'e', long = "maxbytes", default_value = "64M", value_parser = parse_size_arg)]
+    #[arg(short = 'e', long = "maxbytes", default_value = "64M", value_parser = parse_size_arg, allow_hyphen_values = true)]
     pub maxbytes: u64,
     /// Size increment in bytes; default (max - min) / 10.
-    #[arg(short = 'i', long = "stepbytes", value_parser = parse_size_arg)]
+    #[arg(short = 'i', long = "stepbytes", value_parser = parse_size_arg, allow_hyphen_values = true)]
     pub stepbytes: Option<u64>,
     /// Size multiplication factor (> 1); wins over -i.
-    #[arg(short = 'f', long = "stepfactor")]
+    #[arg(short = 'f', long = "stepfactor", allow_negative_numbers = true)]
     pub stepfactor: Option<f64>,
     /// Reduction: sum, prod, max, min, avg.
     #[arg(short = 'o', long = "op", default_value = "sum", value_parser = parse_op)]
     pub op: ReduceOp,
     /// Root rank of broadcast, reduce, scatter and gather.
-    #[arg(short = 'r', long = "root", default_value_t = 0)]
+    #[arg(short = 'r', long = "root", default_value_t = 0, value_parser = crate::flag_number::whole::<u32>, allow_negative_numbers = true)]
     pub root: u32,
     /// Data type: int8 int16 int32 int64 uint8 uint16 uint32 uint64 fp16 fp32 fp64 bf16 (HCCL's names such as bfp16 also accepted).
     #[arg(short = 'd', long = "datatype", default_value = "fp32", value_parser = parse_dtype)]
     pub datatype: DataType,
     /// Timed iterations per size (at least 1).
-    #[arg(short = 'n', long = "iters", default_value_t = 20)]
+    #[arg(short = 'n', long = "iters", default_value_t = 20, value_parser = crate::flag_number::whole::<u32>, allow_negative_numbers = true)]
     pub iters: u32,
     /// Warmup iterations per size (not timed).
-    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5)]
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = 5, value_parser = crate::flag_number::whole::<u32>, allow_negative_numbers = true)]
     pub warmup_iters: u32,
     /// Check results: 1 on, 0 off.
-    #[arg(short = 'c', long = "check", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
+    #[arg(short = 'c', long = "check", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1), allow_negative_numbers = true)]
     pub check: u8,
     /// NPUs per server (default: all NPUs of the preset's server).
-    #[arg(short = 'p', long = "npus")]
+    #[arg(short = 'p', long = "npus", value_parser = crate::flag_number::whole::<u32>, allow_negative_numbers = true)]
     pub npus: Option<u32>,
     /// Servers of the preset.
-    #[arg(long, default_value_t = 1, conflicts_with_all = ["rank_table", "fabric"])]
+    #[arg(long, default_value_t = 1, conflicts_with_all = ["rank_table", "fabric"], value_parser = crate::flag_number::whole::<u32>, allow_negative_numbers = true)]
     pub servers: u32,
     /// Cluster preset: atlas800t-a2 (default), atlas800-910a, atlas900-a3-superpod, ring, full-mesh, leaf-spine, torus2d.
     #[arg(long, conflicts_with_all = ["rank_table", "fabric"])]
@@ -168,7 +168,7 @@ pub(crate) struct TestArgs {
     #[arg(long, value_name = "FILE")]
     pub fabric: Option<PathBuf>,
     /// Fixed cost of every op in microseconds, before its first step: the host launch and stream synchronisation a wall-clock hccl_test includes. Default: the fabric's (0 for presets).
-    #[arg(long = "op-overhead", value_name = "US", value_parser = parse_overhead)]
+    #[arg(long = "op-overhead", value_name = "US", value_parser = parse_overhead, allow_negative_numbers = true)]
     pub op_overhead_us: Option<f64>,
     /// Algorithm: a name (ring, mesh, H-D_R, NHR, NB, pairwise, tree, pipeline, oneshot, doubling), HCCL_ALGO syntax, or `all` for every algorithm valid for the collective. Default: $HCCL_ALGO, else the selector.
     #[arg(long)]
@@ -177,14 +177,14 @@ pub(crate) struct TestArgs {
     #[arg(long, value_name = "FILE")]
     pub faults: Option<PathBuf>,
     /// Seed of the simulator and of the check's inputs.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = crate::flag_number::whole::<u64>, allow_negative_numbers = true)]
     pub seed: u64,
     /// data: check results; timing: lengths only, for large clusters.
     #[arg(long, value_enum, default_value = "data")]
     pub mode: ModeArg,
     /// `--check-memory SIZE`, bytes: the data-mode check's memory limit
     /// ([`check_limit`]).
-    #[arg(long, value_name = "SIZE", value_parser = crate::memory_size::parse_memory,
+    #[arg(long, value_name = "SIZE", value_parser = crate::memory_size::parse_memory, allow_hyphen_values = true,
         help = concat!("Largest host memory the data-mode check may use: ", crate::memory_size::size_help!(),
             ". Default: half of the memory available (MemAvailable), 8G where that is unknown"))]
     pub check_memory: Option<u64>,
@@ -212,11 +212,11 @@ pub(crate) struct TestArgs {
     #[arg(long, value_enum, default_value = "table")]
     pub format: output::Format,
     /// With --transport tcp: start N rank processes on 127.0.0.1 and wait for them.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = crate::flag_number::whole::<u32>, allow_negative_numbers = true)]
     pub spawn: Option<u32>,
     /// Seconds --spawn waits for its ranks before stopping them; 0: never
     /// (as HCCL_EXEC_TIMEOUT=0).
-    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = crate::flag_number::whole::<u64>, allow_negative_numbers = true)]
     pub spawn_timeout: u64,
 }
 

@@ -22,13 +22,13 @@ pub(crate) struct ShowArgs {
     #[arg(long)]
     preset: Option<String>,
     /// Number of servers of the preset (default 1, as in `hccl test`).
-    #[arg(long, requires = "preset")]
+    #[arg(long, requires = "preset", value_parser = crate::flag_number::whole::<u32>, allow_negative_numbers = true)]
     servers: Option<u32>,
     /// Generic shapes: NPUs per server (default 1).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::flag_number::whole::<u32>, allow_negative_numbers = true)]
     devices: Option<u32>,
     /// Leaf downlink:uplink oversubscription ratio (1 to 1000000).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     oversubscription: f64,
     /// torus2d: dimensions as ROWSxCOLS, e.g. 4x8.
     #[arg(long, value_parser = parse_dims)]

@@ -74,18 +74,18 @@ pub(crate) struct WorkloadArgs {
     pub file: Option<PathBuf>,
     /// Samples (images, tokens) per rank per step of a profile (default:
     /// the profile's).
-    #[arg(long, conflicts_with = "file")]
+    #[arg(long, conflicts_with = "file", value_parser = crate::flag_number::whole::<u64>, allow_negative_numbers = true)]
     pub batch: Option<u64>,
     /// Effective compute rate of one NPU for a profile, TFLOP/s (default:
     /// 320 peak FP16 of a 910B × 0.4 utilisation = 128; both assumptions,
     /// see sim/README.md).
-    #[arg(long, conflicts_with = "file")]
+    #[arg(long, conflicts_with = "file", allow_negative_numbers = true)]
     pub tflops: Option<f64>,
     /// Fabric preset (atlas800t-a2, the default; leaf-spine, ring, ...).
     #[arg(long, conflicts_with_all = ["rank_table", "fabric"])]
     pub preset: Option<String>,
     /// Servers of the preset (default 1); 16 Atlas 800T A2 servers are 128 NPUs.
-    #[arg(long, conflicts_with_all = ["rank_table", "fabric"])]
+    #[arg(long, conflicts_with_all = ["rank_table", "fabric"], value_parser = crate::flag_number::whole::<u32>, allow_negative_numbers = true)]
     pub servers: Option<u32>,
     /// An HCCL rank table file (the fabric of its machines).
     #[arg(long, conflicts_with = "fabric")]
@@ -97,16 +97,16 @@ pub(crate) struct WorkloadArgs {
     #[arg(long, value_enum, value_delimiter = ',')]
     pub configs: Vec<Config>,
     /// Fraction of each bucket Top-K keeps.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 0.01, allow_negative_numbers = true)]
     pub topk_ratio: f64,
     /// Elements per INT8 scale.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = crate::flag_number::whole::<usize>, allow_negative_numbers = true)]
     pub int8_block: usize,
     /// The first bucket closes at this many MiB (DDP: 1).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub first_bucket_mb: f64,
     /// The other buckets close at this many MiB (DDP's bucket_cap_mb: 25).
-    #[arg(long, default_value_t = 25.0)]
+    #[arg(long, default_value_t = 25.0, allow_negative_numbers = true)]
     pub bucket_cap_mb: f64,
     /// Write a Chrome trace (Perfetto) of each configuration's step: the
     /// compute, rank 0's collectives and every collective's span.

@@ -1651,3 +1651,67 @@ fn counts_of_one_are_singular() {
     let out = stdout(&o);
     assert!(out.contains("3 nodes (2 NPUs, 1 other node),"), "{out}");
 }
+
+/// `-b -8K`, `-n -1`, ...: the value reaches the flag's parser, which
+/// names the flag and value, instead of clap's "unexpected argument '-8'"
+/// and its `-- -8` tip (following it made the value a positional).
+#[test]
+fn negative_values_are_refused_naming_the_flag_and_value() {
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "all_reduce -b -8K -e 64K",
+            &["'-8K' for '--minbytes", "a size is not negative"],
+        ),
+        (
+            "all_reduce -b 8K -e -64K",
+            &["'-64K' for '--maxbytes", "a size is not negative"],
+        ),
+        (
+            "all_reduce -b 8K -e 64K -i -1K",
+            &["'-1K' for '--stepbytes", "a size is not negative"],
+        ),
+        (
+            "all_reduce -b 8K -e 64K -f -2",
+            &["-f/--stepfactor -2 must be a number greater than 1"],
+        ),
+        ("all_reduce -n -1", &["'-1' for '--iters", "-1 is negative"]),
+        (
+            "all_reduce -w -1",
+            &["'-1' for '--warmup_iters", "-1 is negative"],
+        ),
+        ("broadcast -r -1", &["'-1' for '--root", "-1 is negative"]),
+        (
+            "all_reduce --seed -1",
+            &["'-1' for '--seed", "-1 is negative"],
+        ),
+        ("all_reduce -p -2", &["'-2' for '--npus", "-2 is negative"]),
+        (
+            "all_reduce --check-memory -5G",
+            &["'-5G' for '--check-memory", "a memory size is not negative"],
+        ),
+        (
+            "all_reduce --sim-memory -1G",
+            &["'-1G' for '--sim-memory", "a memory size is not negative"],
+        ),
+        (
+            "all_reduce --max-ranks -8",
+            &["'-8' for '--max-ranks", "-8 is negative"],
+        ),
+        (
+            "all_reduce --op-overhead -5",
+            &["'-5' is not a number of microseconds"],
+        ),
+    ];
+    for (cmd, wants) in cases {
+        let o = hccl(&words(cmd));
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{cmd}: {err}");
+        assert!(err.starts_with("error: "), "{cmd}: {err}");
+        for want in *wants {
+            assert!(err.contains(want), "{cmd}: want {want:?} in {err}");
+        }
+        assert!(!err.contains("unexpected argument"), "{cmd}: {err}");
+        assert!(!err.contains("tip: to pass"), "{cmd}: {err}");
+        assert!(o.stdout.is_empty(), "{cmd}: nothing on stdout");
+    }
+}

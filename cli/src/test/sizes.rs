@@ -17,6 +17,19 @@ pub(crate) enum SizeError {
         /// The text given.
         value: String,
     },
+    /// A leading minus sign: `-b -8K`.
+    #[error("{value:?}: a size is not negative; give 0 or more, with an optional K, M or G suffix, e.g. 8K")]
+    Negative {
+        /// The text given.
+        value: String,
+    },
+    /// A flag where the size should be: `-b -e 64K` (the size of `-b`
+    /// is missing).
+    #[error("{value:?} is not a size but looks like a flag: give the size right after the flag, e.g. -b 8K")]
+    Flag {
+        /// The text given.
+        value: String,
+    },
     /// The size does not fit in 64 bits.
     #[error("{value:?} does not fit in 64-bit bytes")]
     Overflow {
@@ -66,9 +79,19 @@ pub(crate) const MAX_SIZES: usize = 10_000;
 /// either case, as hccl_test's `parsesize`).
 ///
 /// # Errors
-/// [`SizeError::Syntax`] or [`SizeError::Overflow`].
+/// [`SizeError::Negative`] (`-8K`), [`SizeError::Flag`] (`-e`, when a
+/// flag took the next flag as its value), [`SizeError::Syntax`] or
+/// [`SizeError::Overflow`].
 pub(crate) fn parse_size(text: &str) -> Result<u64, SizeError> {
     let t = text.trim();
+    if let Some(rest) = t.strip_prefix('-') {
+        let value = text.to_string();
+        return Err(if rest.starts_with(|c: char| c.is_ascii_digit()) {
+            SizeError::Negative { value }
+        } else {
+            SizeError::Flag { value }
+        });
+    }
     let syntax = || SizeError::Syntax {
         value: text.to_string(),
     };
@@ -185,7 +208,9 @@ mod tests {
         assert_eq!(parse_size("1G"), Ok(1_073_741_824));
         assert_eq!(parse_size("1000"), Ok(1000));
         assert_eq!(parse_size("0"), Ok(0));
-        for bad in ["", "K", "8KB", "8T", "-1", "1.5M", "0x10"] {
+        assert!(matches!(parse_size("-8K"), Err(SizeError::Negative { .. })));
+        assert!(matches!(parse_size("-e"), Err(SizeError::Flag { .. })));
+        for bad in ["", "K", "8KB", "8T", "1.5M", "0x10"] {
             assert!(
                 matches!(parse_size(bad), Err(SizeError::Syntax { .. })),
                 "{bad}"

@@ -1,0 +1,75 @@
+//! Usage errors of `hccl plan`, `topo show`, `ranktable gen`, `sim` and
+//! `workload`: a flag's bad value exits 2 with clap's usage line, as
+//! `hccl test` and clap's own errors do (README: bad flags get the usage
+//! line and status 2); a bad file or environment variable exits 1.
+
+use std::process::{Command, Output};
+
+fn hccl(args: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .args(args.split_whitespace())
+        .env_remove("HCCL_ALGO")
+        .output()
+        .expect("run hccl")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `cmd` exits 2 with `error: ` and each of `wants` on stderr, `usage`
+/// among them, and nothing on stdout.
+#[track_caller]
+fn usage_error(cmd: &str, wants: &[&str]) {
+    let o = hccl(cmd);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{cmd}: {err}");
+    assert!(err.starts_with("error: "), "{cmd}: {err}");
+    for want in wants {
+        assert!(err.contains(want), "{cmd}: want {want:?} in {err}");
+    }
+    assert!(o.stdout.is_empty(), "{cmd}: {}", text(&o.stdout));
+}
+
+#[test]
+fn negative_values_reach_the_flag_parsers() {
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "sim --collective all_reduce --count -1",
+            &["'-1' for '--count", "a size is not negative"],
+        ),
+        (
+            "sim --collective broadcast --count 1K --root -1",
+            &["'-1' for '--root", "-1 is negative"],
+        ),
+        (
+            "workload --profile resnet50 --topk-ratio -1",
+            &["--topk-ratio", "-1", "Usage: hccl workload"],
+        ),
+        (
+            "workload --profile resnet50 --batch -4",
+            &["'-4' for '--batch", "-4 is negative"],
+        ),
+        (
+            "plan all_reduce --ranks -1",
+            &["'-1' for '--ranks", "-1 is negative"],
+        ),
+        (
+            "plan all_reduce --ranks 8 --count -8K",
+            &["'-8K' for '--count", "a size is not negative"],
+        ),
+        (
+            "topo show --preset atlas800t-a2 --servers -2",
+            &["'-2' for '--servers", "-2 is negative"],
+        ),
+        (
+            "ranktable gen --servers 10.0.0.1 --devices -8",
+            &["'-8' for '--devices", "-8 is negative"],
+        ),
+    ];
+    for (cmd, wants) in cases {
+        usage_error(cmd, wants);
+        let err = text(&hccl(cmd).stderr);
+        assert!(!err.contains("unexpected argument"), "{cmd}: {err}");
+    }
+}
