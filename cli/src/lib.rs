@@ -129,6 +129,26 @@ pub fn hccl_test_main() -> ExitCode {
     finish(test::run(args, "hccl-test"))
 }
 
+/// A usage error of the `hccl` subcommand at `path` (`["plan"]`,
+/// `["topo", "show"]`) in clap's style: `error: MSG`, the subcommand's
+/// usage line and the `--help` hint on stderr; exit status 2, the status
+/// clap gives bad flags. For a flag's value that clap's parser accepts
+/// but the subcommand cannot run (`--ranks 0`, `--preset nosuch`).
+pub(crate) fn usage_error(path: &[&str], msg: impl std::fmt::Display) -> ExitCode {
+    let mut cli = <Cli as clap::CommandFactory>::command();
+    // Built, each subcommand's usage line starts `hccl plan`, not `plan`.
+    cli.build();
+    let sub = path
+        .iter()
+        .try_fold(&cli, |c, name| c.find_subcommand(name))
+        .cloned();
+    let mut cmd = sub.unwrap_or(cli);
+    let _ = cmd
+        .error(clap::error::ErrorKind::ValueValidation, msg)
+        .print();
+    ExitCode::from(2)
+}
+
 /// A subcommand's result as the process's exit code.
 fn finish(result: anyhow::Result<ExitCode>) -> ExitCode {
     match result {

@@ -5,13 +5,14 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use hccl_algos::algo::{plan, schedule, AlgoSpec};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind, P2p};
 use hccl_algos::layout::GroupLayout;
 use hccl_algos::select::{explain, predict, select, CostModel, HcclAlgo};
 use hccl_algos::verify::verify;
 use hccl_algos::{DataType, Op, RankSchedule, ReduceOp};
+
+use crate::sim::{bad_flag, FlagError};
 
 /// Arguments of `hccl plan`.
 #[derive(clap::Args, Debug, Clone)]
@@ -54,9 +55,17 @@ pub(crate) struct PlanArgs {
     json: bool,
 }
 
-/// Runs `hccl plan`.
+/// Runs `hccl plan`: exit status 0, 2 when the verifier fails or a flag's
+/// value cannot be planned (a [`FlagError`], printed with the usage line
+/// as clap's errors are), 1 for a bad `HCCL_ALGO` or a planner failure.
 pub(crate) fn run(a: PlanArgs) -> anyhow::Result<ExitCode> {
-    let (text, ok) = render(&a)?;
+    let (text, ok) = match render(&a) {
+        Ok(r) => r,
+        Err(e) if e.downcast_ref::<FlagError>().is_some() => {
+            return Ok(crate::usage_error(&["plan"], format!("{e:#}")))
+        }
+        Err(e) => return Err(e),
+    };
     writeln!(std::io::stdout().lock(), "{text}")?;
     Ok(if ok {
         ExitCode::SUCCESS
@@ -65,19 +74,25 @@ pub(crate) fn run(a: PlanArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// The op the flags describe; every error is a [`FlagError`].
 fn collective_args(a: &PlanArgs) -> anyhow::Result<CollectiveArgs> {
-    let kind: CollectiveKind = a.collective.parse()?;
-    let dtype: DataType = a.dtype.parse()?;
-    let op: ReduceOp = a.op.parse()?;
+    let kind: CollectiveKind = a.collective.parse().map_err(bad_flag)?;
+    let dtype: DataType = a
+        .dtype
+        .parse()
+        .map_err(|e| bad_flag(format!("--dtype: {e}")))?;
+    let op: ReduceOp = a.op.parse().map_err(|e| bad_flag(format!("--op: {e}")))?;
     let p = a.ranks;
     let args = match kind {
         CollectiveKind::AllGatherV | CollectiveKind::ReduceScatterV => CollectiveArgs::v_counts(
             kind == CollectiveKind::ReduceScatterV,
             vec![a.count; p as usize],
             dtype,
-        )?,
+        )
+        .map_err(bad_flag)?,
         CollectiveKind::AllToAllV => {
-            CollectiveArgs::all_to_all_v(vec![vec![a.count; p as usize]; p as usize], dtype)?
+            CollectiveArgs::all_to_all_v(vec![vec![a.count; p as usize]; p as usize], dtype)
+                .map_err(bad_flag)?
         }
         CollectiveKind::SendRecv | CollectiveKind::BatchSendRecv => {
             let pair = P2p {
@@ -90,7 +105,7 @@ fn collective_args(a: &PlanArgs) -> anyhow::Result<CollectiveArgs> {
         _ => CollectiveArgs::new(kind, a.count, dtype, p).with_root(a.root),
     };
     let args = args.with_op(op).with_in_place(a.in_place);
-    args.validate()?;
+    args.validate().map_err(bad_flag)?;
     Ok(args)
 }
 
@@ -112,22 +127,22 @@ fn plural(n: usize, noun: &str) -> String {
 /// few words per rank, so 2^32 ranks asked for 17 GB before failing.
 const MAX_RANKS: u32 = 1 << 20;
 
+/// The ranks' layout; every error is a [`FlagError`].
 fn layout(a: &PlanArgs) -> anyhow::Result<GroupLayout> {
     if a.ranks == 0 {
-        anyhow::bail!("--ranks 0: plan at least one rank");
+        return Err(bad_flag("--ranks 0: plan at least one rank"));
     }
     if a.ranks > MAX_RANKS {
-        anyhow::bail!(
+        return Err(bad_flag(format!(
             "--ranks {} is more than hccl plan handles ({MAX_RANKS}, 2^20)",
             a.ranks
-        );
+        )));
     }
     if a.servers == 0 || !a.ranks.is_multiple_of(a.servers) {
-        anyhow::bail!(
+        return Err(bad_flag(format!(
             "--servers {} does not divide --ranks {} evenly",
-            a.servers,
-            a.ranks
-        );
+            a.servers, a.ranks
+        )));
     }
     Ok(GroupLayout::servers(a.servers, a.ranks / a.servers))
 }
@@ -215,20 +230,29 @@ fn deps_text(s: &hccl_algos::Step) -> String {
 }
 
 /// The text (or JSON) `hccl plan` prints, and whether the verifier passed.
+///
+/// # Errors
+/// A [`FlagError`] for a flag's value that cannot be planned (`--ranks 0`,
+/// an unknown collective or `--algo`, an algorithm that does not implement
+/// the collective); a bad `HCCL_ALGO`, or the planner's own failure.
 pub(crate) fn render(a: &PlanArgs) -> anyhow::Result<(String, bool)> {
     let layout = layout(a)?;
     let args = collective_args(a)?;
     if a.rank >= a.ranks {
-        anyhow::bail!(
+        return Err(bad_flag(format!(
             "--rank {} is outside the {}; use a rank in 0..={}",
             a.rank,
             plural(a.ranks as usize, "rank"),
             a.ranks.saturating_sub(1)
-        );
+        )));
     }
     let (cost, costs_from) = costs(a);
     let (spec, how) = match &a.algo {
-        Some(s) => (s.parse::<AlgoSpec>()?, "--algo".to_string()),
+        Some(s) => (
+            s.parse::<AlgoSpec>()
+                .map_err(|e| bad_flag(format!("--algo {s:?}: {e}")))?,
+            "--algo".to_string(),
+        ),
         None => {
             let env = HcclAlgo::from_setting(std::env::var("HCCL_ALGO").ok().as_deref())?;
             let sel = select(&args, &layout, &cost, env.as_ref());
@@ -236,9 +260,17 @@ pub(crate) fn render(a: &PlanArgs) -> anyhow::Result<(String, bool)> {
         }
     };
     let planning = || format!("planning {} with {spec}", args.kind);
+    // A forced algorithm that cannot plan the op is the flag's fault.
+    let forced = |e: hccl_algos::algo::AlgoError| -> anyhow::Error {
+        if a.algo.is_some() {
+            bad_flag(format!("--algo {spec}: {e}"))
+        } else {
+            anyhow::Error::new(e).context(planning())
+        }
+    };
     // `None`: the verifier was skipped (see VERIFY_MAX_RANKS).
     let (mine, verdict) = if a.ranks > VERIFY_MAX_RANKS {
-        let (buffers, steps) = plan(&args, &spec, &layout, a.rank).with_context(planning)?;
+        let (buffers, steps) = plan(&args, &spec, &layout, a.rank).map_err(forced)?;
         let mine = RankSchedule {
             rank: a.rank,
             buffers,
@@ -246,7 +278,7 @@ pub(crate) fn render(a: &PlanArgs) -> anyhow::Result<(String, bool)> {
         };
         (mine, None)
     } else {
-        let mut scheds = schedule(&args, &spec, &layout).with_context(planning)?;
+        let mut scheds = schedule(&args, &spec, &layout).map_err(forced)?;
         let verdict = verify(&args, &scheds);
         (scheds.swap_remove(a.rank as usize), Some(verdict))
     };

@@ -56,7 +56,9 @@ fn parse_version(s: &str) -> Result<Version, String> {
     })
 }
 
-/// Runs one `hccl ranktable` subcommand.
+/// Runs one `hccl ranktable` subcommand: `check` exits 1 for a bad table;
+/// `gen` exits 2 with the usage line for flags the generator refuses
+/// (`--devices 0`), 1 for an output file it cannot write.
 pub(crate) fn run(command: RanktableCommand) -> anyhow::Result<ExitCode> {
     match command {
         // The check prints what it found (ignored keys as a note): the
@@ -113,13 +115,17 @@ pub(crate) fn run(command: RanktableCommand) -> anyhow::Result<ExitCode> {
             servers_per_super_pod,
             output,
         } => {
-            let table = RankTable::generate_with(&GenerateSpec {
+            // Every input is a flag: what the generator refuses is a usage error.
+            let table = match RankTable::generate_with(&GenerateSpec {
                 servers,
                 devices_per_server: devices,
                 device_ip_base,
                 version,
                 servers_per_super_pod,
-            })?;
+            }) {
+                Ok(t) => t,
+                Err(e) => return Ok(crate::usage_error(&["ranktable", "gen"], e)),
+            };
             let mut json = table.to_json();
             json.push('\n');
             match output {

@@ -171,12 +171,7 @@ pub(crate) fn bad_flag(msg: impl std::fmt::Display) -> anyhow::Error {
 
 /// A usage error in clap's style (the message, usage, hint), exit status 2.
 fn usage_error(e: &anyhow::Error) -> ExitCode {
-    use clap::Args as _;
-    let mut cmd = SimArgs::augment_args(clap::Command::new("hccl sim"));
-    let _ = cmd
-        .error(clap::error::ErrorKind::ValueValidation, format!("{e:#}"))
-        .print();
-    ExitCode::from(2)
+    crate::usage_error(&["sim"], format!("{e:#}"))
 }
 
 /// The kinds a scenario cannot hold yet (V and point-to-point).

@@ -63,16 +63,26 @@ pub(crate) fn run(command: TopoCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// `hccl topo show`: exit status 2 with the usage line for a preset
+/// the flags cannot build (`--preset nosuch`, `--servers 0`), 1 for a
+/// file that cannot be read or written.
 fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
+    let usage = |e: &dyn std::fmt::Display| Ok(crate::usage_error(&["topo", "show"], e));
     let fabric = if let Some(name) = &args.preset {
-        let preset = Preset::parse(name)?;
+        let preset = match Preset::parse(name) {
+            Ok(p) => p,
+            Err(e) => return usage(&e),
+        };
         let opts = PresetOptions {
             devices_per_server: args.devices,
             oversubscription: args.oversubscription,
             torus_dims: args.torus,
             ..PresetOptions::default()
         };
-        build_preset_with(preset, args.servers.unwrap_or(1), &opts)?
+        match build_preset_with(preset, args.servers.unwrap_or(1), &opts) {
+            Ok(f) => f,
+            Err(e) => return usage(&e),
+        }
     } else if let Some(path) = &args.rank_table {
         let table =
             RankTable::from_file(path).with_context(|| format!("reading {}", path.display()))?;

@@ -141,12 +141,7 @@ pub(crate) fn run(a: WorkloadArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(e) if e.downcast_ref::<FlagError>().is_some() => {
-            use clap::Args as _;
-            let mut cmd = WorkloadArgs::augment_args(clap::Command::new("hccl workload"));
-            let _ = cmd
-                .error(clap::error::ErrorKind::ValueValidation, format!("{e:#}"))
-                .print();
-            Ok(ExitCode::from(2))
+            Ok(crate::usage_error(&["workload"], format!("{e:#}")))
         }
         Err(e) => Err(e),
     }

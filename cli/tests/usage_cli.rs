@@ -32,6 +32,89 @@ fn usage_error(cmd: &str, wants: &[&str]) {
 }
 
 #[test]
+fn plan_topo_and_ranktable_flag_values_are_usage_errors() {
+    let plan = "Usage: hccl plan ";
+    usage_error(
+        "plan all_reduce --ranks 0 --count 1024",
+        &["--ranks 0: plan at least one rank", plan],
+    );
+    usage_error(
+        "plan all_reduce --ranks 100000000 --count 1024",
+        &["--ranks 100000000 is more than hccl plan handles", plan],
+    );
+    usage_error(
+        "plan all_reduce --ranks 8 --servers 3 --count 1024",
+        &["--servers 3 does not divide --ranks 8", plan],
+    );
+    usage_error(
+        "plan all_reduce --ranks 8 --count 1024 --algo nosuch",
+        &["--algo \"nosuch\": unknown algorithm \"nosuch\"", plan],
+    );
+    usage_error(
+        "plan nosuch --ranks 8 --count 1024",
+        &["unknown collective \"nosuch\"", plan],
+    );
+    usage_error(
+        "plan all_reduce --ranks 8 --count 1024 --dtype fp99",
+        &["--dtype: ", "fp99", plan],
+    );
+    usage_error(
+        "plan all_reduce --ranks 8 --count 1024 --rank 8",
+        &["--rank 8 is outside the 8 ranks", plan],
+    );
+    usage_error(
+        "plan broadcast --ranks 8 --count 1024 --root 8",
+        &["root", plan],
+    );
+    usage_error(
+        "plan alltoall --ranks 8 --count 1024 --algo ring",
+        &["--algo ring: ", plan],
+    );
+    usage_error(
+        "topo show --preset nosuch",
+        &["unknown preset \"nosuch\"", "Usage: hccl topo show "],
+    );
+    usage_error(
+        "topo show --preset atlas800t-a2 --servers 0",
+        &["servers = 0", "Usage: hccl topo show "],
+    );
+    usage_error(
+        "ranktable gen --servers 10.0.0.1 --devices 0 --device-ip-base 192.168.1.10",
+        &["devices per server is 0", "Usage: hccl ranktable gen "],
+    );
+    usage_error(
+        "ranktable gen --servers 10.0.0.1 --devices 8 --device-ip-base 255.255.255.250",
+        &[
+            "--device-ip-base 255.255.255.250",
+            "Usage: hccl ranktable gen ",
+        ],
+    );
+}
+
+#[test]
+fn files_and_the_environment_stay_exit_1_without_usage() {
+    for cmd in [
+        "topo show --rank-table /nonexistent/rt.json",
+        "topo show --fabric /nonexistent/f.json",
+        "ranktable check /nonexistent/rt.json",
+    ] {
+        let o = hccl(cmd);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{cmd}: {err}");
+        assert!(!err.contains("Usage"), "{cmd}: {err}");
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_hccl"))
+        .args(["plan", "all_reduce", "--ranks", "8", "--count", "1K"])
+        .env("HCCL_ALGO", "level0:nosuch")
+        .output()
+        .expect("run hccl");
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("HCCL_ALGO") && err.contains("nosuch"), "{err}");
+    assert!(!err.contains("Usage"), "{err}");
+}
+
+#[test]
 fn negative_values_reach_the_flag_parsers() {
     let cases: &[(&str, &[&str])] = &[
         (
