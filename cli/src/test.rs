@@ -951,6 +951,11 @@ fn run_tcp(
         ));
     }
     // Before any rank starts: every rank would report the same bad value.
+    // --transport, not HCCL_BACKEND, picks the backend here, but a value
+    // no Comm accepts is refused as on the simulator path (exit 1).
+    if let Err(e) = hccl::BackendKind::from_env() {
+        return Ok(input_error(e));
+    }
     if let Err(e) = HcclAlgo::from_setting(std::env::var("HCCL_ALGO").ok().as_deref()) {
         return Ok(input_error(e));
     }

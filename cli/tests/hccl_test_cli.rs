@@ -1715,3 +1715,27 @@ fn negative_values_are_refused_naming_the_flag_and_value() {
         assert!(o.stdout.is_empty(), "{cmd}: nothing on stdout");
     }
 }
+
+/// HCCL_BACKEND=bogus is refused on the TCP path as on the simulator's:
+/// exit 1, the variable and value named, before any rank starts.
+#[test]
+fn a_bad_hccl_backend_is_refused_before_the_tcp_ranks_start() {
+    let env = [("HCCL_BACKEND", Some("bogus"))];
+    let sim = hccl_env(&words("all_reduce -b 8K -e 8K -p 2"), &env);
+    let tcp = tcp_8k_on_2(&env);
+    let err = stderr(&tcp);
+    assert_eq!(tcp.status.code(), Some(1), "{err}");
+    assert_eq!(tcp.status.code(), sim.status.code(), "{}", stderr(&sim));
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(
+        err.contains("HCCL_BACKEND") && err.contains("bogus"),
+        "{err}"
+    );
+    // One line from the launcher, none from ranks ("[ranks 0-1] ...").
+    assert!(!err.contains("[rank"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(tcp.stdout.is_empty(), "{}", stdout(&tcp));
+    // A good value in another case still runs.
+    let o = tcp_8k_on_2(&[("HCCL_BACKEND", Some("TCP"))]);
+    assert_eq!(rows(&ok_stdout(&o)).len(), 1, "{}", stdout(&o));
+}
