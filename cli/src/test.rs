@@ -665,6 +665,9 @@ pub(crate) fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
     if let Some(note) = &algo_note {
         writeln!(out, "{note}")?;
     }
+    for note in ignored_flag_notes(&a) {
+        writeln!(out, "{note}")?;
+    }
     if let Some(note) = workload::size_note(&asked, a.datatype, kind) {
         writeln!(out, "{note}")?;
     }
@@ -862,6 +865,28 @@ fn root_outside(coll: TestCollective, root: u32, n: u32) -> Option<String> {
     })
 }
 
+/// A header note for each of `-r` and `-o` that `a`'s collective does not
+/// use, when it is not the default (`-r 9` for all_reduce, `-o max` for
+/// all_gather): CANN's hccl_test takes both flags for every collective,
+/// so they are accepted, but a run should not look as if they applied.
+fn ignored_flag_notes(a: &TestArgs) -> Vec<String> {
+    let coll = a.collective;
+    let mut notes = Vec::new();
+    if !coll.uses_root() && a.root != 0 {
+        notes.push(format!(
+            "# note: -r {} is ignored: {coll} has no root",
+            a.root
+        ));
+    }
+    if !coll.uses_op() && a.op != ReduceOp::Sum {
+        notes.push(format!(
+            "# note: -o {} is ignored: {coll} does not reduce",
+            a.op
+        ));
+    }
+    notes
+}
+
 /// The message sizes of the sweep the flags ask for (one row of 0 bytes
 /// for a barrier); both transports run the same sweep.
 fn sweep_sizes(a: &TestArgs) -> Result<Vec<u64>, sizes::SizeError> {
@@ -992,7 +1017,7 @@ fn run_tcp(
         }
         _ => {}
     }
-    let mut launch_notes = Vec::new();
+    let mut launch_notes = ignored_flag_notes(a);
     if let Some(by) = auto {
         launch_notes.push(format!(
             "# transport: tcp, because {by} started several ranks: one job across the processes (--transport sim runs one simulation in every process)"

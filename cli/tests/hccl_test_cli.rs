@@ -1739,3 +1739,64 @@ fn a_bad_hccl_backend_is_refused_before_the_tcp_ranks_start() {
     let o = tcp_8k_on_2(&[("HCCL_BACKEND", Some("TCP"))]);
     assert_eq!(rows(&ok_stdout(&o)).len(), 1, "{}", stdout(&o));
 }
+
+/// `-r` for a collective without a root and `-o` for one that does not
+/// reduce are accepted (hccl_test takes them for every collective) with a
+/// header note; a root outside the world is still refused where it counts.
+#[test]
+fn flags_a_collective_does_not_use_get_a_note_not_an_error() {
+    let note = |cmd: &str| -> Vec<String> {
+        let out = ok_stdout(&hccl(&words(cmd)));
+        out.lines()
+            .filter(|l| l.contains("is ignored"))
+            .map(str::to_string)
+            .collect()
+    };
+    let base = "-b 8K -e 8K -p 2 -n 1 -w 0";
+    assert_eq!(
+        note(&format!("all_reduce -r 9 {base}")),
+        ["# note: -r 9 is ignored: all_reduce has no root"]
+    );
+    assert_eq!(
+        note(&format!("all_gather -o max {base}")),
+        ["# note: -o max is ignored: all_gather does not reduce"]
+    );
+    assert_eq!(
+        note(&format!("alltoall -o min -r 1 {base}")),
+        [
+            "# note: -r 1 is ignored: alltoall has no root",
+            "# note: -o min is ignored: alltoall does not reduce"
+        ]
+    );
+    // Flags that apply, and the defaults, say nothing.
+    assert!(note(&format!("all_reduce -o max {base}")).is_empty());
+    assert!(note(&format!("reduce -o max -r 1 {base}")).is_empty());
+    assert!(note(&format!("all_gather {base}")).is_empty());
+    for coll in ["broadcast", "reduce", "scatter", "gather"] {
+        let o = hccl(&words(&format!("{coll} -r 9 {base}")));
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{coll}: {err}");
+        assert!(
+            err.contains("-r/--root 9 is outside the world of 2 ranks"),
+            "{coll}: {err}"
+        );
+    }
+    // Over TCP too, in rank 0's header.
+    let o = hccl_env(
+        &words("all_gather --transport tcp --spawn 2 -b 8K -e 8K -n 1 -w 0 -o max -r 5"),
+        &[],
+    );
+    let out = ok_stdout(&o);
+    assert_eq!(
+        out.matches("# note: -o max is ignored: all_gather does not reduce")
+            .count(),
+        1,
+        "{out}"
+    );
+    assert_eq!(
+        out.matches("# note: -r 5 is ignored: all_gather has no root")
+            .count(),
+        1,
+        "{out}"
+    );
+}
