@@ -63,11 +63,13 @@ impl Config {
     }
 }
 
-/// Arguments of `hccl workload`.
+/// Arguments of `hccl workload`: one of `--profile` and `--file` (a clap
+/// group, so the usage line says `<--profile <PROFILE>|--file <FILE>>`).
 #[derive(clap::Args, Debug, Clone)]
+#[command(group(clap::ArgGroup::new("workload").required(true).args(["profile", "file"])))]
 pub(crate) struct WorkloadArgs {
     /// Built-in model: resnet50 (25.6 M parameters), gpt2 (124 M), gpt3-xl (1.3 B).
-    #[arg(long, required_unless_present = "file", conflicts_with = "file")]
+    #[arg(long)]
     pub profile: Option<String>,
     /// A workload file (JSON, version 1; format in sim/README.md).
     #[arg(long)]

@@ -156,3 +156,26 @@ fn negative_values_reach_the_flag_parsers() {
         assert!(!err.contains("unexpected argument"), "{cmd}: {err}");
     }
 }
+
+/// `hccl workload` takes one of --profile and --file: its usage line and
+/// the README's synopsis say so.
+#[test]
+fn workload_takes_a_profile_or_a_file_and_says_so() {
+    let both = "Usage: hccl workload <--profile <PROFILE>|--file <FILE>>";
+    usage_error(
+        "workload --profile resnet50 --file w.json",
+        &["cannot be used with", both],
+    );
+    usage_error("workload", &["required arguments were not provided", both]);
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md"))
+        .expect("README.md");
+    let synopsis = "`hccl workload (--profile resnet50\\|gpt2\\|gpt3-xl \\| --file W.json) ";
+    assert!(
+        readme.contains(synopsis),
+        "README's synopsis of hccl workload"
+    );
+    assert!(
+        !readme.contains("[--file W.json]"),
+        "README still has [--file W.json]"
+    );
+}
