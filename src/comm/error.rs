@@ -21,8 +21,10 @@ pub enum CommError {
     /// A buffer has the wrong length for the call.
     #[error("{op}: {what} has {got} bytes, the call needs {expected}")]
     Buffer {
-        /// The op: `comm 'world' AllReduce #0` for a collective (as the
-        /// backends name it), `Send` ... for a point-to-point call.
+        /// The op: `comm 'world' AllReduce` for a collective refused
+        /// before it takes a turn (a blocking call; an async one's op is
+        /// named as the backends name it, `comm 'world' AllReduce #0`),
+        /// `Send` ... for a point-to-point call.
         op: String,
         /// Which buffer.
         what: &'static str,

@@ -67,12 +67,15 @@ impl Comm {
         r
     }
 
-    /// An argument error a collective found before its op was queued still
-    /// takes the op's turn and fails it like any other failed op
+    /// A failure a collective met before its op was queued that is not its
+    /// arguments' (a V call's copy of NPU memory to the host) still takes
+    /// the op's turn and fails it like any other failed op
     /// ([`Comm::at_turn`]): the communicator breaks and the other ranks,
     /// which may be waiting in the op already, fail at once naming this
-    /// rank's error. (A point-to-point argument error stays local: it
-    /// names no peer that waits for it, and the communicator stays usable.)
+    /// rank's error. (An argument error, found from the rank's own
+    /// arguments before anything moves, takes no turn and leaves the
+    /// communicator usable: see [`Comm::check_call`].)
+    #[cfg(feature = "ascend")]
     pub(crate) fn fail_local(&self, e: CommError) -> CommError {
         let (turn, _) = self.take_ticket();
         let _ = Comm::at_turn(&self.shared, turn, |_| Err::<(), _>(e.clone()));

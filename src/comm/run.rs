@@ -1,5 +1,6 @@
-//! The run path of a collective: the world-size check, the user's
-//! buffers checked against the call, `HCCL_REDUCE_PRECISION=fp32`
+//! The run path of a collective: the world-size check, the call's
+//! arguments and the user's buffers checked against it before it takes a
+//! turn (a refused call is not an op), `HCCL_REDUCE_PRECISION=fp32`
 //! widening, planning ([`Comm::prepare`]), then the backend, then the
 //! profile record.
 
@@ -36,8 +37,15 @@ impl Comm {
     /// rank's device (see [`super::DeviceBuffer`]), in any mix.
     ///
     /// # Errors
-    /// Argument, buffer-size, transport and consistency errors;
-    /// [`CommError::WrongDevice`] for another device's buffer.
+    /// This rank's own argument errors, found before the call takes a turn
+    /// or sends anything (`HCCL_E_PARA`; the call is not an op and the
+    /// communicator stays usable, as in HCCL; peers that made the call
+    /// with good arguments pair it with this rank's next collective):
+    /// `args.world_size` not the communicator's, the kind's argument
+    /// rules (a root out of range, ...), a buffer of the wrong size,
+    /// [`CommError::WrongDevice`] for another device's buffer. Then
+    /// transport and consistency errors, which fail the op on every rank
+    /// and leave the communicator unusable ([`CommError::Broken`]).
     pub fn collective<S, R>(
         &self,
         args: &CollectiveArgs,
@@ -59,19 +67,16 @@ impl Comm {
         input: device::Side<'_>,
         output: device::SideMut<'_>,
     ) -> Result<(), CommError> {
-        self.check_world(args).map_err(|e| self.fail_local(e))?;
+        self.check_world(args)?;
         let name = format!("{:?}", args.kind);
-        let i = self.resolve(&name, "send buffer", input);
-        let o = self.resolve_mut(&name, "receive buffer", output);
-        let (i, o) = match (i, o) {
-            (Ok(i), Ok(o)) => (i, o),
-            (Err(e), _) | (_, Err(e)) => return Err(self.fail_local(e)),
-        };
+        let i = self.resolve(&name, "send buffer", input)?;
+        let o = self.resolve_mut(&name, "receive buffer", output)?;
         let bufs = match (i, o) {
             (In::Host(i), Out::Host(o)) => Call::Host(UserBufs::Separate(i, o)),
             #[cfg(feature = "ascend")]
             (i, o) => Call::Device(device::DevBufs::Separate(i, o)),
         };
+        self.check_call(args, Lens::of(args, self.shared.rank, &bufs))?;
         let t = self.take_ticket();
         let call = self.enter_blocking(&format!("{:?} #{}", args.kind, t.1), Waits::All);
         let r = Comm::run_at(&self.shared, t, args, bufs);
@@ -101,17 +106,16 @@ impl Comm {
         args: &CollectiveArgs,
         buf: device::SideMut<'_>,
     ) -> Result<(), CommError> {
-        self.check_world(args).map_err(|e| self.fail_local(e))?;
+        self.check_world(args)?;
         let args = args.clone().with_in_place(true);
         let name = format!("{:?}", args.kind);
-        let b = self
-            .resolve_mut(&name, "in-place buffer", buf)
-            .map_err(|e| self.fail_local(e))?;
+        let b = self.resolve_mut(&name, "in-place buffer", buf)?;
         let bufs = match b {
             Out::Host(b) => Call::Host(UserBufs::InPlace(b)),
             #[cfg(feature = "ascend")]
             Out::Npu(n) => Call::Device(device::DevBufs::InPlace(n)),
         };
+        self.check_call(&args, Lens::of(&args, self.shared.rank, &bufs))?;
         let t = self.take_ticket();
         let call = self.enter_blocking(&format!("{:?} #{}", args.kind, t.1), Waits::All);
         let r = Comm::run_at(&self.shared, t, &args, bufs);
@@ -119,26 +123,48 @@ impl Comm {
     }
 
     /// [`Comm::collective`] on its own thread, with owned buffers: returns
-    /// the output buffer (allocated to `args.io_bytes(rank).1` bytes).
+    /// the output buffer (allocated to `args.io_bytes(rank).1` bytes). A
+    /// call refused for its own arguments (as [`Comm::collective`]'s) takes
+    /// no turn: its handle fails with the error and the communicator stays
+    /// usable.
     pub fn collective_async(&self, args: CollectiveArgs, input: Vec<u8>) -> OpHandle<Vec<u8>> {
-        let checked = self.check_world(&args);
-        let (turn, seq) = self.take_ticket();
-        let kind = drain::AsyncKind::Collective(args.kind.name());
-        self.spawn_async(format!("hccl-op-{seq}"), kind, move |shared| {
-            // A failed check fails the op's turn, telling the peers; either
-            // way `at_turn` runs and passes the turn on.
-            let checked = checked.or_else(|e| Comm::at_turn(shared, turn, |_| Err(e)));
-            checked.and_then(|()| {
-                let mut out = vec![0u8; args.io_bytes(shared.rank).1 as usize];
-                Comm::run_at(
-                    shared,
-                    (turn, seq),
-                    &args,
-                    Call::Host(UserBufs::Separate(&input, &mut out)),
-                )
-                .map(|()| out)
+        let rank = self.shared.rank;
+        let ticket = self
+            .check_world(&args)
+            .and_then(|()| {
+                let (inb, outb) = args.io_bytes(rank);
+                let used = if inb == 0 { 0 } else { input.len() };
+                self.check_call(&args, Lens::Separate(used, outb as usize))
             })
+            .map(|()| self.take_ticket());
+        let name = match &ticket {
+            Ok((_, seq)) => format!("hccl-op-{seq}"),
+            Err(_) => "hccl-op-refused".into(),
+        };
+        let kind = drain::AsyncKind::Collective(args.kind.name());
+        self.spawn_async(name, kind, move |shared| {
+            let (turn, seq) = ticket?;
+            let mut out = vec![0u8; args.io_bytes(shared.rank).1 as usize];
+            Comm::run_at(
+                shared,
+                (turn, seq),
+                &args,
+                Call::Host(UserBufs::Separate(&input, &mut out)),
+            )
+            .map(|()| out)
         })
+    }
+
+    /// Checks a call against its arguments on this rank before it takes a
+    /// turn: the kind's own rules (`CollectiveArgs::validate`: a root out
+    /// of range, ...), then the memory's `lens` ([`check_lens`]). These are
+    /// errors a rank finds from its own arguments alone (`HCCL_E_PARA`): a
+    /// call refused here is not an op (it takes no sequence number and
+    /// sends nothing), so the communicator stays usable, as in HCCL.
+    pub(crate) fn check_call(&self, args: &CollectiveArgs, lens: Lens) -> Result<(), CommError> {
+        args.validate()?;
+        let op = format!("comm '{}' {:?}", self.shared.name, args.kind);
+        check_lens(&op, args, self.shared.rank, lens)
     }
 
     /// The plan this rank runs `args` with on this communicator: the
@@ -345,6 +371,27 @@ pub(crate) enum Lens {
     Separate(usize, usize),
     /// One in-place buffer.
     InPlace(usize),
+}
+
+impl Lens {
+    /// The lengths of `call`'s memory on `rank` for `args`: a buffer the
+    /// rank does not use counts as 0 (it may have any size, as in MPI).
+    pub(crate) fn of(args: &CollectiveArgs, rank: u32, call: &Call<'_>) -> Lens {
+        let (inb, outb) = args.io_bytes(rank);
+        let used = |bytes: u64, len: usize| if bytes == 0 { 0 } else { len };
+        match call {
+            Call::Host(UserBufs::Separate(i, o)) => {
+                Lens::Separate(used(inb, i.len()), used(outb, o.len()))
+            }
+            Call::Host(UserBufs::InPlace(b)) => Lens::InPlace(b.len()),
+            #[cfg(feature = "ascend")]
+            Call::Device(device::DevBufs::Separate(i, o)) => {
+                Lens::Separate(used(inb, i.len()), used(outb, o.len()))
+            }
+            #[cfg(feature = "ascend")]
+            Call::Device(device::DevBufs::InPlace(n)) => Lens::InPlace(n.len()),
+        }
+    }
 }
 
 /// Checks a call's memory against `args` on `rank` before anything

@@ -5,6 +5,9 @@
 //! the same element type, whose [`Element::DTYPE`] is the call's. Besides
 //! the errors each call lists, a device buffer of another rank's device
 //! fails every call with [`CommError::WrongDevice`] before anything moves.
+//! Errors a rank finds from its own arguments (lengths, blocks, roots,
+//! devices) come before the call takes a turn: `HCCL_E_PARA`, and the
+//! communicator stays usable (see [`Comm::collective`]).
 
 use std::sync::Arc;
 
@@ -26,7 +29,7 @@ impl Comm {
                 op: format!("{kind:?}"),
                 detail: format!("{total} elements do not split into {n} equal blocks"),
             };
-            return Err(self.fail_local(e));
+            return Err(e);
         }
         Ok(total / n)
     }

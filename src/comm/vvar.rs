@@ -213,9 +213,7 @@ impl Comm {
         blocks: &[Block],
         esz: usize,
     ) -> Result<Vec<u8>, CommError> {
-        let input = self
-            .resolve(op, "send buffer", side)
-            .map_err(|e| self.fail_local(e))?;
+        let input = self.resolve(op, "send buffer", side)?;
         match input {
             In::Host(b) => Ok(gather_blocks(b, blocks, esz)),
             #[cfg(feature = "ascend")]
@@ -238,9 +236,7 @@ impl Comm {
         output: SideMut<'_>,
         (blocks, esz, total): (&[Block], usize, usize),
     ) -> Result<(), CommError> {
-        let out = self
-            .resolve_mut(op, "receive buffer", output)
-            .map_err(|e| self.fail_local(e))?;
+        let out = self.resolve_mut(op, "receive buffer", output)?;
         let mut tmp = vec![0u8; total];
         match out {
             Out::Host(o) => {
@@ -267,10 +263,12 @@ impl Comm {
     /// [`super::DeviceBuffer`]s of this rank's device.
     ///
     /// # Errors
-    /// [`CommError::Counts`] naming the field, rank index and value: a list
-    /// of the wrong length, a block past the end of `recv`, overlapping
-    /// receive blocks, `send.len() != recv_counts[rank]`. Then as
-    /// [`Comm::collective`].
+    /// Before anything moves (`HCCL_E_PARA`; the communicator stays
+    /// usable): [`CommError::Counts`] naming the field, rank index and
+    /// value: a list of the wrong length, a block past the end of `recv`,
+    /// overlapping receive blocks, `send.len() != recv_counts[rank]`. Then
+    /// as [`Comm::collective`] (counts that differ across ranks are a
+    /// mismatch there).
     pub fn all_gather_v<S, R>(
         &self,
         send: &S,
@@ -286,14 +284,12 @@ impl Comm {
         let n = self.size() as usize;
         let dtype = <S::Elem as Element>::DTYPE;
         let (send_len, recv_len) = (elems(send), elems(recv));
-        let checked = (|| {
-            let layout = Layout::recv(OP, recv_counts, recv_displs, recv_len);
-            let blocks = layout.blocks(n)?;
-            layout.own(self.rank() as usize, send_len, "sends", "send buffer")?;
-            let args = CollectiveArgs::v_counts(false, recv_counts.to_vec(), dtype)?;
-            Ok((blocks, args))
-        })();
-        let (blocks, args) = checked.map_err(|e| self.fail_local(e))?;
+        // This rank's own arguments: refused before anything moves, the
+        // communicator usable ([`Comm::collective`]).
+        let layout = Layout::recv(OP, recv_counts, recv_displs, recv_len);
+        let blocks = layout.blocks(n)?;
+        layout.own(self.rank() as usize, send_len, "sends", "send buffer")?;
+        let args = CollectiveArgs::v_counts(false, recv_counts.to_vec(), dtype)?;
         let (input, output) = (device::side(send), device::side_mut(recv));
         if packed(&blocks, recv_len) {
             return self.collective_sides(&args, input, output);
@@ -310,8 +306,9 @@ impl Comm {
     /// same on every rank. Host slices or device buffers.
     ///
     /// # Errors
-    /// [`CommError::Counts`] naming the field, rank index and value: a list
-    /// of the wrong length, a block past the end of `send`,
+    /// Before anything moves (`HCCL_E_PARA`; the communicator stays
+    /// usable): [`CommError::Counts`] naming the field, rank index and
+    /// value: a list of the wrong length, a block past the end of `send`,
     /// `recv.len() != send_counts[rank]`. Then as [`Comm::collective`].
     pub fn reduce_scatter_v<S, R>(
         &self,
@@ -329,14 +326,10 @@ impl Comm {
         let n = self.size() as usize;
         let dtype = <S::Elem as Element>::DTYPE;
         let (send_len, recv_len) = (elems(send), elems(recv));
-        let checked = (|| {
-            let layout = Layout::send(OP, send_counts, send_displs, send_len);
-            let blocks = layout.blocks(n)?;
-            layout.own(self.rank() as usize, recv_len, "receives", "receive buffer")?;
-            let args = CollectiveArgs::v_counts(true, send_counts.to_vec(), dtype)?.with_op(op);
-            Ok((blocks, args))
-        })();
-        let (blocks, args) = checked.map_err(|e| self.fail_local(e))?;
+        let layout = Layout::send(OP, send_counts, send_displs, send_len);
+        let blocks = layout.blocks(n)?;
+        layout.own(self.rank() as usize, recv_len, "receives", "receive buffer")?;
+        let args = CollectiveArgs::v_counts(true, send_counts.to_vec(), dtype)?.with_op(op);
         if packed(&blocks, send_len) {
             return self.collective_sides(&args, device::side(send), device::side_mut(recv));
         }
@@ -355,10 +348,13 @@ impl Comm {
     /// buffers.
     ///
     /// # Errors
-    /// [`CommError::Counts`] naming the field, rank index and value: a list
-    /// of the wrong length, a block past the end of its buffer, overlapping
-    /// receive blocks, or counts that disagree across ranks (on every
-    /// rank). Then as [`Comm::collective`].
+    /// Before the exchange, this rank's own argument errors
+    /// (`HCCL_E_PARA`; nothing is sent and the communicator stays usable):
+    /// [`CommError::Counts`] naming the field, rank index and value for a
+    /// list of the wrong length, a block past the end of its buffer or
+    /// overlapping receive blocks; [`CommError::WrongDevice`]. After it,
+    /// [`CommError::Counts`] on every rank for counts that disagree across
+    /// ranks. Then as [`Comm::collective`].
     #[allow(clippy::too_many_arguments)]
     pub fn all_to_all_v<S, R>(
         &self,
@@ -377,12 +373,12 @@ impl Comm {
         let n = self.size() as usize;
         let dtype = <S::Elem as Element>::DTYPE;
         let (send_len, recv_len) = (elems(send), elems(recv));
-        let checked = (|| {
-            let send_blocks = Layout::send(OP, send_counts, send_displs, send_len).blocks(n)?;
-            let recv_blocks = Layout::recv(OP, recv_counts, recv_displs, recv_len).blocks(n)?;
-            Ok((send_blocks, recv_blocks))
-        })();
-        let (send_blocks, recv_blocks) = checked.map_err(|e| self.fail_local(e))?;
+        // This rank's own arguments, its buffers' device included: refused
+        // before the counts exchange, the communicator usable.
+        let send_blocks = Layout::send(OP, send_counts, send_displs, send_len).blocks(n)?;
+        let recv_blocks = Layout::recv(OP, recv_counts, recv_displs, recv_len).blocks(n)?;
+        self.resolve(OP, "send buffer", device::side(send))?;
+        self.resolve_mut(OP, "receive buffer", device::side_mut(recv))?;
         // Row i of `all`: rank i's send counts, then its receive counts.
         let mine: Vec<u64> = send_counts.iter().chain(recv_counts).copied().collect();
         let mut all = vec![0u64; 2 * n * n];

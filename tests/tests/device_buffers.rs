@@ -110,41 +110,50 @@ fn with_buffers<T: Send + 'static>(
 }
 
 #[test]
-fn another_ranks_buffer_is_refused_on_every_rank_before_anything_moves() {
+fn another_ranks_buffer_is_refused_on_its_rank_before_anything_moves() {
     for backend in [BackendKind::Sim, BackendKind::Tcp] {
-        // Rank 1 passes rank 0's buffers; the others their own.
+        // Rank 1 passes rank 0's buffers, then its own; the others their own.
         let out = with_buffers(
             backend,
             3,
             |r| if r == 1 { 0 } else { r },
-            |_, c, s, mut o| {
-                let e = c.all_reduce(&s, &mut o, ReduceOp::Sum).err();
-                (e, o.to_vec().unwrap())
+            |r, c, s, mut o| {
+                let refused = (r == 1).then(|| {
+                    let e = c.all_reduce(&s, &mut o, ReduceOp::Sum).unwrap_err();
+                    (e, o.to_vec().unwrap())
+                });
+                // The refused call took no turn: this call is the op the
+                // others wait in.
+                let (s, mut o) = (
+                    c.device_buffer_from(&[1f32; 3]).unwrap(),
+                    c.device_buffer(3).unwrap(),
+                );
+                c.all_reduce(&s, &mut o, ReduceOp::Sum).unwrap();
+                (refused, o.to_vec().unwrap())
             },
         );
-        for (r, (e, o)) in out.into_iter().enumerate() {
-            let e = e.unwrap_or_else(|| panic!("{backend:?} rank {r} succeeded"));
+        for (r, (refused, o)) in out.into_iter().enumerate() {
+            assert_eq!(o, vec![3.0; 3], "{backend:?} rank {r}");
+            let Some((e, untouched)) = refused else {
+                continue;
+            };
             assert_eq!(
-                o,
+                untouched,
                 vec![-7.0; 3],
-                "{backend:?} rank {r}: receive buffer untouched"
+                "{backend:?}: receive buffer untouched"
             );
             let t = e.to_string();
-            if r == 1 {
-                assert!(matches!(e, CommError::WrongDevice { .. }), "{e:?}");
-                assert_eq!(e.hccl_result(), 1, "HCCL_E_PARA");
-                assert!(
-                    t.starts_with("AllReduce: the send buffer is a device buffer of rank 0 of communicator 'world'"),
-                    "{t}"
-                );
-                assert_eq!(
-                    t.matches("rank 1 of communicator 'world'").count(),
-                    1,
-                    "named once: {t}"
-                );
-            } else {
-                assert!(t.contains("rank 1"), "{backend:?} rank {r}: {t}");
-            }
+            assert!(matches!(e, CommError::WrongDevice { .. }), "{e:?}");
+            assert_eq!(e.hccl_result(), 1, "HCCL_E_PARA");
+            assert!(
+                t.starts_with("AllReduce: the send buffer is a device buffer of rank 0 of communicator 'world'"),
+                "{t}"
+            );
+            assert_eq!(
+                t.matches("rank 1 of communicator 'world'").count(),
+                1,
+                "named once: {t}"
+            );
         }
     }
 }

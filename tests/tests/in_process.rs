@@ -95,8 +95,18 @@ fn wrong_buffer_length_is_an_error_before_anything_moves() {
     let e = comms[0].all_gather(&[1u8, 2], &mut [0u8; 3]).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "comm 'world' AllGather #0: receive buffer has 3 bytes, the call needs 4"
+        "comm 'world' AllGather: receive buffer has 3 bytes, the call needs 4"
     );
+    assert_eq!(e.hccl_result(), 1, "HCCL_E_PARA");
+    // Refused before it took a turn: the communicator is still usable.
+    assert!(comms[0].async_error().is_none());
+    let out = hccl_conformance::on_comms(comms, |c| {
+        let mut recv = [0u8; 4];
+        c.all_gather(&[c.rank() as u8; 2], &mut recv).map(|()| recv)
+    });
+    for r in out {
+        assert_eq!(r.unwrap(), [0, 0, 1, 1]);
+    }
 }
 
 #[test]
@@ -242,31 +252,39 @@ fn errors<T: std::fmt::Debug>(
         .collect()
 }
 
+/// A rank's bad buffer is refused on that rank alone before its call
+/// takes a turn: the call is not an op, so the rank's next call (the same
+/// op with a right buffer) is the op its peers wait in, and every rank
+/// gets the right result.
 #[test]
-fn a_ranks_bad_buffer_fails_every_rank_at_once_on_both_backends() {
+fn a_ranks_bad_buffer_is_refused_locally_and_its_retry_completes_the_op_on_both_backends() {
     for backend in [BackendKind::Tcp, BackendKind::Sim] {
         let out = per_rank(backend, 3, |r, c| {
-            let mut recv = vec![0.0f32; if r == 1 { 3 } else { 4 }];
+            let mut refused = None;
+            if r == 1 {
+                let e = c
+                    .all_reduce(&[1.0f32; 4], &mut [0.0; 3], ReduceOp::Sum)
+                    .unwrap_err();
+                refused = Some((e.hccl_result(), e.to_string()));
+            }
+            let mut recv = [0.0f32; 4];
             c.all_reduce(&[1.0f32; 4], &mut recv, ReduceOp::Sum)
+                .map(|()| (refused, recv))
                 .map_err(|e| e.to_string())
         });
-        for (r, e) in errors(backend, &out, 0..out.len()) {
-            assert!(
-                e.contains("receive buffer has 12 bytes"),
-                "{backend:?} rank {r}: {e}"
-            );
-            if r != 1 {
-                assert!(e.contains("rank 1"), "{backend:?} rank {r}: {e}");
+        for (r, o) in out.into_iter().enumerate() {
+            let (refused, recv) = o
+                .unwrap_or_else(|| panic!("{backend:?} rank {r} hung"))
+                .unwrap_or_else(|e| panic!("{backend:?} rank {r}: {e}"));
+            assert_eq!(recv, [3.0; 4], "{backend:?} rank {r}");
+            if r == 1 {
+                let (code, text) = refused.unwrap();
+                assert_eq!(code, 1, "{backend:?}: {text}");
+                assert_eq!(
+                    text, "comm 'world' AllReduce: receive buffer has 12 bytes, the call needs 16",
+                    "{backend:?}"
+                );
             }
-            // The failed rank's reason comes without the op's prefix again.
-            assert!(
-                e.matches("AllReduce #0").count() <= 1,
-                "{backend:?} rank {r}: {e}"
-            );
-            assert!(
-                e.matches("simulator:").count() <= 1,
-                "{backend:?} rank {r}: {e}"
-            );
         }
     }
 }
@@ -516,25 +534,28 @@ fn simulated_failures_carry_the_same_hccl_codes_and_variants_as_tcp() {
 }
 
 #[test]
-fn argument_errors_found_before_the_op_is_queued_fail_every_rank() {
+fn argument_errors_found_before_the_op_is_queued_stay_on_their_rank() {
     // Checks in the typed wrappers (block shapes, V layouts, world size)
-    // return before an op exists; they must still reach the ranks waiting
-    // in it.
-    type Case = fn(u32, &Comm) -> Result<(), String>;
+    // return before an op exists: rank 1's bad call is refused there, and
+    // its good call then runs the op the others wait in.
+    type Case = fn(u32, &Comm, bool) -> Result<(), String>;
     let cases: [(&str, Case); 3] = [
-        ("7 elements do not split into 3 equal blocks", |r, c| {
-            let n = if r == 1 { 7 } else { 6 };
-            c.all_to_all(&vec![1i32; n], &mut vec![0; n])
-                .map_err(|e| e.to_string())
-        }),
-        ("recv_displs", |r, c| {
+        (
+            "7 elements do not split into 3 equal blocks",
+            |_, c, bad| {
+                let n = if bad { 7 } else { 6 };
+                c.all_to_all(&vec![1i32; n], &mut vec![0; n])
+                    .map_err(|e| e.to_string())
+            },
+        ),
+        ("recv_displs", |r, c, bad| {
             // Rank 1's displacement runs past its receive buffer.
-            let displs = if r == 1 { [0, 1, 9] } else { [0, 1, 2] };
+            let displs = if bad { [0, 1, 9] } else { [0, 1, 2] };
             c.all_gather_v(&[r as i32], &mut [0i32; 3], &[1, 1, 1], &displs)
                 .map_err(|e| e.to_string())
         }),
-        ("world_size", |r, c| {
-            let n = if r == 1 { 4 } else { 3 };
+        ("world_size", |_, c, bad| {
+            let n = if bad { 4 } else { 3 };
             let args = hccl_algos::collective::CollectiveArgs::new(
                 hccl_algos::collective::CollectiveKind::AllReduce,
                 1,
@@ -547,11 +568,17 @@ fn argument_errors_found_before_the_op_is_queued_fail_every_rank() {
     ];
     for backend in [BackendKind::Tcp, BackendKind::Sim] {
         for (want, case) in cases {
-            let out = per_rank(backend, 3, move |r, c| case(r, &c));
-            for (r, e) in errors(backend, &out, 0..3) {
-                assert!(e.contains(want), "{backend:?} {want}: rank {r}: {e}");
-                if r != 1 {
-                    assert!(e.contains("rank 1"), "{backend:?} {want}: rank {r}: {e}");
+            let out = per_rank(backend, 3, move |r, c| {
+                let refused = (r == 1).then(|| case(r, &c, true));
+                case(r, &c, false).map(|()| refused)
+            });
+            for (r, o) in out.into_iter().enumerate() {
+                let refused = o
+                    .unwrap_or_else(|| panic!("{backend:?} {want}: rank {r} hung"))
+                    .unwrap_or_else(|e| panic!("{backend:?} {want}: rank {r}: {e}"));
+                if r == 1 {
+                    let e = refused.unwrap().unwrap_err();
+                    assert!(e.contains(want), "{backend:?} {want}: {e}");
                 }
             }
         }
