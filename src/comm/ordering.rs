@@ -8,8 +8,10 @@
 
 use std::sync::Arc;
 
+use hccl_hw::tcp::TcpError;
+
 use super::local::{CallGuard, Waits};
-use super::{drain, lock, Comm, CommError, OpHandle, Shared, State};
+use super::{drain, lock, BackendError, BackendKind, Comm, CommError, OpHandle, Shared, State};
 
 /// What an op gets when called: its turn among every op of this rank (the
 /// order ops run in) and, for collectives, its communicator-wide sequence
@@ -80,6 +82,25 @@ impl Comm {
         let (turn, _) = self.take_ticket();
         let _ = Comm::at_turn(&self.shared, turn, |_| Err::<(), _>(e.clone()));
         e
+    }
+
+    /// A mismatch that every rank finds alike from data the ranks
+    /// exchanged before op `op` (`AllToAllV`'s counts): takes the op's
+    /// turn and fails it as a backend's mismatch fails an op
+    /// ([`Comm::at_turn`]): [`CommError::Mismatch`] (`HCCL_E_REMOTE`)
+    /// naming the op, its seq and `detail`, in the backend's words, and
+    /// the communicator unusable.
+    pub(crate) fn fail_mismatch(&self, op: &str, detail: String) -> CommError {
+        let (turn, seq) = self.take_ticket();
+        let op = format!("comm '{}' {op}", self.shared.name);
+        let e = CommError::Mismatch(match self.shared.kind {
+            BackendKind::Tcp => BackendError::Tcp(TcpError::Mismatch { op, seq, detail }),
+            #[cfg(feature = "ascend")]
+            BackendKind::Ascend => BackendError::Ascend(format!("{op} #{seq}: {detail}")),
+            _ => BackendError::Sim(format!("{op} #{seq}: {detail}")),
+        });
+        let _ = Comm::at_turn(&self.shared, turn, |_| Err::<(), _>(e.clone()));
+        self.shared.name_ranks(e)
     }
 
     /// Marks a blocking call `op` as started for [`super::local`]'s check (only

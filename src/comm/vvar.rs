@@ -353,8 +353,10 @@ impl Comm {
     /// [`CommError::Counts`] naming the field, rank index and value for a
     /// list of the wrong length, a block past the end of its buffer or
     /// overlapping receive blocks; [`CommError::WrongDevice`]. After it,
-    /// [`CommError::Counts`] on every rank for counts that disagree across
-    /// ranks. Then as [`Comm::collective`].
+    /// counts that disagree across ranks: [`CommError::Mismatch`]
+    /// (`HCCL_E_REMOTE`) with the same text on every rank, naming both
+    /// entries and both ranks, and the communicator unusable, as a
+    /// mismatch of AllGatherV's counts. Then as [`Comm::collective`].
     #[allow(clippy::too_many_arguments)]
     pub fn all_to_all_v<S, R>(
         &self,
@@ -388,16 +390,16 @@ impl Comm {
         for i in 0..n {
             for j in 0..n {
                 if sent(i, j) != expects(j, i) {
-                    return Err(CommError::Counts {
-                        op: OP,
-                        field: "recv_counts",
-                        index: Some(i),
-                        value: expects(j, i),
-                        reason: format!(
-                            "on rank {j}, but rank {i} sends it {} elements (its send_counts[{j}]); every rank's send_counts[j] must equal rank j's recv_counts[i]",
+                    // Every rank sees the same matrix, so every rank fails
+                    // here alike: a mismatch, as AllGatherV's counts.
+                    return Err(self.fail_mismatch(
+                        OP,
+                        format!(
+                            "per-rank counts mismatch, recv_counts[{i}] = {} on rank {j}, but rank {i} sends it {} elements (its send_counts[{j}]); every rank's send_counts[j] must equal rank j's recv_counts[i]",
+                            expects(j, i),
                             sent(i, j)
                         ),
-                    });
+                    ));
                 }
             }
         }

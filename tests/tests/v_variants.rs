@@ -2,7 +2,8 @@
 //! `all_to_all_v`) with counts and displacements that are not packed (gaps,
 //! blocks out of rank order, overlapping send blocks), on TCP threads and
 //! on the simulator, against `hccl_algos::reference`; bad counts and
-//! displacements are errors naming the field, index and value.
+//! displacements are errors naming the field, index and value;
+//! AllToAllV counts that disagree across ranks are a mismatch.
 
 use hccl::comm::{BackendKind, CommError, ReduceOp};
 use hccl::Comm;
@@ -278,10 +279,11 @@ fn bad_counts_and_displacements_name_field_index_and_value() {
 }
 
 /// AllToAllV counts that disagree across ranks (rank 0 sends rank 1 two
-/// elements, rank 1 expects one) fail on every rank with the same error.
-#[test]
-fn all_to_all_v_counts_that_disagree_fail_on_every_rank() {
-    let out = on_threads(BackendKind::Sim, 2, |c| {
+/// elements, rank 1 expects one) are a mismatch on every rank, in the same
+/// words (`HCCL_E_REMOTE`), and leave the communicator unusable, as
+/// AllGatherV's counts that differ, on both backends.
+fn all_to_all_v_counts_that_disagree(backend: BackendKind) {
+    let out = on_threads(backend, 2, |c| {
         let (sc, rc): ([u64; 2], [u64; 2]) = if c.rank() == 0 {
             ([1, 2], [1, 1])
         } else {
@@ -299,15 +301,33 @@ fn all_to_all_v_counts_that_disagree_fail_on_every_rank() {
                 &[0, 1],
             )
             .unwrap_err();
-        counts_error(e)
+        let mismatch = matches!(e, CommError::Mismatch(_));
+        let next = c.all_reduce(&[1i32], &mut [0], ReduceOp::Sum).unwrap_err();
+        (mismatch, e.hccl_result(), e.to_string(), next.hccl_result())
     });
-    assert_eq!(out[0], out[1]);
-    let (s, field, index, value) = &out[0];
-    assert_eq!((*field, *index, *value), ("recv_counts", Some(0), 1));
-    assert!(
-        s.contains(
-            "recv_counts[0] = 1; on rank 1, but rank 0 sends it 2 elements (its send_counts[1])"
-        ),
-        "{s}"
+    assert_eq!(
+        out[0].2, out[1].2,
+        "{backend:?}: the same words on every rank"
     );
+    for (r, (mismatch, code, s, next)) in out.iter().enumerate() {
+        assert!(*mismatch, "{backend:?} rank {r}: {s}");
+        assert_eq!(*code, 21, "{backend:?} rank {r}: HCCL_E_REMOTE: {s}");
+        assert_eq!(*next, 4, "{backend:?} rank {r}: unusable after");
+    }
+    // The counts' AllGather is op #0, the AllToAllV op #1.
+    assert_eq!(
+        out[0].2,
+        "comm 'world' AllToAllV #1: per-rank counts mismatch, recv_counts[0] = 1 on rank 1, but rank 0 sends it 2 elements (its send_counts[1]); every rank's send_counts[j] must equal rank j's recv_counts[i]",
+        "{backend:?}"
+    );
+}
+
+#[test]
+fn all_to_all_v_counts_that_disagree_are_a_mismatch_on_every_rank_on_sim() {
+    all_to_all_v_counts_that_disagree(BackendKind::Sim);
+}
+
+#[test]
+fn all_to_all_v_counts_that_disagree_are_a_mismatch_on_every_rank_on_tcp() {
+    all_to_all_v_counts_that_disagree(BackendKind::Tcp);
 }
