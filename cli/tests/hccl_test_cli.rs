@@ -1615,13 +1615,15 @@ fn logs_to_a_pipe_have_no_colour_codes() {
 
 #[test]
 fn a_bootstrap_timeout_is_said_once() {
+    // A free port (MASTER_PORT=0 is refused before any bootstrap).
+    let port = free_port().to_string();
     let o = hccl_env(
         &["all_reduce", "-b", "8K", "-e", "8K", "--transport", "tcp"],
         &[
             ("RANK", Some("0")),
             ("WORLD_SIZE", Some("2")),
             ("MASTER_ADDR", Some("127.0.0.1")),
-            ("MASTER_PORT", Some("0")),
+            ("MASTER_PORT", Some(port.as_str())),
             ("HCCL_IF_IP", Some("127.0.0.1")),
             ("HCCL_CONNECT_TIMEOUT", Some("1")),
         ],

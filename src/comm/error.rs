@@ -345,7 +345,9 @@ impl CommError {
                 _ => 1,
             },
             CommError::Tcp(e) => match e {
-                TcpError::Config { .. } | TcpError::InvalidArgument(_) => 1,
+                TcpError::Config { .. }
+                | TcpError::InvalidArgument(_)
+                | TcpError::RootPortZero { .. } => 1,
                 TcpError::Timeout { .. } | TcpError::BootstrapTimeout { .. } => 9,
                 TcpError::Mismatch { .. }
                 | TcpError::Aborted { .. }

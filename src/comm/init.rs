@@ -346,7 +346,8 @@ impl Comm {
     /// torch's); see [`launch::EnvLaunch`] for the session id.
     ///
     /// # Errors
-    /// Missing or bad variables; [`CommError::Unsupported`] under
+    /// Missing or bad variables ([`CommError::Env`], `MASTER_PORT=0` too,
+    /// at once on every rank); [`CommError::Unsupported`] under
     /// `HCCL_BACKEND=sim`; `MASTER_PORT` in use; bootstrap failures.
     pub fn from_env() -> Result<Comm, CommError> {
         Comm::from_env_on(BackendKind::from_env()?)

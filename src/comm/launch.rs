@@ -24,7 +24,8 @@ pub struct EnvLaunch {
     pub local_rank: Option<u32>,
     /// Ranks the launcher started on this node: see [`local_world_size`].
     pub local_world_size: Option<u32>,
-    /// `MASTER_ADDR:MASTER_PORT` (defaults 127.0.0.1 and 29500).
+    /// `MASTER_ADDR:MASTER_PORT` (defaults 127.0.0.1 and 29500, torch's;
+    /// `MASTER_PORT=0` is refused).
     pub root: SocketAddr,
     /// Session id shared by every rank without an exchange: `HCCL_SESSION_ID`
     /// if set (use a shared secret to keep strangers out), else a hash of the
@@ -149,7 +150,9 @@ impl EnvLaunch {
     /// Reads variables through `get`, for tests.
     ///
     /// # Errors
-    /// [`CommError::Env`] naming a missing or malformed variable.
+    /// [`CommError::Env`] naming a missing or malformed variable
+    /// (`MASTER_PORT=0` too, on every rank: the other ranks could not
+    /// know the port rank 0's OS would pick).
     pub fn from_lookup(get: &dyn Fn(&str) -> Option<String>) -> Result<EnvLaunch, CommError> {
         let (rank, world_size) = rank_and_world_size(get)?;
         let unset = |var| CommError::Env {
@@ -170,11 +173,25 @@ impl EnvLaunch {
             .unwrap_or_else(|| "127.0.0.1".into());
         let port = match get("MASTER_PORT").filter(|v| !v.trim().is_empty()) {
             None => DEFAULT_MASTER_PORT,
-            Some(v) => v.trim().parse().map_err(|_| CommError::Env {
-                var: "MASTER_PORT",
-                value: v.clone(),
-                reason: "not a port number".into(),
-            })?,
+            Some(v) => match v.trim().parse() {
+                // Every rank refuses it at once, rank 0 too: no other rank
+                // could learn the port its OS would pick.
+                Ok(0) => {
+                    return Err(CommError::Env {
+                        var: "MASTER_PORT",
+                        value: v.clone(),
+                        reason: "port 0 would let rank 0's OS pick a port that no other rank knows; set MASTER_PORT to a free port, the same for every rank".into(),
+                    })
+                }
+                Ok(p) => p,
+                Err(_) => {
+                    return Err(CommError::Env {
+                        var: "MASTER_PORT",
+                        value: v.clone(),
+                        reason: "not a port number".into(),
+                    })
+                }
+            },
         };
         let root = (host.trim(), port)
             .to_socket_addrs()
@@ -334,6 +351,31 @@ mod tests {
     }
 
     #[test]
+    fn master_port_0_is_refused_at_once_on_every_rank() {
+        for rank in ["0", "1"] {
+            let e = EnvLaunch::from_lookup(&env(&[
+                ("RANK", rank),
+                ("WORLD_SIZE", "2"),
+                ("MASTER_ADDR", "127.0.0.1"),
+                ("MASTER_PORT", "0"),
+            ]))
+            .unwrap_err();
+            assert_eq!(e.hccl_result(), 1, "rank {rank}: HCCL_E_PARA: {e}");
+            assert!(
+                e.to_string()
+                    .starts_with("MASTER_PORT=\"0\": port 0 would let rank 0's OS pick a port"),
+                "rank {rank}: {e}"
+            );
+        }
+        // A root info naming port 0 (not from MASTER_PORT) is HCCL_E_PARA too.
+        let e = CommError::from(hccl_hw::tcp::TcpError::RootPortZero {
+            root: "127.0.0.1:0".parse().unwrap(),
+            rank: 1,
+        });
+        assert_eq!(e.hccl_result(), 1, "{e}");
+    }
+
+    #[test]
     fn ranks_disagreeing_on_world_size_are_told_to_check_it() {
         use crate::comm::{Comm, CommError};
         use hccl_hw::tcp::{RootInfo, TcpConfig, TcpError};
@@ -342,7 +384,7 @@ mod tests {
                 ("RANK", rank),
                 ("WORLD_SIZE", world),
                 ("MASTER_ADDR", "127.0.0.1"),
-                ("MASTER_PORT", "0"),
+                ("MASTER_PORT", "29500"),
             ]))
             .unwrap()
         };
@@ -352,7 +394,9 @@ mod tests {
             connect_timeout: std::time::Duration::from_secs(5),
             ..TcpConfig::default()
         };
-        let root = RootInfo::serve(&cfg, r0.root, r0.session, "MASTER_PORT").unwrap();
+        // On a free port: the sessions hash MASTER_PORT's value, not this one.
+        let at = std::net::SocketAddr::new(r0.root.ip(), 0);
+        let root = RootInfo::serve(&cfg, at, r0.session, "MASTER_PORT").unwrap();
         let mine = RootInfo {
             addr: root.addr,
             session: r1.session,
