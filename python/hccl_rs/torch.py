@@ -187,6 +187,12 @@ class _Completer:
 _COMPLETER = _Completer()
 
 
+def _value(fut):
+    """`fut`'s value; raises its exception if it has one (see
+    ``_Work.get_future``)."""
+    return fut.value()
+
+
 class _Work(dist.Work):
     """The torch Work of one or more hccl_rs ops: ``then`` (a copy out of a
     staging buffer) runs once, after they all finished, before ``wait``
@@ -241,10 +247,23 @@ class _Work(dist.Work):
         pass
 
     def get_future(self):
+        """A torch future of the ops: their result, or their error.
+
+        torch's ``Future.set_exception`` (1.13 and 2.x) completes the C++
+        future successfully, with the exception object as its value; only
+        Python's ``wait``/``value`` raise it. C++ callers take that value
+        for the result: DDP's reducer read the exception as the bucket's
+        tensor list (an empty one) and took element 0 of it, and a survivor
+        of a dead peer died with SIGSEGV in backward. A ``then`` callback
+        that raises is how Python fails a future for C++ too (torch makes
+        it a RuntimeError, "Got the following error when running the
+        callback: HcclError: ..."), so the future handed out is `inner`'s
+        ``then``, whose callback re-raises `inner`'s exception."""
         with self._lock:
             if self._future is not None:
                 return self._future
-            fut = self._future = torch.futures.Future()
+            inner = torch.futures.Future()
+            fut = self._future = inner.then(_value)
         last = self._natives[-1] if self._natives else None
 
         def done():
@@ -252,14 +271,14 @@ class _Work(dist.Work):
             # finishing means all did.
             err = self.exception()
             if err is not None:
-                fut.set_exception(err)
+                inner.set_exception(err)
                 return
             try:
                 self._finish()
             except Exception as e:  # a failed copy-out
-                fut.set_exception(e)
+                inner.set_exception(e)
                 return
-            fut.set_result(self._result)
+            inner.set_result(self._result)
 
         if last is None:
             done()

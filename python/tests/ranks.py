@@ -236,6 +236,33 @@ def ddp(argv):
 
 
 @case
+def ddp_dead_peer(argv):
+    """DDP training; the last rank is killed (SIGKILL, as a launcher or the
+    OOM killer kills it) at the start of step 3: the others' backward
+    raises, naming the lost rank, and they exit normally. DDP's reducer
+    took the error for the bucket's tensors and the survivor died with
+    SIGSEGV."""
+    import signal
+
+    init(argv)
+    r, p = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(r)
+    m = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(64, 64))
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    for step in range(1000):
+        if r == p - 1 and step == 3:
+            os.kill(os.getpid(), signal.SIGKILL)
+        try:
+            opt.zero_grad()
+            m(torch.randn(8, 64)).sum().backward()
+            opt.step()
+        except Exception as e:
+            result(rank=r, step=step, type=type(e).__name__, message=str(e))
+            return
+    raise AssertionError("DDP training went on for 1000 steps after a peer was killed")
+
+
+@case
 def exit_in_callback(argv):
     """Exits (no destroy_process_group) while a torch future's callback of
     an all_reduce still runs on the backend's future thread: the window in

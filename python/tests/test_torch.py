@@ -49,6 +49,16 @@ def test_a_dead_peer_raises_on_every_live_rank():
     assert all(r["code"] in (13, 21) and "lost rank 2" in r["message"] for r in rs), rs
 
 
+def test_a_peer_killed_during_ddp_training_raises_on_the_survivor():
+    # torch's Future.set_exception leaves the C++ future successful, with
+    # the exception as its value: DDP's reducer took it for the bucket's
+    # tensors and rank 0 died with SIGSEGV; launch asserts it exited 0.
+    rs = results(launch("ddp_dead_peer", 2, expect_fail=(1,)))
+    assert [r["rank"] for r in rs] == [0], rs
+    assert "lost rank 1" in rs[0]["message"], rs
+    assert rs[0]["step"] >= 3, rs
+
+
 @pytest.mark.parametrize("p", [2, 4])
 def test_ddp_matches_a_single_process_run_over_the_whole_batch(p):
     import sys, os
