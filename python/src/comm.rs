@@ -233,6 +233,55 @@ fn send_recv<'a, 'py>(
     }
 }
 
+/// An int argument as Python passed it: Python ints have no width, so the
+/// ones the library takes as `u32` / `u64` arrive as `i128` and are
+/// checked here (pyo3's own `OverflowError` named neither the argument
+/// nor the value).
+type PyInt = i128;
+
+/// What is wrong with `v`, an int that is not in `0..=max`.
+fn out_of_range(v: PyInt, max: u64) -> String {
+    if v < 0 {
+        "is negative".into()
+    } else {
+        format!("is above {max}")
+    }
+}
+
+/// `v`, argument `arg` of `what`, as a `u32`.
+///
+/// # Errors
+/// `HcclError` HCCL_E_PARA naming them when `v` is negative or above
+/// `u32::MAX`, as the library reports other out-of-range values.
+fn arg_u32(py: Python<'_>, what: &str, arg: &str, v: PyInt) -> PyResult<u32> {
+    u32::try_from(v).map_err(|_| {
+        let why = out_of_range(v, u64::from(u32::MAX));
+        hccl_error(py, 1, &format!("{what}: {arg} = {v} {why}"))
+    })
+}
+
+/// A V-variant's counts or displacements (`field` of `op`), in elements.
+///
+/// # Errors
+/// `HcclError` HCCL_E_PARA naming the first entry that is negative or
+/// above `u64::MAX`, in the library's form for its other bad entries
+/// (`AllGatherV: recv_counts[0] = -2; ...`).
+fn elements(py: Python<'_>, op: &str, field: &str, v: &[PyInt]) -> PyResult<Vec<u64>> {
+    v.iter()
+        .enumerate()
+        .map(|(i, &x)| {
+            u64::try_from(x).map_err(|_| {
+                let why = out_of_range(x, u64::MAX);
+                hccl_error(
+                    py,
+                    1,
+                    &format!("{op}: {field}[{i}] = {x}; a number of elements {why}"),
+                )
+            })
+        })
+        .collect()
+}
+
 /// One rank's communicator (HCCL's `HcclComm`). Build it with
 /// `Comm.from_env()`, `Comm.init_root_info(...)`, `Comm.init_cluster_info(...)`
 /// or `Comm.init_all(...)`. Ops run one at a time in call order, from any
@@ -311,6 +360,33 @@ impl Comm {
         CollectiveArgs::new(kind, count, d, self.size)
     }
 
+    /// `root` of a `kind` collective as a rank.
+    ///
+    /// # Errors
+    /// `HcclError` HCCL_E_PARA, in the library's words for a root beyond
+    /// the communicator, when it is negative or above `u32::MAX`.
+    fn root(&self, py: Python<'_>, kind: CollectiveKind, root: PyInt) -> PyResult<u32> {
+        u32::try_from(root).map_err(|_| {
+            let (size, last) = (self.size, self.size.saturating_sub(1));
+            let m = format!("{kind}: root = {root} is outside the communicator (world_size {size}); use a root in 0..={last}");
+            hccl_error(py, 1, &m)
+        })
+    }
+
+    /// `peer` of a point-to-point `op` (`Send`, `BatchSendRecv item 0
+    /// (Recv)`, ...) as a rank.
+    ///
+    /// # Errors
+    /// `HcclError` HCCL_E_PARA, in the library's words for a peer beyond
+    /// the communicator, when it is negative or above `u32::MAX`.
+    fn peer(&self, py: Python<'_>, op: &str, peer: PyInt) -> PyResult<u32> {
+        u32::try_from(peer).map_err(|_| {
+            let (rank, size) = (self.rank, self.size);
+            let m = format!("{op}: peer rank {peer} is not another rank of this communicator (this is rank {rank} of {size}); pass a rank in 0..{size} other than {rank}");
+            hccl_error(py, 1, &m)
+        })
+    }
+
     /// Parses the buffers `args` names, makes the op from them (`make` gets
     /// their memories, element type and counts; its errors raise before
     /// anything runs), then runs or queues it (`go`).
@@ -379,7 +455,14 @@ impl Comm {
     /// string (from `hccl_rs.get_root_info()` on one rank, passed to the
     /// others). HCCL's HcclCommInitRootInfo.
     #[staticmethod]
-    fn init_root_info(py: Python<'_>, nranks: u32, root_info: &str, rank: u32) -> PyResult<Comm> {
+    fn init_root_info(
+        py: Python<'_>,
+        nranks: PyInt,
+        root_info: &str,
+        rank: PyInt,
+    ) -> PyResult<Comm> {
+        let nranks = arg_u32(py, "init_root_info", "nranks", nranks)?;
+        let rank = arg_u32(py, "init_root_info", "rank", rank)?;
         let root: hccl::RootInfo = root_info
             .parse()
             .map_err(|e| PyValueError::new_err(format!("root_info: {e}")))?;
@@ -392,8 +475,9 @@ impl Comm {
     fn init_cluster_info(
         py: Python<'_>,
         rank_table: std::path::PathBuf,
-        rank: u32,
+        rank: PyInt,
     ) -> PyResult<Comm> {
+        let rank = arg_u32(py, "init_cluster_info", "rank", rank)?;
         Comm::build(py, move || hccl::Comm::init_cluster_info(rank_table, rank))
     }
 
@@ -403,7 +487,8 @@ impl Comm {
     /// async_op=True: each communicator has its own stream.
     #[staticmethod]
     #[pyo3(signature = (ndev, backend=None))]
-    fn init_all(py: Python<'_>, ndev: u32, backend: Option<&str>) -> PyResult<Vec<Comm>> {
+    fn init_all(py: Python<'_>, ndev: PyInt, backend: Option<&str>) -> PyResult<Vec<Comm>> {
+        let ndev = arg_u32(py, "init_all", "ndev", ndev)?;
         let kind = match backend {
             Some(b) => BackendKind::parse(Some(b)),
             None => BackendKind::from_env(),
@@ -504,10 +589,11 @@ impl Comm {
         &self,
         py: Python<'_>,
         buf: &Bound<'_, PyAny>,
-        root: u32,
+        root: PyInt,
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
+        let root = self.root(py, CollectiveKind::Broadcast, root)?;
         self.collective(
             py,
             (dtype, async_op),
@@ -530,10 +616,11 @@ impl Comm {
         send: &Bound<'_, PyAny>,
         recv: Option<&Bound<'_, PyAny>>,
         op: &str,
-        root: u32,
+        root: PyInt,
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
+        let root = self.root(py, CollectiveKind::Reduce, root)?;
         let op = dtype::reduce_op(op)?;
         self.collective(py, (dtype, async_op), &send_recv(send, recv), |n, d| {
             Ok(self
@@ -551,10 +638,11 @@ impl Comm {
         py: Python<'_>,
         send: Option<&Bound<'_, PyAny>>,
         recv: &Bound<'_, PyAny>,
-        root: u32,
+        root: PyInt,
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
+        let root = self.root(py, CollectiveKind::Scatter, root)?;
         let bufs = [("send", send, false), ("recv", Some(recv), true)];
         self.collective(py, (dtype, async_op), &bufs, |n, d| {
             Ok(self.args(CollectiveKind::Scatter, n[1], d).with_root(root))
@@ -569,10 +657,11 @@ impl Comm {
         py: Python<'_>,
         send: &Bound<'_, PyAny>,
         recv: Option<&Bound<'_, PyAny>>,
-        root: u32,
+        root: PyInt,
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
+        let root = self.root(py, CollectiveKind::Gather, root)?;
         let bufs = [("send", Some(send), false), ("recv", recv, true)];
         self.collective(py, (dtype, async_op), &bufs, |n, d| {
             Ok(self.args(CollectiveKind::Gather, n[0], d).with_root(root))
@@ -618,11 +707,13 @@ impl Comm {
         py: Python<'_>,
         send: &Bound<'_, PyAny>,
         recv: &Bound<'_, PyAny>,
-        recv_counts: Vec<u64>,
-        recv_displs: Vec<u64>,
+        recv_counts: Vec<PyInt>,
+        recv_displs: Vec<PyInt>,
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
+        let recv_counts = elements(py, "AllGatherV", "recv_counts", &recv_counts)?;
+        let recv_displs = elements(py, "AllGatherV", "recv_displs", &recv_displs)?;
         let bufs = [("send", Some(send), false), ("recv", Some(recv), true)];
         self.run(py, "AllGatherV", (dtype, async_op), &bufs, |m, d, _| {
             let (s, mut r) = disjoint(m)?;
@@ -646,13 +737,15 @@ impl Comm {
         &self,
         py: Python<'_>,
         send: &Bound<'_, PyAny>,
-        send_counts: Vec<u64>,
-        send_displs: Vec<u64>,
+        send_counts: Vec<PyInt>,
+        send_displs: Vec<PyInt>,
         recv: &Bound<'_, PyAny>,
         op: &str,
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
+        let send_counts = elements(py, "ReduceScatterV", "send_counts", &send_counts)?;
+        let send_displs = elements(py, "ReduceScatterV", "send_displs", &send_displs)?;
         let op = dtype::reduce_op(op)?;
         let bufs = [("send", Some(send), false), ("recv", Some(recv), true)];
         self.run(py, "ReduceScatterV", (dtype, async_op), &bufs, |m, d, _| {
@@ -678,14 +771,18 @@ impl Comm {
         &self,
         py: Python<'_>,
         send: &Bound<'_, PyAny>,
-        send_counts: Vec<u64>,
-        send_displs: Vec<u64>,
+        send_counts: Vec<PyInt>,
+        send_displs: Vec<PyInt>,
         recv: &Bound<'_, PyAny>,
-        recv_counts: Vec<u64>,
-        recv_displs: Vec<u64>,
+        recv_counts: Vec<PyInt>,
+        recv_displs: Vec<PyInt>,
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
+        let send_counts = elements(py, "AllToAllV", "send_counts", &send_counts)?;
+        let send_displs = elements(py, "AllToAllV", "send_displs", &send_displs)?;
+        let recv_counts = elements(py, "AllToAllV", "recv_counts", &recv_counts)?;
+        let recv_displs = elements(py, "AllToAllV", "recv_displs", &recv_displs)?;
         let bufs = [("send", Some(send), false), ("recv", Some(recv), true)];
         self.run(py, "AllToAllV", (dtype, async_op), &bufs, |m, d, _| {
             let (s, mut r) = disjoint(m)?;
@@ -709,10 +806,11 @@ impl Comm {
         &self,
         py: Python<'_>,
         buf: &Bound<'_, PyAny>,
-        dest: u32,
+        dest: PyInt,
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
+        let dest = self.peer(py, "Send", dest)?;
         let bufs = [("buf", Some(buf), false)];
         self.run(py, "Send", (dtype, async_op), &bufs, |m, d, n| {
             let (b, n) = (first_two(m).0, n[0]);
@@ -726,10 +824,11 @@ impl Comm {
         &self,
         py: Python<'_>,
         buf: &Bound<'_, PyAny>,
-        src: u32,
+        src: PyInt,
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
+        let src = self.peer(py, "Recv", src)?;
         let bufs = [("buf", Some(buf), true)];
         self.run(py, "Recv", (dtype, async_op), &bufs, |m, d, n| {
             let (mut b, n) = (first_two(m).0, n[0]);
@@ -743,7 +842,7 @@ impl Comm {
     fn batch_send_recv(
         &self,
         py: Python<'_>,
-        items: Vec<(String, Bound<'_, PyAny>, u32)>,
+        items: Vec<(String, Bound<'_, PyAny>, PyInt)>,
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
@@ -759,8 +858,10 @@ impl Comm {
                     )))
                 }
             };
+            let which = if is_send { "Send" } else { "Recv" };
+            let peer = self.peer(py, &format!("BatchSendRecv item {i} ({which})"), *peer)?;
             let (m, d, n) = parse(dtype, &[(&arg, Some(obj), !is_send)])?;
-            list.push((is_send, first_two(m).0, n[0], d, *peer));
+            list.push((is_send, first_two(m).0, n[0], d, peer));
         }
         let written: Vec<&Mem> = list.iter().filter(|i| !i.0).map(|i| &i.1).collect();
         let read: Vec<&Mem> = list.iter().filter(|i| i.0).map(|i| &i.1).collect();
@@ -785,7 +886,17 @@ impl Comm {
     /// form a new one, ordered by (key, rank); color=None takes no part and
     /// gets None. Every rank must call it.
     #[pyo3(signature = (color, key=0))]
-    fn split(&self, py: Python<'_>, color: Option<u32>, key: u32) -> PyResult<Option<Comm>> {
+    fn split(&self, py: Python<'_>, color: Option<PyInt>, key: PyInt) -> PyResult<Option<Comm>> {
+        let color = color
+            .map(|c| {
+                u32::try_from(c).map_err(|_| {
+                    let why = out_of_range(c, u64::from(u32::MAX));
+                    let m = format!("split: color = {c} {why}; color=None takes no part");
+                    hccl_error(py, 1, &m)
+                })
+            })
+            .transpose()?;
+        let key = arg_u32(py, "split", "key", key)?;
         let comm = self.handle(py)?;
         let stream = Arc::clone(&self.stream);
         let r = py.detach(move || stream.run(|| comm.split(color, key)));

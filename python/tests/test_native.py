@@ -260,6 +260,45 @@ def test_bad_arguments_raise_before_anything_moves():
         c.barrier()
 
 
+def test_negative_and_oversized_ints_are_named_with_their_value():
+    # pyo3 raised OverflowError ("out of range integral type conversion
+    # attempted") naming neither. They are HCCL_E_PARA, in the words the
+    # library has for the same argument out of range, before anything runs.
+    comms = hccl_rs.Comm.init_all(2, backend="sim")
+    c = comms[0]
+    buf = np.arange(4, dtype=np.float32)
+    out = np.zeros(8, np.float32)
+    calls = [
+        (lambda: c.broadcast(buf, root=-1), "broadcast: root = -1 is outside the communicator (world_size 2); use a root in 0..=1"),
+        (lambda: c.reduce(buf, None, root=-1), "reduce: root = -1 is outside the communicator (world_size 2)"),
+        (lambda: c.scatter(out, buf, root=2**40), "scatter: root = 1099511627776 is outside the communicator"),
+        (lambda: c.gather(buf, out, root=-3), "gather: root = -3 is outside"),
+        (lambda: c.send(buf, -1), "Send: peer rank -1 is not another rank of this communicator (this is rank 0 of 2)"),
+        (lambda: c.recv(buf, -2), "Recv: peer rank -2 is not another rank"),
+        (lambda: c.batch_send_recv([("recv", buf, 1), ("send", out, -1)]), "BatchSendRecv item 1 (Send): peer rank -1 is not"),
+        (lambda: c.split(-5), "split: color = -5 is negative; color=None takes no part"),
+        (lambda: c.split(0, -1), "split: key = -1 is negative"),
+        (lambda: c.split(2**32), "split: color = 4294967296 is above 4294967295"),
+        (lambda: c.all_gather_v(buf[:2], buf, [-2, 2], [0, 2]), "AllGatherV: recv_counts[0] = -2; a number of elements is negative"),
+        (lambda: c.reduce_scatter_v(buf, [2, 2**64], [0, 2], out[:2]), "ReduceScatterV: send_counts[1] = 18446744073709551616; a number of elements is above 18446744073709551615"),
+        (lambda: c.all_to_all_v(buf, [2, 2], [0, 2], out[:4], [2, 2], [0, -1]), "AllToAllV: recv_displs[1] = -1; a number of elements is negative"),
+        (lambda: hccl_rs.Comm.init_all(-1, backend="sim"), "init_all: ndev = -1 is negative"),
+        (lambda: hccl_rs.Comm.init_root_info(2, "unused", -1), "init_root_info: rank = -1 is negative"),
+        (lambda: hccl_rs.Comm.init_root_info(-2, "unused", 0), "init_root_info: nranks = -2 is negative"),
+    ]
+    for call, message in calls:
+        with pytest.raises(hccl_rs.HcclError) as e:
+            call()
+        assert e.value.code == 1 and e.value.message.startswith(message), (message, e.value.message)
+    assert buf.tolist() == [0, 1, 2, 3] and not out.any()
+    # Nothing ran: the communicator still works.
+    bufs = [np.ones(4, np.float32) for _ in comms]
+    run_all(comms, lambda c: c.all_reduce(bufs[c.rank], async_op=True))
+    assert [b.tolist() for b in bufs] == [[2.0] * 4] * 2
+    for c in comms:
+        c.destroy()
+
+
 def test_python_m_hccl_rs_runs_the_cli_benchmark():
     r = subprocess.run(
         [sys.executable, "-m", "hccl_rs", "test", "all_reduce", "-p", "2", "-b", "8K", "-e", "16K", "-f", "2"],
