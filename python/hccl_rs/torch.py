@@ -523,9 +523,12 @@ def _creator(name):
 
 def _ascend_env():
     """Ascend's launch variables for torch's env:// (which reads RANK and
-    WORLD_SIZE): RANK_ID as RANK, RANK_SIZE as WORLD_SIZE, when unset."""
+    WORLD_SIZE): RANK_ID as RANK, RANK_SIZE as WORLD_SIZE, when unset and
+    a whole number. A malformed one is left where it is: ``Comm.from_env``
+    reads RANK_ID / RANK_SIZE too and names it (the copy made it report
+    RANK="x")."""
     for ours, torchs in (("RANK_ID", "RANK"), ("RANK_SIZE", "WORLD_SIZE")):
-        if torchs not in os.environ and ours in os.environ:
+        if torchs not in os.environ and os.environ.get(ours, "").strip().isdigit():
             os.environ[torchs] = os.environ[ours]
 
 

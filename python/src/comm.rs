@@ -444,8 +444,8 @@ impl Comm {
 impl Comm {
     /// The communicator of a launcher's environment (torchrun's
     /// MASTER_ADDR / MASTER_PORT / RANK / WORLD_SIZE, Open MPI's
-    /// OMPI_COMM_WORLD_*, PMI_RANK / PMI_SIZE). Blocks until every rank
-    /// has joined (HCCL_CONNECT_TIMEOUT).
+    /// OMPI_COMM_WORLD_*, PMI_RANK / PMI_SIZE, Ascend's RANK_ID /
+    /// RANK_SIZE). Blocks until every rank has joined (HCCL_CONNECT_TIMEOUT).
     #[staticmethod]
     fn from_env(py: Python<'_>) -> PyResult<Comm> {
         Comm::build(py, hccl::Comm::from_env)
@@ -484,16 +484,26 @@ impl Comm {
     /// All `ndev` ranks in this process (HCCL's HcclCommInitAll): over
     /// loopback TCP, or on the simulator with backend="sim" (default:
     /// HCCL_BACKEND, else "tcp"). Drive each from its own thread, or use
-    /// async_op=True: each communicator has its own stream.
+    /// async_op=True: each communicator has its own stream. An ndev below
+    /// 1 or an unknown backend raises HcclError HCCL_E_PARA naming it.
     #[staticmethod]
     #[pyo3(signature = (ndev, backend=None))]
     fn init_all(py: Python<'_>, ndev: PyInt, backend: Option<&str>) -> PyResult<Vec<Comm>> {
         let ndev = arg_u32(py, "init_all", "ndev", ndev)?;
-        let kind = match backend {
-            Some(b) => BackendKind::parse(Some(b)),
-            None => BackendKind::from_env(),
+        if ndev == 0 {
+            let m = "init_all: ndev = 0; a communicator has at least one rank";
+            return Err(hccl_error(py, 1, m));
         }
-        .map_err(|e| to_py(py, &e))?;
+        let kind = match backend {
+            // The library names HCCL_BACKEND, which it reads without one.
+            Some(b) => BackendKind::parse(Some(b)).map_err(|e| match e {
+                CommError::Env { value, reason, .. } => {
+                    hccl_error(py, 1, &format!("init_all: backend={value:?}: {reason}"))
+                }
+                e => to_py(py, &e),
+            }),
+            None => BackendKind::from_env().map_err(|e| to_py(py, &e)),
+        }?;
         let comms = py
             .detach(move || hccl::Comm::init_all_on(kind, ndev))
             .map_err(|e| to_py(py, &e))?;

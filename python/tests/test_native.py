@@ -331,3 +331,32 @@ def test_exit_with_a_pending_async_op_does_not_hang_or_abort():
         r = subprocess.run([sys.executable, "-c", EXIT_WITH_A_PENDING_OP], env=env, capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, (r.returncode, r.stdout, r.stderr[-3000:])
         assert "exiting" in r.stdout
+def test_init_all_names_its_arguments():
+    # backend= was reported as HCCL_BACKEND (the variable read without
+    # it), and ndev 0 as unsupported (5) where HCCL says HCCL_E_PARA.
+    with pytest.raises(hccl_rs.HcclError) as e:
+        hccl_rs.Comm.init_all(2, backend="nccl")
+    assert e.value.code == 1 and e.value.message.startswith('init_all: backend="nccl": accepted: tcp, sim, ascend'), e.value.message
+    with pytest.raises(hccl_rs.HcclError) as e:
+        hccl_rs.Comm.init_all(0, backend="sim")
+    assert e.value.code == 1 and e.value.message.startswith("init_all: ndev = 0; a communicator has at least one rank"), e.value.message
+
+
+FROM_ENV = """
+import hccl_rs
+try:
+    hccl_rs.Comm.from_env()
+except hccl_rs.HcclError as e:
+    print(e.code, e.message)
+"""
+
+
+@pytest.mark.parametrize("torch_backend", ["1", "0"])
+def test_from_env_names_ascends_rank_id(torch_backend):
+    # With torch, importing hccl_rs copied RANK_ID into RANK (for torch's
+    # env://), and from_env reported RANK="x".
+    launcher = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "OMPI_", "PMI_", "RANK_ID", "RANK_SIZE")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(launcher)}
+    env.update(RANK_ID="x", RANK_SIZE="1", MASTER_ADDR="127.0.0.1", HCCL_RS_TORCH=torch_backend)
+    r = subprocess.run([sys.executable, "-c", FROM_ENV], env=env, capture_output=True, text=True, timeout=60)
+    assert r.stdout.startswith('1 RANK_ID="x": not a whole number'), (r.stdout, r.stderr[-2000:])

@@ -16,9 +16,11 @@ pub const DEFAULT_RANK_TABLE_PORT: u16 = 60000;
 /// Rank, world size and root address of this process, from the environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EnvLaunch {
-    /// `RANK`, else `OMPI_COMM_WORLD_RANK`, else `PMI_RANK`.
+    /// `RANK`, else `OMPI_COMM_WORLD_RANK`, else `PMI_RANK`, else Ascend's
+    /// `RANK_ID`.
     pub rank: u32,
-    /// `WORLD_SIZE`, else `OMPI_COMM_WORLD_SIZE`, else `PMI_SIZE`.
+    /// `WORLD_SIZE`, else `OMPI_COMM_WORLD_SIZE`, else `PMI_SIZE`, else
+    /// Ascend's `RANK_SIZE`.
     pub world_size: u32,
     /// `LOCAL_RANK`, else `OMPI_COMM_WORLD_LOCAL_RANK` (informational).
     pub local_rank: Option<u32>,
@@ -35,13 +37,14 @@ pub struct EnvLaunch {
     pub session: u128,
 }
 
-/// The first of `names` that is set, parsed; every other one that is set
-/// must agree with it (a stale `RANK=0` exported into an `mpirun` job made
-/// every process rank 0, and the second failed on a busy port).
+/// The first of `names` that is set, parsed, with its name (for errors
+/// about its value); every other one that is set must agree with it (a
+/// stale `RANK=0` exported into an `mpirun` job made every process rank 0,
+/// and the second failed on a busy port).
 fn num(
     get: &dyn Fn(&str) -> Option<String>,
     names: &[&'static str],
-) -> Result<Option<u32>, CommError> {
+) -> Result<Option<(&'static str, u32)>, CommError> {
     let mut first: Option<(&'static str, u32)> = None;
     for &n in names {
         let Some(v) = get(n).filter(|v| !v.trim().is_empty()) else {
@@ -66,7 +69,7 @@ fn num(
             Some(_) => {}
         }
     }
-    Ok(first.map(|(_, x)| x))
+    Ok(first)
 }
 
 /// The number of ranks the launcher started on this node, and the variable
@@ -106,36 +109,48 @@ pub(crate) fn hash128(parts: &[&[u8]]) -> u128 {
 }
 
 /// The launcher's rank and world size (`RANK`/`WORLD_SIZE`, Open MPI's,
-/// PMI's), each `None` when unset: what [`EnvLaunch::from_env`] reads,
-/// with its checks, so that a tool deciding whether it runs under a
-/// launcher fails on a malformed value as the communicator would.
+/// PMI's, Ascend's `RANK_ID`/`RANK_SIZE`), each `None` when unset: what
+/// [`EnvLaunch::from_env`] reads, with its checks, so that a tool deciding
+/// whether it runs under a launcher fails on a malformed value as the
+/// communicator would.
 ///
 /// # Errors
 /// [`CommError::Env`] naming a value that is not a whole number, two
 /// launchers' values that disagree, a world size of 0, or a rank not below
-/// the world size.
+/// the world size (each by the variable it was read from).
 pub fn rank_and_world_size(
     get: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(Option<u32>, Option<u32>), CommError> {
-    let rank = num(get, &["RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"])?;
-    let world_size = num(get, &["WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"])?;
-    if world_size == Some(0) {
+    let rank = num(
+        get,
+        &["RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK_ID"],
+    )?;
+    let world_size = num(
+        get,
+        &[
+            "WORLD_SIZE",
+            "OMPI_COMM_WORLD_SIZE",
+            "PMI_SIZE",
+            "RANK_SIZE",
+        ],
+    )?;
+    if let Some((var, 0)) = world_size {
         return Err(CommError::Env {
-            var: "WORLD_SIZE",
+            var,
             value: "0".into(),
             reason: "must be at least 1: the number of ranks the launcher starts".into(),
         });
     }
-    if let (Some(rank), Some(world_size)) = (rank, world_size) {
+    if let (Some((var, rank)), Some((size_var, world_size))) = (rank, world_size) {
         if rank >= world_size {
             return Err(CommError::Env {
-                var: "RANK",
+                var,
                 value: rank.to_string(),
-                reason: format!("must be below WORLD_SIZE = {world_size}"),
+                reason: format!("must be below {size_var} = {world_size}"),
             });
         }
     }
-    Ok((rank, world_size))
+    Ok((rank.map(|r| r.1), world_size.map(|w| w.1)))
 }
 
 impl EnvLaunch {
@@ -164,8 +179,8 @@ impl EnvLaunch {
         let world_size = world_size.ok_or_else(|| unset("WORLD_SIZE"))?;
         // Informational only: a stale value is not worth failing a launch.
         let local_rank = match num(get, &["LOCAL_RANK"])? {
-            Some(l) => Some(l),
-            None => num(get, &["OMPI_COMM_WORLD_LOCAL_RANK"])?,
+            Some((_, l)) => Some(l),
+            None => num(get, &["OMPI_COMM_WORLD_LOCAL_RANK"])?.map(|(_, l)| l),
         };
         let local_world_size = local_world_size(get).map(|(_, n)| n);
         let host = get("MASTER_ADDR")
@@ -373,6 +388,35 @@ mod tests {
             rank: 1,
         });
         assert_eq!(e.hccl_result(), 1, "{e}");
+    }
+
+    #[test]
+    fn ascends_rank_id_and_rank_size_are_named_by_their_own_names() {
+        let a = EnvLaunch::from_lookup(&env(&[("RANK_ID", "2"), ("RANK_SIZE", "4")])).unwrap();
+        assert_eq!((a.rank, a.world_size), (2, 4));
+        let e =
+            |pairs: &[(&str, &str)]| EnvLaunch::from_lookup(&env(pairs)).unwrap_err().to_string();
+        let bad = e(&[("RANK_ID", "x"), ("RANK_SIZE", "1")]);
+        assert!(
+            bad.starts_with("RANK_ID=\"x\": not a whole number"),
+            "{bad}"
+        );
+        let beyond = e(&[("RANK_ID", "4"), ("RANK_SIZE", "4")]);
+        assert!(
+            beyond.starts_with("RANK_ID=\"4\": must be below RANK_SIZE = 4"),
+            "{beyond}"
+        );
+        let zero = e(&[("RANK_ID", "0"), ("RANK_SIZE", "0")]);
+        assert!(
+            zero.starts_with("RANK_SIZE=\"0\": must be at least 1"),
+            "{zero}"
+        );
+        // torchrun's variables come first; a RANK_ID that disagrees is named.
+        let both = e(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("RANK_ID", "1")]);
+        assert!(
+            both.starts_with("RANK=\"0\": RANK_ID=1 disagrees"),
+            "{both}"
+        );
     }
 
     #[test]
