@@ -765,18 +765,6 @@ impl TcpRank {
                 }
                 if now >= busy_end {
                     std::thread::yield_now();
-                } else {
-                    for _ in 0..SPIN_PAUSES
-                        .get_or_init(|| {
-                            std::env::var("HCCL_DBG_PAUSE")
-                                .ok()
-                                .and_then(|v| v.parse().ok())
-                                .unwrap_or(0u32)
-                        })
-                        .to_owned()
-                    {
-                        std::hint::spin_loop();
-                    }
                 }
             }
         }
@@ -814,7 +802,6 @@ impl TcpRank {
     }
 }
 
-static SPIN_PAUSES: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
 impl Drop for TcpRank {
     fn drop(&mut self) {
         self.shutdown(true);
