@@ -368,9 +368,9 @@ impl TcpRank {
                 // shut the socket's write side, which the peer reads as the end.
                 runtime.spawn(watch(Arc::clone(&link), r, w));
                 let rd = ShmReader(Arc::clone(&link));
-                if settled[p].recv_pid.is_some() {
+                let shared = if settled[p].recv_pid.is_some() {
                     let pool = chunk_pool.clone();
-                    let rd = cma_reader::reader(
+                    SharedTask::new(cma_reader::reader(
                         peer,
                         rd,
                         mesh.session,
@@ -378,16 +378,12 @@ impl TcpRank {
                         ev,
                         pool,
                         MAX_INLINE_ON_RINGS,
-                    );
-                    let shared = SharedTask::new(rd);
-                    runtime.spawn(shared.task());
-                    ring_readers.push(shared);
+                    ))
                 } else {
-                    let rd = reader(peer, rd, mesh.session, budget.clone(), ev, recycled);
-                    let shared = SharedTask::new(rd);
-                    runtime.spawn(shared.task());
-                    ring_readers.push(shared);
-                }
+                    SharedTask::new(reader(peer, rd, mesh.session, budget.clone(), ev, recycled))
+                };
+                runtime.spawn(shared.task());
+                ring_readers.push(shared);
                 let queued = Arc::clone(&peers[p].queued);
                 let wr = ShmWriter(Arc::clone(&link));
                 writers.push(runtime.spawn(writer(peer, wr, rx, ev_tx.clone(), queued)));
@@ -722,10 +718,8 @@ impl TcpRank {
                 r.poll_here();
             }
         }
-        self.flush_outbox();
-        if let Some(ev) = self.local_events.pop_front() {
-            return Some(Some(ev));
-        }
+        // The outbox and this thread's own events were looked at just
+        // before (`next_event`); the readers add only to the channel.
         Some(self.events.try_recv().ok())
     }
 
