@@ -6,9 +6,10 @@
 //! the 6.4 system calls per rank-op of an 8 KiB AllReduce (bench/tcp.md,
 //! session 13). The ring readers await only their ring and the peer's
 //! byte budget, both plain wakers, so the spinning thread can poll them
-//! itself. It polls with the waker the runtime last gave the task, so
-//! every waker the future registers still wakes the task once the thread
-//! stops spinning and sleeps in the runtime. Both drivers run on the
+//! itself. Both drivers poll it with one waker of its own, which wakes
+//! the task (so every waker the future registers still reaches the
+//! runtime once the thread stops spinning and sleeps in it) and marks the
+//! future woken (so the spinning thread polls it too). Both drivers run on the
 //! rank's one thread (the runtime is a current-thread one driven by
 //! `block_on`), never at once: the lock is never contended.
 
@@ -19,14 +20,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Wake, Waker};
 
 type BoxFuture = Pin<Box<dyn Future<Output = ()> + Send>>;
-
-struct Slot {
-    /// `None` once it has finished.
-    fut: Option<BoxFuture>,
-    /// The waker the future is polled with, by either driver; `None`
-    /// before the runtime's first poll.
-    waker: Option<Waker>,
-}
 
 /// The waker the future gets: it wakes the task and marks the future
 /// woken, so that the spinning thread polls it too (a reader woken by
@@ -54,8 +47,11 @@ impl Wake for Notify {
 /// The future, shared by its task ([`SharedTask::task`]) and the rank's
 /// thread ([`SharedTask::poll_here`]).
 pub(crate) struct SharedTask {
-    slot: Mutex<Slot>,
+    /// `None` once it has finished.
+    fut: Mutex<Option<BoxFuture>>,
     notify: Arc<Notify>,
+    /// The waker both drivers poll it with (`notify`'s).
+    waker: Waker,
 }
 
 impl std::fmt::Debug for SharedTask {
@@ -67,21 +63,20 @@ impl std::fmt::Debug for SharedTask {
 impl SharedTask {
     /// Shares `fut`; spawn [`SharedTask::task`] of the result on the runtime.
     pub(crate) fn new(fut: impl Future<Output = ()> + Send + 'static) -> Arc<SharedTask> {
+        let notify = Arc::new(Notify {
+            woken: AtomicBool::new(false),
+            task: Mutex::new(None),
+        });
         Arc::new(SharedTask {
-            slot: Mutex::new(Slot {
-                fut: Some(Box::pin(fut)),
-                waker: None,
-            }),
-            notify: Arc::new(Notify {
-                woken: AtomicBool::new(false),
-                task: Mutex::new(None),
-            }),
+            fut: Mutex::new(Some(Box::pin(fut))),
+            waker: Waker::from(Arc::clone(&notify)),
+            notify,
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Slot> {
+    fn lock(&self) -> MutexGuard<'_, Option<BoxFuture>> {
         // A panicking poll leaves the slot as it was: nothing to heal.
-        self.slot.lock().unwrap_or_else(|p| p.into_inner())
+        self.fut.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether something woke the future since its last poll.
@@ -100,12 +95,8 @@ impl SharedTask {
                     *task = Some(cx.waker().clone());
                 }
             }
-            let waker = s
-                .waker
-                .get_or_insert_with(|| Waker::from(Arc::clone(&me.notify)))
-                .clone();
             me.notify.woken.store(false, Ordering::Release);
-            poll_slot(&mut s, &mut Context::from_waker(&waker))
+            poll_slot(&mut s, &mut Context::from_waker(&me.waker))
         })
     }
 
@@ -115,27 +106,27 @@ impl SharedTask {
     /// finished.
     pub(crate) fn poll_here(&self) -> bool {
         let mut s = self.lock();
-        let Some(waker) = s.waker.clone() else {
-            return s.fut.is_some();
-        };
+        let polled = self.notify.task.lock().map(|t| t.is_some()).unwrap_or(true);
+        if !polled {
+            return s.is_some();
+        }
         self.notify.woken.store(false, Ordering::Release);
-        let mut cx = Context::from_waker(&waker);
-        if poll_slot(&mut s, &mut cx).is_ready() {
+        if poll_slot(&mut s, &mut Context::from_waker(&self.waker)).is_ready() {
             // The task learns it is done at its next poll.
-            waker.wake();
+            self.waker.wake_by_ref();
             return false;
         }
         true
     }
 }
 
-fn poll_slot(s: &mut Slot, cx: &mut Context<'_>) -> Poll<()> {
-    let Some(fut) = s.fut.as_mut() else {
+fn poll_slot(s: &mut Option<BoxFuture>, cx: &mut Context<'_>) -> Poll<()> {
+    let Some(fut) = s.as_mut() else {
         return Poll::Ready(());
     };
     let r = fut.as_mut().poll(cx);
     if r.is_ready() {
-        s.fut = None;
+        *s = None;
     }
     r
 }
