@@ -54,6 +54,7 @@ macro_rules! kernel {
     };
 }
 
+pub mod copy;
 mod half_float;
 mod native;
 mod partials;

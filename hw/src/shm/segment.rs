@@ -21,6 +21,7 @@ use std::fs::File;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
+use hccl_algos::kernels::copy;
 use memmap2::{MmapOptions, MmapRaw};
 
 use super::ring::RingMem;
@@ -198,13 +199,35 @@ impl RingMem for SegRing {
         // memory, so the ranges do not overlap. A peer that breaks the
         // protocol can only change the bytes (plain `u8`s, any value
         // valid), never this process's memory outside the mapping.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+        unsafe { copy_unaliased(src.as_ptr(), dst, src.len()) };
     }
     fn copy_out(&self, at: u64, dst: &mut [u8]) {
         let src = self.data(at, dst.len());
         // SAFETY: as in `copy_in`: inside the ring, owned by the consumer
         // between reading `tail` and publishing `head`; `dst` is local.
-        unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) };
+        unsafe { copy_unaliased(src, dst.as_mut_ptr(), dst.len()) };
+    }
+}
+
+/// `copy_nonoverlapping(src, dst, len)`, in [`copy::PIECE`]-byte calls when
+/// the addresses are [`copy::aliased`] (slow `rep movsb` on AMD Zen).
+///
+/// # Safety
+/// As `std::ptr::copy_nonoverlapping`: both ranges valid for `len` bytes
+/// and disjoint.
+unsafe fn copy_unaliased(src: *const u8, dst: *mut u8, len: usize) {
+    let step = if copy::aliased(dst as usize, src as usize, len) {
+        copy::PIECE
+    } else {
+        len.max(1)
+    };
+    let mut at = 0;
+    while at < len {
+        let n = step.min(len - at);
+        // SAFETY: `at + n <= len`, inside both ranges (the caller's
+        // contract); the pointer is opaque so that the calls stay apart.
+        unsafe { std::ptr::copy_nonoverlapping(src.add(at), std::hint::black_box(dst.add(at)), n) };
+        at += n;
     }
 }
 

@@ -245,7 +245,7 @@ impl<'a> OpBuffers<'a> {
         }
         self.with_pair(src, dst, |d, s, (parts, at)| {
             parts.forget(at..at + d.len());
-            d.copy_from_slice(s);
+            hccl_algos::kernels::copy::copy(d, s);
             Ok(())
         })
     }

@@ -21,6 +21,7 @@ use std::collections::VecDeque;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::chunk::Chunk;
 use super::io::Event;
 use super::wire::{
     FrameHeader, FrameKind, PieceDesc, SessionId, WireError, FRAME_HEADER_LEN, MAX_CMA_PIECE,
@@ -357,6 +358,7 @@ pub(crate) async fn reader<R: AsyncRead + Unpin>(
                     Some(Item::Piece { desc, seq, tag, msg_len, before }) => (desc, seq, tag, msg_len, before),
                     Some(Item::Inline(data)) => {
                         inline_bytes -= data.len() as u64;
+                        let data = Chunk::whole(data);
                         if ev.send(Event::Chunk { peer, data, permit }).is_err() {
                             return;
                         }

@@ -24,6 +24,7 @@ use hccl_algos::schedule::StepId;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
+use super::chunk::Chunk;
 use super::wire::{
     FrameHeader, FrameKind, PieceDesc, SessionId, WireError, FRAME_HEADER_LEN, PIECE_DESC_LEN,
 };
@@ -83,7 +84,7 @@ pub(crate) enum Event {
         /// Sender.
         peer: u32,
         /// Bytes.
-        data: Vec<u8>,
+        data: Chunk,
         /// The budget they hold until consumed.
         permit: Permit,
     },
@@ -354,6 +355,7 @@ pub(crate) async fn reader<R: AsyncRead + Unpin>(
                         return;
                     }
                     left -= want;
+                    let data = Chunk::whole(data);
                     if ev.send(Event::Chunk { peer, data, permit }).is_err() {
                         return;
                     }

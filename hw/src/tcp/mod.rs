@@ -25,6 +25,7 @@
 
 pub(crate) mod bootstrap;
 pub mod buffers;
+pub(crate) mod chunk;
 pub mod cma;
 pub(crate) mod cma_reader;
 pub mod config;

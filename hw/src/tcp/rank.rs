@@ -70,6 +70,7 @@ use tokio::task::JoinHandle;
 
 use super::bootstrap::bootstrap;
 use super::buffers::OpBuffers;
+use super::chunk::Chunk;
 use super::cma::LendWord;
 use super::cma_reader::{self, ChunkPool};
 use super::config::TcpConfig;
@@ -224,7 +225,7 @@ pub struct TcpRank {
     events: UnboundedReceiver<Event>,
     peers: Vec<Peer>,
     /// Posted receives and early messages.
-    matcher: Matcher<(Vec<u8>, Permit)>,
+    matcher: Matcher<(Chunk, Permit)>,
     /// The peers' op-start frames (signatures, late and agreed words).
     starts: Starts,
     completions: VecDeque<Completion>,

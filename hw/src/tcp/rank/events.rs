@@ -3,12 +3,14 @@
 
 use std::time::Instant;
 
+use hccl_algos::kernels::copy::{aliased, copy};
 use hccl_algos::schedule::{Region, StepId};
 use hccl_algos::transport::{Completion, OpContext};
 
 use super::tuning::{MAX_EARLY_MESSAGES, SEND_POOL, WITHDRAWN_GRACE};
 use super::{is_p2p_seq, OpInfo, TcpRank};
 use crate::tcp::buffers::OpBuffers;
+use crate::tcp::chunk::Chunk;
 use crate::tcp::cma::{self, LentReadError};
 use crate::tcp::core::agreement::StartError;
 use crate::tcp::core::failure::{on_closed, Closed};
@@ -76,7 +78,7 @@ impl TcpRank {
                         };
                         apply(bufs, ctx.dtype, kind, offset, &data)?;
                         drop(permit);
-                        self.recycle(peer, data);
+                        self.recycle(peer, data.into_buf());
                         if done {
                             let seq = ctx.seq;
                             self.completions.push_back(Completion { seq, step });
@@ -112,28 +114,32 @@ impl TcpRank {
                 };
                 if let (Some(region), Some((ctx, _, bufs))) = (direct, op.as_mut()) {
                     let into = bufs.get_mut(region)?;
-                    // On an error the bytes that landed are not counted:
-                    // the op fails.
-                    if let Err(e) = cma::read_lent(pid, &desc, into) {
-                        let at = (before, msg_len);
-                        return self.piece_failed(&name, cur_seq, peer, desc, e, at);
+                    // An aliased kernel copy is 5x slower than two good
+                    // ones: then through a chunk, below.
+                    if !aliased(into.as_ptr() as usize, desc.addr as usize, into.len()) {
+                        // On an error the bytes that landed are not
+                        // counted: the op fails.
+                        if let Err(e) = cma::read_lent(pid, &desc, into) {
+                            let at = (before, msg_len);
+                            return self.piece_failed(&name, cur_seq, peer, desc, e, at);
+                        }
+                        drop(permit);
+                        self.cma_stats.bytes_read += desc.len;
+                        self.cma_stats.bytes_read_direct += desc.len;
+                        let seq = ctx.seq;
+                        self.send_ack(peer, desc, seq, tag);
+                        if let Some(step) = self.matcher.advance(peer, desc.len) {
+                            self.completions.push_back(Completion { seq, step });
+                        }
+                        return Ok(());
                     }
-                    drop(permit);
-                    self.cma_stats.bytes_read += desc.len;
-                    self.cma_stats.bytes_read_direct += desc.len;
-                    let seq = ctx.seq;
-                    self.send_ack(peer, desc, seq, tag);
-                    if let Some(step) = self.matcher.advance(peer, desc.len) {
-                        self.completions.push_back(Completion { seq, step });
-                    }
-                    return Ok(());
                 }
-                // Otherwise into a chunk, then as over TCP.
-                let mut data = self.chunk_pool.take();
-                // Shrinking a reused chunk zeroes nothing.
-                data.resize(desc.len as usize, 0);
-                if let Err(e) = cma::read_lent(pid, &desc, &mut data) {
-                    self.chunk_pool.give(data);
+                // Otherwise into a chunk at the piece's page offset (never
+                // aliased), then as over TCP.
+                let mut data =
+                    Chunk::for_copy_from(self.chunk_pool.take(), desc.addr, desc.len as usize);
+                if let Err(e) = cma::read_lent(pid, &desc, data.bytes_mut()) {
+                    self.chunk_pool.give(data.into_buf());
                     let at = (before, msg_len);
                     return self.piece_failed(&name, cur_seq, peer, desc, e, at);
                 }
@@ -449,7 +455,7 @@ pub(super) fn apply(
     let n = data.len() as u64;
     let sub = |r: Region| Region::new(r.buf, r.offset + offset, n);
     match kind {
-        RecvKind::Copy { dst } => bufs.get_mut(sub(dst))?.copy_from_slice(data),
+        RecvKind::Copy { dst } => copy(bufs.get_mut(sub(dst))?, data),
         RecvKind::Reduce { local, dst, op } => {
             bufs.reduce_pair_from(dtype, op, sub(local), sub(dst), data)?;
         }

@@ -284,7 +284,7 @@ impl TcpOp<'_, '_> {
                     apply(&mut self.bufs, self.ctx.dtype, kind, offset, &data)?;
                     offset += data.len() as u64;
                     drop(permit);
-                    self.rank.recycle(peer, data);
+                    self.rank.recycle(peer, data.into_buf());
                 }
                 if complete {
                     self.rank.completions.push_back(Completion {
