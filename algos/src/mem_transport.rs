@@ -660,7 +660,7 @@ impl MemFabric {
                     });
                 }
                 let bytes = self.read(p.rank, p.step, src)?;
-                self.slice_mut(p.rank, p.step, dst)?.copy_from_slice(&bytes);
+                kernels::copy::copy(self.slice_mut(p.rank, p.step, dst)?, &bytes);
             }
             Op::LocalReduce { src, dst, op } if kernels::keeps_partials(dtype) => {
                 Self::same_len(p, "local reduce", src, dst)?;
@@ -696,8 +696,7 @@ impl MemFabric {
         let data = self.read(send.rank, send.step, src)?;
         match recv.op {
             Op::Recv { dst, .. } => {
-                self.slice_mut(recv.rank, recv.step, dst)?
-                    .copy_from_slice(&data);
+                kernels::copy::copy(self.slice_mut(recv.rank, recv.step, dst)?, &data);
             }
             Op::RecvReduce { local, dst, op, .. } => {
                 Self::same_len(recv, "receive-reduce local vs destination", local, dst)?;
@@ -710,8 +709,7 @@ impl MemFabric {
                 } else {
                     let mut acc = local;
                     kernels::reduce(dtype, op, &mut acc, &data).map_err(Self::kernel_err(recv))?;
-                    self.slice_mut(recv.rank, recv.step, dst)?
-                        .copy_from_slice(&acc);
+                    kernels::copy::copy(self.slice_mut(recv.rank, recv.step, dst)?, &acc);
                 }
             }
             _ => unreachable!("the receive side of a transfer is a Recv or RecvReduce"),

@@ -12,6 +12,7 @@
 //! undefined); send blocks may.
 
 use hccl_algos::collective::CollectiveArgs;
+use hccl_algos::kernels::copy;
 
 use super::device::{self, elems, Buffer, BufferMut, In, Out, Side, SideMut};
 use super::{Comm, CommError, Element, ReduceOp};
@@ -187,7 +188,10 @@ fn packed(blocks: &[Block], len: usize) -> bool {
 fn gather_blocks(buf: &[u8], blocks: &[Block], esz: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(blocks.iter().map(|b| b.count as usize * esz).sum());
     for b in blocks {
-        out.extend_from_slice(&buf[b.at as usize * esz..(b.at + b.count) as usize * esz]);
+        copy::extend(
+            &mut out,
+            &buf[b.at as usize * esz..(b.at + b.count) as usize * esz],
+        );
     }
     out
 }
@@ -198,7 +202,7 @@ fn scatter_blocks(src: &[u8], buf: &mut [u8], blocks: &[Block], esz: usize) {
     for b in blocks {
         let n = b.count as usize * esz;
         let to = b.at as usize * esz;
-        buf[to..to + n].copy_from_slice(&src[at..at + n]);
+        copy::copy(&mut buf[to..to + n], &src[at..at + n]);
         at += n;
     }
 }

@@ -54,6 +54,21 @@ pub fn copy(dst: &mut [u8], src: &[u8]) {
     }
 }
 
+/// `dst.extend_from_slice(src)`, in [`PIECE`]-byte calls when the new
+/// bytes' place and `src` are [`aliased`].
+pub fn extend(dst: &mut Vec<u8>, src: &[u8]) {
+    dst.reserve(src.len());
+    let at = dst.len();
+    let place = dst.as_ptr() as usize + at;
+    if !aliased(place, src.as_ptr() as usize, src.len()) {
+        dst.extend_from_slice(src);
+        return;
+    }
+    // Within the reserved capacity: the buffer does not move.
+    dst.resize(at + src.len(), 0);
+    copy(&mut dst[at..], src);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,6 +115,25 @@ mod tests {
                 assert!(big[..shift].iter().all(|&b| b == 0), "nothing before");
                 assert!(big[shift + len..].iter().all(|&b| b == 0), "nothing after");
             }
+        }
+    }
+
+    #[test]
+    fn extend_appends_at_every_distance() {
+        let src: Vec<u8> = (0..3 * 4096).map(|i| (i * 5 % 253) as u8).collect();
+        for distance in [0usize, 1, 16, 31, 32, 100] {
+            let mut v: Vec<u8> = Vec::with_capacity(src.len() + 8192);
+            let base = v.as_ptr() as usize;
+            let head = (src.as_ptr() as usize + distance).wrapping_sub(base) % 4096;
+            v.resize(head, 9);
+            let place = v.as_ptr() as usize + head;
+            assert_eq!(
+                aliased(place, src.as_ptr() as usize, src.len()),
+                (1..32).contains(&distance)
+            );
+            extend(&mut v, &src);
+            assert!(v[..head].iter().all(|&b| b == 9), "the old bytes stay");
+            assert_eq!(&v[head..], &src[..], "distance {distance}");
         }
     }
 }

@@ -18,6 +18,7 @@
 
 use std::collections::VecDeque;
 
+use hccl_algos::kernels::copy::extend;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -162,7 +163,7 @@ impl<R: AsyncRead + Unpin> Framer<R> {
                 v.clear();
                 v.reserve(h.len as usize);
                 let n = (self.buf.len() - FRAME_HEADER_LEN).min(h.len as usize);
-                v.extend_from_slice(&self.buf[FRAME_HEADER_LEN..FRAME_HEADER_LEN + n]);
+                extend(&mut v, &self.buf[FRAME_HEADER_LEN..FRAME_HEADER_LEN + n]);
                 self.buf.drain(..FRAME_HEADER_LEN + n);
                 self.body = Some((h, v));
                 return Ok(None);

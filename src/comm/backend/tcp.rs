@@ -294,7 +294,7 @@ impl Backend for TcpBackend {
                 let mut at = 0;
                 for b in recvs.iter_mut() {
                     let n = b.len();
-                    b.copy_from_slice(&packed_out[at..at + n]);
+                    hccl_algos::kernels::copy::copy(b, &packed_out[at..at + n]);
                     at += n;
                 }
             }

@@ -232,7 +232,7 @@ impl TcpRank {
                 if piece.first {
                     bytes.extend_from_slice(&piece.header.encode());
                 }
-                bytes.extend_from_slice(payload);
+                hccl_algos::kernels::copy::extend(&mut bytes, payload);
                 let step = piece.last.then_some(piece.step);
                 Outgoing::Data {
                     bytes,
