@@ -165,6 +165,11 @@ pub fn reduce_with(
 #[inline(always)]
 fn reduce_body<S: simd::Simd>(s: S, dtype: DataType, op: ReduceOp, dst: &mut [u8], src: &[u8]) {
     match dtype {
+        DataType::Int64 | DataType::Uint64
+            if S::INT64_BLOCKS && matches!(op, ReduceOp::Max | ReduceOp::Min) =>
+        {
+            native::int64_extremes(s, dtype == DataType::Int64, op == ReduceOp::Max, dst, src)
+        }
         DataType::Int8 => native::reduce::<i8, 1>(op, dst, src),
         DataType::Int16 => native::reduce::<i16, 2>(op, dst, src),
         DataType::Int32 => native::reduce::<i32, 4>(op, dst, src),

@@ -9,6 +9,7 @@
 
 use strength_reduce::StrengthReducedU64;
 
+use super::simd::Simd;
 use crate::dtype::ReduceOp;
 
 /// A positive divisor prepared once per [`divide`] call: integers divide
@@ -205,4 +206,37 @@ pub(super) fn divide<T: Native<N>, const N: usize>(dst: &mut [u8], divisor: u32)
         let v = load::<T, N>(d).div(&divisor);
         d.copy_from_slice(&v.to_le());
     }
+}
+
+/// 64-bit integer `dst = max(dst, src)` (`max`) or `min`, as `i64`
+/// (`signed`) or `u64`, in the token's 16-element blocks
+/// ([`Simd::int64_extreme16`]; for tokens whose [`Simd::INT64_BLOCKS`]
+/// is true); the last `len % 128` bytes padded into one block. Lengths
+/// already checked.
+#[inline(always)]
+pub(super) fn int64_extremes<S: Simd>(s: S, signed: bool, max: bool, dst: &mut [u8], src: &[u8]) {
+    match (max, signed) {
+        (true, true) => int64_blocks::<S, true, true>(s, dst, src),
+        (true, false) => int64_blocks::<S, true, false>(s, dst, src),
+        (false, true) => int64_blocks::<S, false, true>(s, dst, src),
+        (false, false) => int64_blocks::<S, false, false>(s, dst, src),
+    }
+}
+
+#[inline(always)]
+fn int64_blocks<S: Simd, const MAX: bool, const SIGNED: bool>(s: S, dst: &mut [u8], src: &[u8]) {
+    let (db, dt) = dst.as_chunks_mut::<128>();
+    let (sb, st) = src.as_chunks::<128>();
+    for (d, x) in db.iter_mut().zip(sb) {
+        *d = s.int64_extreme16::<MAX, SIGNED>(d, x);
+    }
+    if dt.is_empty() {
+        return;
+    }
+    // Zero lanes past the end: their results are dropped.
+    let n = dt.len();
+    let (mut x, mut y) = ([0u8; 128], [0u8; 128]);
+    x[..n].copy_from_slice(dt);
+    y[..n].copy_from_slice(&st[..n]);
+    dt.copy_from_slice(&s.int64_extreme16::<MAX, SIGNED>(&x, &y)[..n]);
 }

@@ -1063,3 +1063,61 @@ fn bf16_sum_prod_match_the_half_crate_on_every_isa() {
         }
     }
 }
+
+/// 64-bit integer `Max`/`Min` (compare-and-blend blocks of 16 on AVX2)
+/// give `Ord::max`/`Ord::min` of `i64` or `u64` on every instruction set:
+/// every pair of values around the sign boundary and the 32-bit halves,
+/// in place with a tail after the blocks and into a third buffer.
+#[test]
+fn int64_max_min_match_ord_on_every_isa() {
+    let specials: Vec<u64> = [
+        0,
+        1,
+        2,
+        u64::MAX,
+        u64::MAX - 1,
+        1 << 63,
+        (1 << 63) + 1,
+        (1 << 63) - 1,
+        (1 << 63) - 2,
+        1 << 62,
+        (1 << 62) | (1 << 63),
+        0xFFFF_FFFF,
+        1 << 32,
+        0x8000_0000,
+        0xFFFF_FFFF_0000_0000,
+        0x0000_0001_FFFF_FFFF,
+    ]
+    .to_vec();
+    let (xs, ys): (Vec<u64>, Vec<u64>) = specials
+        .iter()
+        .flat_map(|&x| specials.iter().map(move |&y| (x, y)))
+        .unzip();
+    let (xb, yb) = (bytes_u64(&xs), bytes_u64(&ys));
+    for dtype in [DataType::Int64, DataType::Uint64] {
+        for op in [ReduceOp::Max, ReduceOp::Min] {
+            let want: Vec<u64> = xs
+                .iter()
+                .zip(&ys)
+                .map(|(&x, &y)| match (dtype, op) {
+                    (DataType::Int64, ReduceOp::Max) => (x as i64).max(y as i64) as u64,
+                    (DataType::Int64, _) => (x as i64).min(y as i64) as u64,
+                    (_, ReduceOp::Max) => x.max(y),
+                    _ => x.min(y),
+                })
+                .collect();
+            let want = bytes_u64(&want);
+            for isa in Isa::available() {
+                // 256 elements: 16 whole blocks; 251: a tail of 11.
+                for n in [xs.len(), xs.len() - 5] {
+                    let mut dst = xb[..8 * n].to_vec();
+                    reduce_with(isa, dtype, op, &mut dst, &yb[..8 * n]).unwrap();
+                    assert_eq!(dst, want[..8 * n], "{dtype} {op} on {isa}, {n} elements");
+                    let mut out = vec![0xAB; 8 * n];
+                    reduce_into_on(isa, dtype, op, &mut out, &xb[..8 * n], &yb[..8 * n]);
+                    assert_eq!(out, want[..8 * n], "{dtype} {op} into, on {isa}");
+                }
+            }
+        }
+    }
+}
