@@ -118,7 +118,16 @@ fn main() {
     let sizes: Vec<usize> = match std::env::args().nth(3) {
         Some(list) => list
             .split(',')
-            .map(|s| parse_size(s).unwrap_or_else(|| panic!("size {s:?}: use e.g. 64K or 64M")))
+            .map(|s| match parse_size(s) {
+                // Every kernel's element (at most 8 bytes) divides it.
+                Some(n) if n > 0 && n % 8 == 0 => n,
+                _ => {
+                    eprintln!(
+                        "kernel_bench: size {s:?}: a positive multiple of 8 bytes, e.g. 64K or 64M"
+                    );
+                    std::process::exit(2)
+                }
+            })
             .collect(),
         None => SIZES.to_vec(),
     };
@@ -129,9 +138,12 @@ fn main() {
             .unwrap_or_else(|| panic!("instruction set {name:?}: use portable, avx2 or avx512")),
         None => Isa::best(),
     };
-    if !isa.is_available() {
+    let isa = if isa.is_available() {
+        isa
+    } else {
         println!("{isa} is not available on this CPU: the kernels run portable");
-    }
+        Isa::Portable
+    };
     let cases: Vec<(DataType, ReduceOp)> = cases()
         .into_iter()
         .filter(|(d, o)| format!("{d} {o}").contains(&filter))

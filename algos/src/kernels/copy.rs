@@ -2,7 +2,7 @@
 //!
 //! glibc's `memcpy` (2.36 here) copies 2–3 KiB and more with `rep movsb`,
 //! and so does the Linux kernel for `process_vm_readv` and socket reads.
-//! On AMD EPYC (the project's VM) that instruction is 5–20× slower when the
+//! On AMD EPYC (Zen 3, the project's VM) that instruction is 4–25× slower when the
 //! destination lies 1–31 bytes past the source modulo 4096 (the pages
 //! alias): measured on 64 KiB copies, `memcpy` 1.8–2.2 GB/s at distances
 //! 1–31 against 27–45 GB/s at 0 and 32–4095; `process_vm_readv` of 128

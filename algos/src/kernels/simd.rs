@@ -461,8 +461,8 @@ mod x86 {
     // blend with `dst`'s load and the store into a masked store
     // (`vpmaskmovq`; LLVM's DAG combine `foldToMaskedStore`, "store (vselect
     // m, x, load p), p"), which AMD Zen 1-3 run microcoded: 16 GB/s in
-    // cache on the project's EPYC (0.37x memcpy), 0.75-0.85x with these
-    // blocks. The fold needs the blend's operand to be the load itself:
+    // cache on the project's EPYC (0.37x memcpy), 1.02-1.10x with these
+    // blocks (algos/README.md, session 14). The fold needs the blend's operand to be the load itself:
     // [`opaque`] hides it (and rewriting the select in Rust does not help:
     // LLVM turns every form back into the same one).
     #[target_feature(enable = "avx2,f16c")]
