@@ -114,7 +114,7 @@ impl TcpRank {
                 };
                 if let (Some(region), Some((ctx, _, bufs))) = (direct, op.as_mut()) {
                     let into = bufs.get_mut(region)?;
-                    // An aliased kernel copy is 5x slower than two good
+                    // An aliased kernel copy is 4-6x slower than two good
                     // ones: then through a chunk, below.
                     if !aliased(into.as_ptr() as usize, desc.addr as usize, into.len()) {
                         // On an error the bytes that landed are not
