@@ -20,7 +20,10 @@
 /// measurement above, 3,072 did not).
 pub const PIECE: usize = 2048;
 
-/// Distances (destination − source, modulo 4096) treated as aliased: the
+/// Bytes of the page whose offsets the slow case compares.
+pub const PAGE: usize = 4096;
+
+/// Distances (destination − source, modulo [`PAGE`]) treated as aliased: the
 /// slow ones measured (1–31; 32–63 ran at 0.7–0.9× of distance 0, not
 /// worth a second copy on the cross-memory path).
 const ALIASED: std::ops::Range<usize> = 1..32;
@@ -29,7 +32,7 @@ const ALIASED: std::ops::Range<usize> = 1..32;
 /// the slow `rep movsb` case (see the module docs).
 #[must_use]
 pub fn aliased(dst: usize, src: usize, len: usize) -> bool {
-    len > PIECE && ALIASED.contains(&(dst.wrapping_sub(src) % 4096))
+    len > PIECE && ALIASED.contains(&(dst.wrapping_sub(src) % PAGE))
 }
 
 /// `dst.copy_from_slice(src)`, in [`PIECE`]-byte calls when the two are

@@ -19,6 +19,7 @@
 //! across the blocks instead, with gathers and scatters: 10x slower.)
 
 use super::simd::Simd;
+use super::tail_in_place;
 use crate::dtype::ReduceOp;
 
 /// bf16 bits to f32, exact: bf16 is the top half of an f32.
@@ -373,20 +374,6 @@ fn bf16_blocks_into(
     let n = ot.len();
     ot.copy_from_slice(at);
     tail_in_place(ot, &bt[..n], &block)
-}
-
-/// The last `< 64` bytes of a block loop: padded with zeros into one block
-/// (a zero lane's result is dropped), so the tail rounds as the blocks do.
-#[inline(always)]
-fn tail_in_place(dst: &mut [u8], src: &[u8], block: &impl Fn(&[u8; 64], &[u8; 64]) -> [u8; 64]) {
-    if dst.is_empty() {
-        return;
-    }
-    let n = dst.len();
-    let (mut x, mut y) = ([0u8; 64], [0u8; 64]);
-    x[..n].copy_from_slice(dst);
-    y[..n].copy_from_slice(&src[..n]);
-    dst.copy_from_slice(&block(&x, &y)[..n]);
 }
 
 /// Two bf16 elements of `x` and `y` (one `u32` each) combined by `f` and

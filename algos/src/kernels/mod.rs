@@ -70,6 +70,25 @@ use crate::dtype::{DataType, ReduceOp};
 
 use half_float::Bf;
 
+/// The last `< B` bytes of a loop over `B`-byte blocks, `dst = block(dst,
+/// src)`: padded with zeros into one block (a zero lane's result is
+/// dropped), so the tail is computed as the blocks are.
+#[inline(always)]
+fn tail_in_place<const B: usize>(
+    dst: &mut [u8],
+    src: &[u8],
+    block: &impl Fn(&[u8; B], &[u8; B]) -> [u8; B],
+) {
+    if dst.is_empty() {
+        return;
+    }
+    let n = dst.len();
+    let (mut x, mut y) = ([0u8; B], [0u8; B]);
+    x[..n].copy_from_slice(dst);
+    y[..n].copy_from_slice(&src[..n]);
+    dst.copy_from_slice(&block(&x, &y)[..n]);
+}
+
 /// Error of a reduce kernel: the byte slices do not describe whole,
 /// equally long arrays of elements, or a division by zero.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

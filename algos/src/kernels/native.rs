@@ -10,6 +10,7 @@
 use strength_reduce::StrengthReducedU64;
 
 use super::simd::Simd;
+use super::tail_in_place;
 use crate::dtype::ReduceOp;
 
 /// A positive divisor prepared once per [`divide`] call: integers divide
@@ -230,13 +231,5 @@ fn int64_blocks<S: Simd, const MAX: bool, const SIGNED: bool>(s: S, dst: &mut [u
     for (d, x) in db.iter_mut().zip(sb) {
         *d = s.int64_extreme16::<MAX, SIGNED>(d, x);
     }
-    if dt.is_empty() {
-        return;
-    }
-    // Zero lanes past the end: their results are dropped.
-    let n = dt.len();
-    let (mut x, mut y) = ([0u8; 128], [0u8; 128]);
-    x[..n].copy_from_slice(dt);
-    y[..n].copy_from_slice(&st[..n]);
-    dt.copy_from_slice(&s.int64_extreme16::<MAX, SIGNED>(&x, &y)[..n]);
+    tail_in_place(dt, st, &|x, y| s.int64_extreme16::<MAX, SIGNED>(x, y));
 }

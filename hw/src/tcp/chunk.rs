@@ -7,10 +7,7 @@
 //! source modulo 4096 (4-6x slower on AMD Zen 3;
 //! [`hccl_algos::kernels::copy`]).
 
-use hccl_algos::kernels::copy::aliased;
-
-/// Page size the aliasing rule works in.
-const PAGE: usize = 4096;
+use hccl_algos::kernels::copy::{aliased, PAGE};
 
 /// Bytes `buf[start..]` of a message, consumed by a receive; the buffer
 /// goes back to a pool afterwards ([`Chunk::into_buf`]).
