@@ -30,6 +30,7 @@
 use hccl::comm::DataType;
 use pyo3::buffer::PyUntypedBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
 
 /// What keeps a [`Mem`]'s memory alive while an op may touch it.
@@ -114,32 +115,39 @@ impl Mem {
     /// `ValueError` if it is not on the CPU, not strided or not contiguous;
     /// `TypeError` for a dtype with no HCCL type ([`crate::dtype::from_torch`]).
     pub(crate) fn tensor(tensor: &Bound<'_, PyAny>, arg: &str) -> PyResult<Mem> {
-        if !tensor.getattr("is_cpu")?.is_truthy()? {
-            let device = tensor.getattr("device")?.str()?.to_string();
+        // Interned names: a plain `&str` made a new Python string per call.
+        let py = tensor.py();
+        if !tensor.getattr(intern!(py, "is_cpu"))?.is_truthy()? {
+            let device = tensor.getattr(intern!(py, "device"))?.str()?.to_string();
             return Err(PyValueError::new_err(format!(
                 "{arg}: the tensor is on {device}; hccl_rs takes CPU tensors"
             )));
         }
-        let layout = tensor.getattr("layout")?.str()?.to_string();
+        let layout = tensor.getattr(intern!(py, "layout"))?.str()?.to_string();
         if layout != "torch.strided" {
             return Err(PyValueError::new_err(format!(
                 "{arg}: the tensor's layout is {layout}; hccl_rs takes dense (torch.strided) tensors"
             )));
         }
-        if !tensor.call_method0("is_contiguous")?.is_truthy()? {
+        if !tensor
+            .call_method0(intern!(py, "is_contiguous"))?
+            .is_truthy()?
+        {
             return Err(PyValueError::new_err(format!(
                 "{arg}: the tensor is not contiguous; pass tensor.contiguous()"
             )));
         }
-        let name = tensor.getattr("dtype")?.str()?.to_string();
+        let name = tensor.getattr(intern!(py, "dtype"))?.str()?.to_string();
         let dtype = crate::dtype::from_torch(&name)
             .map_err(|e| PyTypeError::new_err(format!("{arg}: {e}")))?;
-        let numel: usize = tensor.call_method0("numel")?.extract()?;
-        let item: usize = tensor.call_method0("element_size")?.extract()?;
+        let numel: usize = tensor.call_method0(intern!(py, "numel"))?.extract()?;
+        let item: usize = tensor
+            .call_method0(intern!(py, "element_size"))?
+            .extract()?;
         let len = numel.checked_mul(item).ok_or_else(|| {
             PyValueError::new_err(format!("{arg}: {numel} elements of {item} bytes overflow"))
         })?;
-        let addr: usize = tensor.call_method0("data_ptr")?.extract()?;
+        let addr: usize = tensor.call_method0(intern!(py, "data_ptr"))?.extract()?;
         Ok(Mem {
             addr,
             len,

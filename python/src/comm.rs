@@ -13,7 +13,10 @@ use hccl::comm::DataType;
 use hccl::{BackendKind, CommError, P2pItem};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
 use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::intern;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyType;
 
 use crate::buffer::{check_disjoint, separate, Mem, Pair};
 use crate::dtype;
@@ -152,13 +155,33 @@ pub(crate) fn get(obj: &Bound<'_, PyAny>, arg: &str, writable: bool) -> PyResult
     }
 }
 
-/// True for a `torch.Tensor` (without importing torch).
+/// `torch.Tensor`, once a tensor has been seen (torch is imported then).
+static TENSOR_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
+
+/// True for a `torch.Tensor` (without importing torch): an `isinstance`
+/// once the first tensor has been seen, before that by the type's module.
 fn is_tensor(obj: &Bound<'_, PyAny>) -> bool {
-    let ty = obj.get_type();
-    ty.module().is_ok_and(|m| {
+    let py = obj.py();
+    if let Some(t) = TENSOR_TYPE.get(py) {
+        return obj.is_instance(t.bind(py)).unwrap_or(false);
+    }
+    let from_torch = obj.get_type().module().is_ok_and(|m| {
         m.to_str()
             .is_ok_and(|m| m == "torch" || m.starts_with("torch."))
-    }) && obj.hasattr("data_ptr").unwrap_or(false)
+    }) && obj.hasattr(intern!(py, "data_ptr")).unwrap_or(false);
+    if from_torch {
+        let tensor = py
+            .import(intern!(py, "torch"))
+            .and_then(|m| m.getattr(intern!(py, "Tensor")))
+            .ok()
+            .and_then(|t| t.cast_into::<PyType>().ok());
+        if let Some(t) = tensor {
+            let is = obj.is_instance(&t).unwrap_or(false);
+            let _ = TENSOR_TYPE.set(py, t.unbind());
+            return is;
+        }
+    }
+    from_torch
 }
 
 /// An optional buffer: `None` is no memory.
