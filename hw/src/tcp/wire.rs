@@ -101,13 +101,19 @@ pub const MAX_INLINE_ON_CMA: u64 = 32 << 10;
 /// to this length as bytes when its host runs more ranks than CPUs
 /// (`TcpRank::connect`; up to [`MAX_INLINE_ON_CMA`] otherwise). There a
 /// lent piece makes the sender wait for the peer's ack, and with two
-/// ranks per core the peer is often not running: a message in the ring
-/// completes when written. 64 KiB: a whole frame of it still fits the
-/// 256 KiB ring three times over, so it is one write and never streams
-/// through a ring the reader must drain while the writer waits (at
-/// 256 KiB, 4 processes were up to 1.5× slower at 512 KiB–1 MiB than
-/// with lent pieces). Measured in `bench/tcp.md` (issue 21, session 11).
-pub const MAX_INLINE_ON_RINGS: u64 = 64 << 10;
+/// ranks per core the peer is often not running, while a message in the
+/// ring completes when written; but bytes cost a copy in and a copy out,
+/// a lent piece one copy, and with two ranks per core every copy is wall
+/// time. Session 11 (AMD EPYC) set 64 KiB (4 processes, 64 KiB: 268 →
+/// 175 µs against lending), measured before session 14 found that the
+/// kernel's copies of lent pieces ran 4-6× slower there at the
+/// benchmark's buffer offsets. Session 15 (Intel Xeon, 4 processes,
+/// `tcp_allreduce_bench` against the 64 KiB build, 4 series of 5-11
+/// interleaved rounds, medians): 32 KiB took 64 KiB from 140-164 to
+/// 106-125 µs, 128 KiB from 194-215 to 154-180, 256 KiB 329-359 → 279-293,
+/// level at 1 MiB and 512 KiB (1 of 4 series slower), 2 MiB 1989 → 1722
+/// (bench/tcp.md, session 15). Not re-measured on the AMD machine.
+pub const MAX_INLINE_ON_RINGS: u64 = 32 << 10;
 /// Bytes of the random token a [`CmaProbe`] names.
 pub const CMA_TOKEN_LEN: usize = 32;
 /// Bytes of an encoded [`ShmOffer`].

@@ -324,16 +324,20 @@ mod tests {
 
     #[test]
     fn the_inline_bound_decides_which_messages_are_lent() {
+        // A bound above the cross-memory one (the rings' may be larger).
+        let rings = 2 * MAX_INLINE_ON_CMA;
         let mut q = SendQueue::default();
         push(&mut q, 1, 0, MAX_INLINE_ON_CMA + 4);
-        push(&mut q, 2, 0, MAX_INLINE_ON_RINGS);
-        push(&mut q, 3, 0, MAX_INLINE_ON_RINGS + 4);
-        let bound = Some(MAX_INLINE_ON_RINGS);
-        let got: Vec<(u32, bool)> = std::iter::from_fn(|| q.next_piece(bound))
+        push(&mut q, 2, 0, rings);
+        push(&mut q, 3, 0, rings + 4);
+        let got: Vec<(u32, bool)> = std::iter::from_fn(|| q.next_piece(Some(rings)))
             .map(|p| (p.step, p.lend))
             .collect();
-        // Over the cross-memory bound but within the rings': bytes.
+        // Over the cross-memory bound but within the larger one: bytes.
         assert_eq!(got, [(1, false), (2, false), (3, true)]);
+        let mut q = SendQueue::default();
+        push(&mut q, 1, 0, MAX_INLINE_ON_RINGS + 4);
+        assert!(q.next_piece(Some(MAX_INLINE_ON_RINGS)).unwrap().lend);
         let mut q = SendQueue::default();
         push(&mut q, 1, 0, MAX_INLINE_ON_CMA + 4);
         assert!(q.next_piece(Some(MAX_INLINE_ON_CMA)).unwrap().lend);
