@@ -33,7 +33,8 @@
 //!
 //! `unsafe` is needed for two things, here: calling a function compiled
 //! for features the build does not assume (sound once they are detected),
-//! and one empty `asm!` that hides a value from the optimiser (`opaque`);
+//! and empty `asm!`s that hide a value from the optimiser (`opaque`,
+//! `opaque512`);
 //! the intrinsics inside such functions are safe, and loads and stores go
 //! through `bytemuck`'s safe casts.
 #![allow(unsafe_code)]
@@ -579,18 +580,22 @@ mod x86 {
     // set: a NaN stays a NaN), but it takes denormal inputs as zero
     // ("input denormals are always treated as zero ... MXCSR is not
     // consulted"), so a subnormal f32 result, which rounds to a bf16
-    // subnormal or up to the least normal, would become ±0. A block with
-    // such a result (`vfpclassps` class 0x20 on both halves, one
-    // `kortestw`) is computed by `bf16_op32_avx512` instead; the f32 ops
-    // run with Rust's MXCSR (no DAZ/FTZ), as on the other paths. 12 vector
-    // instructions per 32 elements against 15 for `bf16_op32_avx512` as
-    // LLVM emits it (it gathers the kept and cut halves with two
-    // `vpermt2w`).
+    // subnormal or up to the least normal, would become ±0. Only a zero or
+    // a denormal converts to ±0, so a block with no ±0 word (one
+    // `vptestnmw`, one `kortestd`) is right; one with a ±0 word from a
+    // nonzero f32 (two `vptestmd`, taken only for blocks with a zero) is
+    // computed by `bf16_op32_avx512` instead. Every test is on integer
+    // bits, so the path does not depend on MXCSR (the f32 ops honour its
+    // DAZ/FTZ as on every other path; `vfpclassps`, tried first, honours
+    // DAZ, and so would `vcmpps`, which LLVM makes of an integer test of an
+    // f32's magnitude: [`opaque512`] hides the masks from that fold, and
+    // from the one that turns the test of the conversion's words into
+    // per-element bf16 compares, 20x slower). 11 vector instructions per
+    // 32 elements against 15 for `bf16_op32_avx512` as LLVM emits it (it
+    // gathers the kept and cut halves with two `vpermt2w`).
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512bf16,avx2,f16c")]
     #[inline]
     fn bf16_op32_avx512bf16<const PROD: bool>(x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
-        /// `vfpclassps` class: denormal, either sign.
-        const DENORMAL: i32 = 0x20;
         let (a, b): (__m512i, __m512i) = (bytemuck::cast(*x), bytemuck::cast(*y));
         let high = _mm512_set1_epi32(0xFFFF_0000_u32 as i32);
         let (alo, blo) = (_mm512_slli_epi32::<16>(a), _mm512_slli_epi32::<16>(b));
@@ -602,12 +607,17 @@ mod x86 {
         } else {
             (_mm512_add_ps(alo, blo), _mm512_add_ps(ahi, bhi))
         };
-        let subnormal =
-            _mm512_fpclass_ps_mask::<DENORMAL>(lo) | _mm512_fpclass_ps_mask::<DENORMAL>(hi);
-        if subnormal != 0 {
-            return bf16_op32_avx512::<PROD>(x, y);
-        }
         let packed: __m512i = bytemuck::cast(_mm512_cvtne2ps_pbh(hi, lo));
+        // Words 0-15 are `lo`'s lanes, 16-31 `hi`'s.
+        let zero = zero_words(packed, _mm512_set1_epi16(0x7FFF));
+        if zero != 0 {
+            let magnitude = opaque512(_mm512_set1_epi32(0x7FFF_FFFF));
+            let nonzero = |v: __m512| _mm512_test_epi32_mask(_mm512_castps_si512(v), magnitude);
+            let flushed = zero & (u32::from(nonzero(hi)) << 16 | u32::from(nonzero(lo)));
+            if flushed != 0 {
+                return bf16_op32_avx512::<PROD>(x, y);
+            }
+        }
         let order: __m512i = bytemuck::cast(BF16_INTERLEAVE);
         bytemuck::cast(_mm512_permutexvar_epi16(order, packed))
     }
@@ -747,6 +757,47 @@ mod x86 {
             std::arch::asm!(
                 "/* {0} */",
                 inout(ymm_reg) x,
+                options(pure, nomem, nostack, preserves_flags)
+            );
+        }
+        x
+    }
+
+    /// The words `i` of `x` with `x[i] & magnitude[i] == 0`, as a mask
+    /// (bit `i`): `_mm512_testn_epi16_mask` as one `vptestnmw`. (LLVM
+    /// compiles the intrinsic on a converted bf16 vector to an AND and a
+    /// `vptestnmw` of the result with itself, or without [`opaque512`] to
+    /// per-element bf16 compares.)
+    #[target_feature(enable = "avx512f,avx512bw,avx2,f16c")]
+    #[inline]
+    fn zero_words(x: __m512i, magnitude: __m512i) -> u32 {
+        let mask: u32;
+        // SAFETY: `vptestnmw` (AVX-512 BW, which the caller's features
+        // include) reads two vector registers and writes a mask register;
+        // no memory, stack or flags.
+        unsafe {
+            std::arch::asm!(
+                "vptestnmw {k}, {x}, {m}",
+                k = out(kreg) mask,
+                x = in(zmm_reg) x,
+                m = in(zmm_reg) magnitude,
+                options(pure, nomem, nostack, preserves_flags)
+            );
+        }
+        mask
+    }
+
+    /// `x` itself, through an empty `asm!` the optimiser cannot see into
+    /// (no instruction is emitted): [`opaque`] for a 512-bit register.
+    #[target_feature(enable = "avx512f,avx512bw,avx2,f16c")]
+    #[inline]
+    fn opaque512(mut x: __m512i) -> __m512i {
+        // SAFETY: the template is empty: it reads and writes only the
+        // register holding `x`, and leaves it as it was.
+        unsafe {
+            std::arch::asm!(
+                "/* {0} */",
+                inout(zmm_reg) x,
                 options(pure, nomem, nostack, preserves_flags)
             );
         }
