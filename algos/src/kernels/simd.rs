@@ -590,9 +590,11 @@ mod x86 {
     // DAZ, and so would `vcmpps`, which LLVM makes of an integer test of an
     // f32's magnitude: [`opaque512`] hides the masks from that fold, and
     // from the one that turns the test of the conversion's words into
-    // per-element bf16 compares, 20x slower). 11 vector instructions per
-    // 32 elements against 15 for `bf16_op32_avx512` as LLVM emits it (it
-    // gathers the kept and cut halves with two `vpermt2w`).
+    // per-element bf16 compares, 20x slower). 10 instructions between the
+    // loads and the store of 32 elements, against 14 for
+    // `bf16_op32_avx512` as LLVM emits it (it gathers the kept and cut
+    // halves with two `vpermt2w`): in cache 0.43-0.46x → 0.65x memcpy on
+    // the project's Xeon (algos/README.md, session 15).
     #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512bf16,avx2,f16c")]
     #[inline]
     fn bf16_op32_avx512bf16<const PROD: bool>(x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
