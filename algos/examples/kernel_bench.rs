@@ -5,8 +5,9 @@
 //! filter: only kernels whose label (`fp32 sum`, `bf16 max`, ...) contains
 //! it (`""` for all), then the sizes as a comma-separated list (`64K,64M`,
 //! the default), then the instruction set of the kernels (`portable`,
-//! `avx2`, `avx512`; default: the widest this CPU has, as the library
-//! picks; the kept-partials table always uses that one).
+//! `avx2`, `avx512`, `avx512bf16`, `avx512fp16`; default: the widest this
+//! CPU has, as the library picks; the kept-partials table always uses that
+//! one).
 //!
 //! For each buffer size it times memcpy as the library calls it
 //! ([`hccl_algos::kernels::copy::copy`]: `copy_from_slice`, split where
@@ -135,7 +136,10 @@ fn main() {
         Some(name) => *Isa::ALL
             .iter()
             .find(|i| i.name() == name)
-            .unwrap_or_else(|| panic!("instruction set {name:?}: use portable, avx2 or avx512")),
+            .unwrap_or_else(|| {
+                let names: Vec<&str> = Isa::ALL.iter().map(|i| i.name()).collect();
+                panic!("instruction set {name:?}: use one of {}", names.join(", "))
+            }),
         None => Isa::best(),
     };
     let isa = if isa.is_available() {

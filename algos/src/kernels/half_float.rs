@@ -7,6 +7,10 @@
 //!   branch-free integer rounding ([`f32_to_bf16`]); the element loops
 //!   (one fused loop: widen, combine, round) vectorize on every
 //!   instruction set.
+//! - fp16 sums and products on a CPU with AVX-512 FP16: `reduce` and
+//!   `reduce_into` add or multiply 32 elements per instruction in fp16,
+//!   which rounds as widening, the f32 op and rounding back do (see
+//!   `simd::x86::fp16_op32_avx512fp16`).
 //! - fp16 on a CPU with F16C: `reduce` and `reduce_into` convert 16
 //!   elements per instruction in one fused loop ([`fp16_block`]); the
 //!   other kernels run in [`staged`] blocks of [`STAGE`] elements, widened
@@ -301,10 +305,10 @@ pub(super) fn bf16_reduce<S: Simd>(s: S, op: ReduceOp, dst: &mut [u8], src: &[u8
         ReduceOp::Max => return extreme_in_place::<true>(BF16, dst, src),
         ReduceOp::Min => return extreme_in_place::<false>(BF16, dst, src),
         ReduceOp::Sum | ReduceOp::Avg if S::BF16_BLOCKS => {
-            return bf16_blocks(dst, src, |x, y| s.bf16_sum32(x, y))
+            return half_blocks(dst, src, |x, y| s.bf16_sum32(x, y))
         }
         ReduceOp::Prod if S::BF16_BLOCKS => {
-            return bf16_blocks(dst, src, |x, y| s.bf16_prod32(x, y))
+            return half_blocks(dst, src, |x, y| s.bf16_prod32(x, y))
         }
         _ => {}
     }
@@ -325,10 +329,10 @@ pub(super) fn bf16_reduce_into<S: Simd>(s: S, op: ReduceOp, out: &mut [u8], a: &
         ReduceOp::Max => return extreme_into::<true>(BF16, out, a, b),
         ReduceOp::Min => return extreme_into::<false>(BF16, out, a, b),
         ReduceOp::Sum | ReduceOp::Avg if S::BF16_BLOCKS => {
-            return bf16_blocks_into(out, a, b, |x, y| s.bf16_sum32(x, y))
+            return half_blocks_into(out, a, b, |x, y| s.bf16_sum32(x, y))
         }
         ReduceOp::Prod if S::BF16_BLOCKS => {
-            return bf16_blocks_into(out, a, b, |x, y| s.bf16_prod32(x, y))
+            return half_blocks_into(out, a, b, |x, y| s.bf16_prod32(x, y))
         }
         _ => {}
     }
@@ -343,12 +347,12 @@ pub(super) fn bf16_reduce_into<S: Simd>(s: S, op: ReduceOp, out: &mut [u8], a: &
     })
 }
 
-/// `dst = block(dst, src)` over 64-byte blocks (32 bf16); the last
-/// `len % 64` bytes two elements at a time, then one, with the same sum or
-/// product as `block` (`block` is the token's `bf16_sum32` or `bf16_prod32`,
-/// which round as [`f32_to_bf16`] does).
+/// `dst = block(dst, src)` over 64-byte blocks (32 bf16 or fp16); the last
+/// `len % 64` bytes zero-padded into one more block ([`tail_in_place`]), so
+/// they get the blocks' bits (`block` is the token's `bf16_sum32`,
+/// `bf16_prod32`, `fp16_sum32` or `fp16_prod32`).
 #[inline(always)]
-fn bf16_blocks(dst: &mut [u8], src: &[u8], block: impl Fn(&[u8; 64], &[u8; 64]) -> [u8; 64]) {
+fn half_blocks(dst: &mut [u8], src: &[u8], block: impl Fn(&[u8; 64], &[u8; 64]) -> [u8; 64]) {
     let (db, dt) = dst.as_chunks_mut::<64>();
     let (sb, st) = src.as_chunks::<64>();
     for (d, s) in db.iter_mut().zip(sb) {
@@ -357,9 +361,9 @@ fn bf16_blocks(dst: &mut [u8], src: &[u8], block: impl Fn(&[u8; 64], &[u8; 64]) 
     tail_in_place(dt, st, &block)
 }
 
-/// `out = block(a, b)` over 64-byte blocks, as [`bf16_blocks`].
+/// `out = block(a, b)` over 64-byte blocks, as [`half_blocks`].
 #[inline(always)]
-fn bf16_blocks_into(
+fn half_blocks_into(
     out: &mut [u8],
     a: &[u8],
     b: &[u8],
@@ -501,12 +505,24 @@ pub(super) fn divide<H: Half<2>>(dst: &mut [u8], divisor: u32) {
     divide_elems::<H, 2>(dst, divisor as f32)
 }
 
-/// fp16 `dst = dst (op) src` on the token's instructions.
+/// fp16 `dst = dst (op) src` on the token's instructions: `Max`/`Min` on
+/// the bits, `Sum`/`Prod` in the token's 32-element fp16 blocks where it
+/// has them (AVX-512 FP16), else widened by F16C (or software) in
+/// [`fp16_block`]s.
 #[inline(always)]
 pub(super) fn fp16_reduce<S: Simd>(s: S, op: ReduceOp, dst: &mut [u8], src: &[u8]) {
     match op {
         ReduceOp::Max => return extreme_in_place::<true>(FP16, dst, src),
         ReduceOp::Min => return extreme_in_place::<false>(FP16, dst, src),
+        _ => {}
+    }
+    match op {
+        ReduceOp::Sum | ReduceOp::Avg if S::FP16_BLOCKS => {
+            return half_blocks(dst, src, |x, y| s.fp16_sum32(x, y))
+        }
+        ReduceOp::Prod if S::FP16_BLOCKS => {
+            return half_blocks(dst, src, |x, y| s.fp16_prod32(x, y))
+        }
         _ => {}
     }
     if !S::F16C {
@@ -528,6 +544,15 @@ pub(super) fn fp16_reduce_into<S: Simd>(s: S, op: ReduceOp, out: &mut [u8], a: &
     match op {
         ReduceOp::Max => return extreme_into::<true>(FP16, out, a, b),
         ReduceOp::Min => return extreme_into::<false>(FP16, out, a, b),
+        _ => {}
+    }
+    match op {
+        ReduceOp::Sum | ReduceOp::Avg if S::FP16_BLOCKS => {
+            return half_blocks_into(out, a, b, |x, y| s.fp16_sum32(x, y))
+        }
+        ReduceOp::Prod if S::FP16_BLOCKS => {
+            return half_blocks_into(out, a, b, |x, y| s.fp16_prod32(x, y))
+        }
         _ => {}
     }
     if !S::F16C {

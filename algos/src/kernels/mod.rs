@@ -28,9 +28,10 @@
 //!   kernel total.
 //!
 //! # Instruction sets
-//! Each kernel runs on the widest instruction set the CPU has (AVX-512,
-//! AVX2 + F16C, else the build's portable target), chosen at run time
-//! ([`Isa`]); every path gives the same bits.
+//! Each kernel runs on the widest instruction set the CPU has (AVX-512
+//! with FP16 and BF16, AVX-512 with BF16, AVX-512, AVX2 + F16C, else the
+//! build's portable target), chosen at run time ([`Isa`]); every path
+//! gives the same bits (NaN payloads aside).
 //!
 //! # Errors
 //! Every function checks that each slice is a whole number of elements and

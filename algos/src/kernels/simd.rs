@@ -3,16 +3,20 @@
 //!
 //! Every kernel is written once, as plain Rust over byte slices (see
 //! `native` and `half_float`), generic over a [`Simd`] token. [`run`]
-//! compiles that code three times: for the portable target (SSE2 on
-//! x86-64), for AVX2 + F16C and for AVX-512 (F and BW), and calls the
-//! widest one the CPU has ([`Isa::best`], detected by `std` at run time and
-//! cached there). LLVM vectorizes each copy for its own registers; the only
-//! code written per instruction set is the fp16 conversion, which F16C does
-//! in one instruction per 8 elements and SSE2 has to compute, the bf16
-//! sum and product, whose rounding back LLVM compiles to twice the
-//! instructions the hand-written blocks here take, and AVX2's in-place
-//! 64-bit integer max and min, which LLVM turns into masked stores that
-//! AMD Zen runs microcoded (see `int64_extreme16_avx2`).
+//! compiles that code five times: for the portable target (SSE2 on
+//! x86-64), for AVX2 + F16C, for AVX-512 (F and BW), for AVX-512 with BF16
+//! (and DQ) and for AVX-512 with BF16 and FP16, and calls the widest one
+//! the CPU has ([`Isa::best`], detected by `std` at run time and cached
+//! there). LLVM vectorizes each copy for its own registers; the only code
+//! written per instruction set is the fp16 conversion, which F16C does in
+//! one instruction per 8 elements and SSE2 has to compute, the bf16 sum
+//! and product, whose rounding back LLVM compiles to twice the
+//! instructions the hand-written blocks here take (and AVX-512 BF16 does
+//! in one conversion, `bf16_op32_avx512bf16`), the fp16 sum and product,
+//! which AVX-512 FP16 computes in fp16 (`fp16_op32_avx512fp16`), and
+//! AVX2's in-place 64-bit integer max and min, which LLVM turns into
+//! masked stores that AMD Zen runs microcoded (see
+//! `int64_extreme16_avx2`).
 //!
 //! Every path gives the same bits: they run the same Rust (Rust never
 //! contracts `a * b + c` into an FMA, and x86's scalar and vector float
@@ -20,12 +24,17 @@
 //! match F16C bit for bit (tested against it and against the `half` crate;
 //! `kernels::tests::every_isa_gives_the_same_bits`), and the bf16 blocks
 //! round as the portable code does (tested against the `half` crate on
-//! every bit pattern), and the int64 blocks compare as `Ord` does (tested
-//! on every pair of boundary values).
+//! every bit pattern; the BF16 conversion's flushed subnormals are
+//! detected and such blocks computed on the integer rounding), the FP16
+//! sums and products round once as widening does (double rounding through
+//! f32 is innocuous; all 2^32 operand pairs checked in an ignored test),
+//! and the int64 blocks compare as `Ord` does (tested on every pair of
+//! boundary values).
 //!
 //! `unsafe` is needed for two things, here: calling a function compiled
 //! for features the build does not assume (sound once they are detected),
-//! and one empty `asm!` that hides a value from the optimiser (`opaque`);
+//! and empty `asm!`s that hide a value from the optimiser (`opaque`,
+//! `opaque512`);
 //! the intrinsics inside such functions are safe, and loads and stores go
 //! through `bytemuck`'s safe casts.
 #![allow(unsafe_code)]
@@ -48,11 +57,26 @@ pub enum Isa {
     /// x86-64 AVX-512 F and BW, with AVX2 and F16C (Intel Skylake-SP, AMD
     /// Zen 4 and later).
     Avx512,
+    /// [`Isa::Avx512`] with AVX-512 DQ and BF16 (Intel Cooper Lake and
+    /// Sapphire Rapids, AMD Zen 4 and later): the bf16 sum and product
+    /// round with `vcvtne2ps2bf16`.
+    Avx512Bf16,
+    /// [`Isa::Avx512Bf16`] with AVX-512 FP16 (Intel Sapphire Rapids and
+    /// later): the fp16 sum and product run in fp16 (`vaddph`, `vmulph`).
+    /// (A CPU with FP16 but not BF16, if one is ever made, runs
+    /// [`Isa::Avx512`].)
+    Avx512Fp16,
 }
 
 impl Isa {
     /// Every level, narrowest first.
-    pub const ALL: [Isa; 3] = [Isa::Portable, Isa::Avx2, Isa::Avx512];
+    pub const ALL: [Isa; 5] = [
+        Isa::Portable,
+        Isa::Avx2,
+        Isa::Avx512,
+        Isa::Avx512Bf16,
+        Isa::Avx512Fp16,
+    ];
 
     /// True if this CPU can run the level (checked at run time; `std`
     /// caches the CPUID answer, so this costs a load and a test).
@@ -69,6 +93,16 @@ impl Isa {
                 Isa::Avx2.is_available()
                     && std::arch::is_x86_feature_detected!("avx512f")
                     && std::arch::is_x86_feature_detected!("avx512bw")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Bf16 => {
+                Isa::Avx512.is_available()
+                    && std::arch::is_x86_feature_detected!("avx512dq")
+                    && std::arch::is_x86_feature_detected!("avx512bf16")
+            }
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512Fp16 => {
+                Isa::Avx512Bf16.is_available() && std::arch::is_x86_feature_detected!("avx512fp16")
             }
             #[cfg(not(target_arch = "x86_64"))]
             _ => false,
@@ -89,12 +123,15 @@ impl Isa {
         Isa::ALL.into_iter().filter(|i| i.is_available()).collect()
     }
 
-    /// Lower-case name: `portable`, `avx2`, `avx512`.
+    /// Lower-case name: `portable`, `avx2`, `avx512`, `avx512bf16`,
+    /// `avx512fp16`.
     pub fn name(self) -> &'static str {
         match self {
             Isa::Portable => "portable",
             Isa::Avx2 => "avx2",
             Isa::Avx512 => "avx512",
+            Isa::Avx512Bf16 => "avx512bf16",
+            Isa::Avx512Fp16 => "avx512fp16",
         }
     }
 }
@@ -134,6 +171,22 @@ pub(super) trait Simd: Copy {
     #[inline(always)]
     fn bf16_prod32(self, x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
         bf16_blocks_portable(x, y, |a, b| a * b)
+    }
+    /// True if [`Simd::fp16_sum32`] and [`Simd::fp16_prod32`] are the
+    /// token's own vector code (AVX-512 FP16), so that the fp16 sum and
+    /// product run in their 32-element blocks; false: they widen with
+    /// [`Simd::fp16_widen16`] and round back with [`Simd::fp16_narrow16`].
+    const FP16_BLOCKS: bool = false;
+    /// 32 little-endian fp16 elements of `x` and `y` added: the bits of
+    /// widening to f32, adding and rounding back (nearest, ties to even).
+    #[inline(always)]
+    fn fp16_sum32(self, x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
+        fp16_blocks_portable(x, y, |a, b| a + b)
+    }
+    /// As [`Simd::fp16_sum32`], multiplied.
+    #[inline(always)]
+    fn fp16_prod32(self, x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
+        fp16_blocks_portable(x, y, |a, b| a * b)
     }
     /// True if [`Simd::int64_extreme16`] is the token's own vector code,
     /// so that the in-place 64-bit integer `Max` and `Min` run in its
@@ -195,6 +248,24 @@ fn bf16_blocks_portable(x: &[u8; 64], y: &[u8; 64], f: impl Fn(f32, f32) -> f32)
     out
 }
 
+/// 32 fp16 of `x` and `y` combined by `f` in f32 (software conversions)
+/// and rounded back, one element at a time.
+#[inline(always)]
+fn fp16_blocks_portable(x: &[u8; 64], y: &[u8; 64], f: impl Fn(f32, f32) -> f32) -> [u8; 64] {
+    use super::half_float::{FpSoft, Half};
+    let mut out = [0u8; 64];
+    let elems = out
+        .as_chunks_mut::<2>()
+        .0
+        .iter_mut()
+        .zip(x.as_chunks::<2>().0)
+        .zip(y.as_chunks::<2>().0);
+    for ((o, a), b) in elems {
+        *o = FpSoft::narrow(f(FpSoft::widen(*a), FpSoft::widen(*b)));
+    }
+    out
+}
+
 /// A kernel call: its arguments, and its body as a function generic over
 /// the [`Simd`] token. Implementations mark `run` `#[inline(always)]` (and
 /// everything it calls), so that the body compiles inside each
@@ -248,6 +319,16 @@ impl Simd for Portable {
 pub(super) fn run<K: Kernel>(isa: Isa, kernel: K) -> K::Output {
     #[cfg(target_arch = "x86_64")]
     match isa {
+        Isa::Avx512Fp16 if isa.is_available() => {
+            // SAFETY: `run_avx512fp16` needs AVX-512 F/BW/DQ/BF16/FP16,
+            // AVX2 and F16C, which `is_available` has just detected.
+            return unsafe { x86::run_avx512fp16(kernel) };
+        }
+        Isa::Avx512Bf16 if isa.is_available() => {
+            // SAFETY: `run_avx512bf16` needs AVX-512 F/BW/DQ/BF16, AVX2 and
+            // F16C, just detected.
+            return unsafe { x86::run_avx512bf16(kernel) };
+        }
         Isa::Avx512 if isa.is_available() => {
             // SAFETY: `run_avx512` needs AVX-512 F/BW, AVX2 and F16C, which
             // `is_available` has just detected on this CPU.
@@ -278,6 +359,16 @@ mod x86 {
     /// `run_avx512`, entered only after detection.
     #[derive(Clone, Copy, Debug)]
     pub(super) struct Avx512(());
+
+    /// Proof that AVX-512 F/BW/DQ/BF16, AVX2 and F16C are present: made
+    /// only by `run_avx512bf16`, entered only after detection.
+    #[derive(Clone, Copy, Debug)]
+    pub(super) struct Avx512Bf16(());
+
+    /// Proof that AVX-512 F/BW/DQ/BF16/FP16, AVX2 and F16C are present:
+    /// made only by `run_avx512fp16`, entered only after detection.
+    #[derive(Clone, Copy, Debug)]
+    pub(super) struct Avx512Fp16(());
 
     impl Simd for Avx2 {
         const F16C: bool = true;
@@ -338,6 +429,68 @@ mod x86 {
         fn bf16_prod32(self, x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
             // SAFETY: as above: the token proves AVX-512 F/BW.
             unsafe { bf16_op32_avx512::<true>(x, y) }
+        }
+    }
+
+    // The wider AVX-512 tokens: `Avx512`'s fp16 conversions (their
+    // features include its own, so making an `Avx512` from them is sound),
+    // their own bf16 blocks, and for `Avx512Fp16` the fp16 blocks.
+    impl Simd for Avx512Bf16 {
+        const F16C: bool = true;
+        #[inline(always)]
+        fn fp16_widen16(self, b: &[u8; 32]) -> [u8; 64] {
+            Avx512(()).fp16_widen16(b)
+        }
+        #[inline(always)]
+        fn fp16_narrow16(self, v: &[u8; 64]) -> [u8; 32] {
+            Avx512(()).fp16_narrow16(v)
+        }
+        const BF16_BLOCKS: bool = true;
+        #[inline(always)]
+        fn bf16_sum32(self, x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
+            // SAFETY: an `Avx512Bf16` exists only inside `run_avx512bf16`,
+            // which runs only once AVX-512 F/BW/DQ/BF16 were detected.
+            unsafe { bf16_op32_avx512bf16::<false>(x, y) }
+        }
+        #[inline(always)]
+        fn bf16_prod32(self, x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
+            // SAFETY: as above.
+            unsafe { bf16_op32_avx512bf16::<true>(x, y) }
+        }
+    }
+
+    impl Simd for Avx512Fp16 {
+        const F16C: bool = true;
+        #[inline(always)]
+        fn fp16_widen16(self, b: &[u8; 32]) -> [u8; 64] {
+            Avx512(()).fp16_widen16(b)
+        }
+        #[inline(always)]
+        fn fp16_narrow16(self, v: &[u8; 64]) -> [u8; 32] {
+            Avx512(()).fp16_narrow16(v)
+        }
+        const BF16_BLOCKS: bool = true;
+        #[inline(always)]
+        fn bf16_sum32(self, x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
+            // SAFETY: an `Avx512Fp16` exists only inside `run_avx512fp16`,
+            // which runs only once AVX-512 F/BW/DQ/BF16/FP16 were detected.
+            unsafe { bf16_op32_avx512bf16::<false>(x, y) }
+        }
+        #[inline(always)]
+        fn bf16_prod32(self, x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
+            // SAFETY: as above.
+            unsafe { bf16_op32_avx512bf16::<true>(x, y) }
+        }
+        const FP16_BLOCKS: bool = true;
+        #[inline(always)]
+        fn fp16_sum32(self, x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
+            // SAFETY: as above.
+            unsafe { fp16_op32_avx512fp16::<false>(x, y) }
+        }
+        #[inline(always)]
+        fn fp16_prod32(self, x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
+            // SAFETY: as above.
+            unsafe { fp16_op32_avx512fp16::<true>(x, y) }
         }
     }
 
@@ -414,6 +567,110 @@ mod x86 {
             _mm512_set1_epi16(0x8000_u16 as i16),
         );
         bytemuck::cast(_mm512_mask_sub_epi16(kept, up, kept, _mm512_set1_epi16(-1)))
+    }
+
+    // bf16 sums and products with AVX-512 BF16: widened and combined as in
+    // `bf16_op32_avx512` (each 32-bit lane's low element by a shift, its
+    // high one by a mask), then `vcvtne2ps2bf16` rounds the 32 f32 results
+    // to bf16 in one instruction, the low elements' into the low 16 words
+    // and the high ones' into the top 16, and `vpermw` puts the words back
+    // in element order. The SDM's pseudo-code of the conversion is
+    // `f32_to_bf16` on normals and infinities (add 0x7FFF plus the kept
+    // bit, keep the top half) and on NaNs (the top half with the quiet bit
+    // set: a NaN stays a NaN), but it takes denormal inputs as zero
+    // ("input denormals are always treated as zero ... MXCSR is not
+    // consulted"), so a subnormal f32 result, which rounds to a bf16
+    // subnormal or up to the least normal, would become ±0. Only a zero or
+    // a denormal converts to ±0, so a block with no ±0 word (one
+    // `vptestnmw`, one `kortestd`) is right; one with a ±0 word from a
+    // nonzero f32 (two `vptestmd`, taken only for blocks with a zero) is
+    // computed by `bf16_op32_avx512` instead. Every test is on integer
+    // bits, so the path does not depend on MXCSR (the f32 ops honour its
+    // DAZ/FTZ as on every other path; `vfpclassps`, tried first, honours
+    // DAZ, and so would `vcmpps`, which LLVM makes of an integer test of an
+    // f32's magnitude: [`opaque512`] hides the masks from that fold, and
+    // from the one that turns the test of the conversion's words into
+    // per-element bf16 compares, 20x slower). 10 instructions between the
+    // loads and the store of 32 elements, against 14 for
+    // `bf16_op32_avx512` as LLVM emits it (it gathers the kept and cut
+    // halves with two `vpermt2w`): in cache 0.43-0.46x → 0.65x memcpy on
+    // the project's Xeon (algos/README.md, session 15).
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512bf16,avx2,f16c")]
+    #[inline]
+    fn bf16_op32_avx512bf16<const PROD: bool>(x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
+        let (a, b): (__m512i, __m512i) = (bytemuck::cast(*x), bytemuck::cast(*y));
+        let high = _mm512_set1_epi32(0xFFFF_0000_u32 as i32);
+        let (alo, blo) = (_mm512_slli_epi32::<16>(a), _mm512_slli_epi32::<16>(b));
+        let (ahi, bhi) = (_mm512_and_si512(a, high), _mm512_and_si512(b, high));
+        let (alo, blo) = (_mm512_castsi512_ps(alo), _mm512_castsi512_ps(blo));
+        let (ahi, bhi) = (_mm512_castsi512_ps(ahi), _mm512_castsi512_ps(bhi));
+        let (lo, hi) = if PROD {
+            (_mm512_mul_ps(alo, blo), _mm512_mul_ps(ahi, bhi))
+        } else {
+            (_mm512_add_ps(alo, blo), _mm512_add_ps(ahi, bhi))
+        };
+        let packed: __m512i = bytemuck::cast(_mm512_cvtne2ps_pbh(hi, lo));
+        // Words 0-15 are `lo`'s lanes, 16-31 `hi`'s.
+        let zero = zero_words(packed, _mm512_set1_epi16(0x7FFF));
+        if zero != 0 {
+            let magnitude = opaque512(_mm512_set1_epi32(0x7FFF_FFFF));
+            let nonzero = |v: __m512| _mm512_test_epi32_mask(_mm512_castps_si512(v), magnitude);
+            let flushed = zero & (u32::from(nonzero(hi)) << 16 | u32::from(nonzero(lo)));
+            if flushed != 0 {
+                return bf16_op32_avx512::<PROD>(x, y);
+            }
+        }
+        let order: __m512i = bytemuck::cast(BF16_INTERLEAVE);
+        bytemuck::cast(_mm512_permutexvar_epi16(order, packed))
+    }
+
+    /// `vpermw` indices of [`bf16_op32_avx512bf16`]: element `j` is word
+    /// `j / 2` of the conversion's output if `j` is even (a low element),
+    /// word `16 + j / 2` if odd.
+    const BF16_INTERLEAVE: [u16; 32] = {
+        let mut idx = [0u16; 32];
+        let mut j = 0;
+        while j < 32 {
+            idx[j] = (j % 2 * 16 + j / 2) as u16;
+            j += 1;
+        }
+        idx
+    };
+
+    // fp16 sums and products in fp16 (`vaddph`, `vmulph`, 32 elements per
+    // instruction): the same bits as widening to f32, the f32 op and one
+    // rounding to fp16, because rounding twice, to f32 (24 bits) and then
+    // to fp16 (11 bits), equals rounding once for +, -, x, / and sqrt
+    // whenever the wide format has q >= 2p + 2 bits (S. A. Figueroa, "When
+    // is double rounding innocuous?", SIGNUM Newsletter 30(3), 1995;
+    // 24 >= 2*11 + 2). The theorem counts bits, not exponents, and f32's
+    // exponent range covers every case here: an fp16 sum or product is
+    // never subnormal in f32 (sums are multiples of 2^-24, products at
+    // least 2^-48 in magnitude), a sum below 2^-14 (an fp16 subnormal) is
+    // exact in both, and overflow is a rounding to 2^16. Checked on every
+    // one of the 2^32 pairs of operands, for both ops, on this project's
+    // Sapphire Rapids class Xeon (`kernels::tests::
+    // every_16_bit_pair_matches_the_avx512_path`, ignored; 10 s in
+    // release): equal bits except which payload a NaN result carries. The
+    // FP16 instructions handle subnormals themselves, whatever MXCSR's DAZ
+    // and FTZ say (checked on that Xeon with both set: the same subnormal
+    // results, where `vaddps` flushed),
+    // and so do the F16C conversions of the other paths (their f32 values
+    // are never subnormal), so no path depends on MXCSR. NaNs: an operand
+    // NaN comes back quieted with its payload, as `vcvtph2ps` then
+    // `vcvtps2ph` do; `0 x inf` and `inf - inf` give the default NaN
+    // (0xFE00), as the f32 default NaN rounds to.
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512bf16,avx512fp16,avx2,f16c")]
+    #[inline]
+    fn fp16_op32_avx512fp16<const PROD: bool>(x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
+        let a = _mm512_castsi512_ph(bytemuck::cast(*x));
+        let b = _mm512_castsi512_ph(bytemuck::cast(*y));
+        let r = if PROD {
+            _mm512_mul_ph(a, b)
+        } else {
+            _mm512_add_ph(a, b)
+        };
+        bytemuck::cast(_mm512_castph_si512(r))
     }
 
     /// [`bf16_op32_avx512`] in two 256-bit halves.
@@ -508,6 +765,47 @@ mod x86 {
         x
     }
 
+    /// The words `i` of `x` with `x[i] & magnitude[i] == 0`, as a mask
+    /// (bit `i`): `_mm512_testn_epi16_mask` as one `vptestnmw`. (LLVM
+    /// compiles the intrinsic on a converted bf16 vector to an AND and a
+    /// `vptestnmw` of the result with itself, or without [`opaque512`] to
+    /// per-element bf16 compares.)
+    #[target_feature(enable = "avx512f,avx512bw,avx2,f16c")]
+    #[inline]
+    fn zero_words(x: __m512i, magnitude: __m512i) -> u32 {
+        let mask: u32;
+        // SAFETY: `vptestnmw` (AVX-512 BW, which the caller's features
+        // include) reads two vector registers and writes a mask register;
+        // no memory, stack or flags.
+        unsafe {
+            std::arch::asm!(
+                "vptestnmw {k}, {x}, {m}",
+                k = out(kreg) mask,
+                x = in(zmm_reg) x,
+                m = in(zmm_reg) magnitude,
+                options(pure, nomem, nostack, preserves_flags)
+            );
+        }
+        mask
+    }
+
+    /// `x` itself, through an empty `asm!` the optimiser cannot see into
+    /// (no instruction is emitted): [`opaque`] for a 512-bit register.
+    #[target_feature(enable = "avx512f,avx512bw,avx2,f16c")]
+    #[inline]
+    fn opaque512(mut x: __m512i) -> __m512i {
+        // SAFETY: the template is empty: it reads and writes only the
+        // register holding `x`, and leaves it as it was.
+        unsafe {
+            std::arch::asm!(
+                "/* {0} */",
+                inout(zmm_reg) x,
+                options(pure, nomem, nostack, preserves_flags)
+            );
+        }
+        x
+    }
+
     /// `kernel` compiled for AVX2 + F16C.
     #[target_feature(enable = "avx2,f16c")]
     pub(super) fn run_avx2<K: Kernel>(kernel: K) -> K::Output {
@@ -518,5 +816,17 @@ mod x86 {
     #[target_feature(enable = "avx512f,avx512bw,avx2,f16c")]
     pub(super) fn run_avx512<K: Kernel>(kernel: K) -> K::Output {
         kernel.run(Avx512(()))
+    }
+
+    /// `kernel` compiled for AVX-512 F/BW/DQ/BF16 (with AVX2 + F16C).
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512bf16,avx2,f16c")]
+    pub(super) fn run_avx512bf16<K: Kernel>(kernel: K) -> K::Output {
+        kernel.run(Avx512Bf16(()))
+    }
+
+    /// `kernel` compiled for AVX-512 F/BW/DQ/BF16/FP16 (with AVX2 + F16C).
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512bf16,avx512fp16,avx2,f16c")]
+    pub(super) fn run_avx512fp16<K: Kernel>(kernel: K) -> K::Output {
+        kernel.run(Avx512Fp16(()))
     }
 }

@@ -1121,3 +1121,162 @@ fn int64_max_min_match_ord_on_every_isa() {
         }
     }
 }
+
+/// The AVX-512 BF16 and FP16 paths are among those the checks above run
+/// wherever the CPU has the features (this project's Xeon has both).
+#[test]
+fn bf16_and_fp16_paths_run_where_the_cpu_has_them() {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let has = |f: &str| match f {
+            "avx512bf16" => std::arch::is_x86_feature_detected!("avx512bf16"),
+            _ => std::arch::is_x86_feature_detected!("avx512fp16"),
+        };
+        let base = Isa::Avx512.is_available() && std::arch::is_x86_feature_detected!("avx512dq");
+        let avail = Isa::available();
+        assert_eq!(avail.contains(&Isa::Avx512Bf16), base && has("avx512bf16"));
+        assert_eq!(
+            avail.contains(&Isa::Avx512Fp16),
+            base && has("avx512bf16") && has("avx512fp16")
+        );
+    }
+    let names: Vec<&str> = Isa::ALL.iter().map(|i| i.name()).collect();
+    assert_eq!(
+        names,
+        ["portable", "avx2", "avx512", "avx512bf16", "avx512fp16"]
+    );
+}
+
+/// Sums and products whose results are subnormal (or round from a
+/// subnormal f32 up to the least normal), at ties, at ±0, overflowing to
+/// infinity or NaN, on every instruction set: the hand-computed bits
+/// (checked against the `half` crate too). Each case sits in a 32-element
+/// block of normal values (the AVX-512 BF16 path computes a block with a
+/// subnormal f32 result on the integer rounding, since `vcvtne2ps2bf16`
+/// flushes it to zero; AVX-512 FP16 computes every block in fp16), each
+/// at another lane, and again in the tail after the blocks.
+#[test]
+fn subnormal_results_on_every_isa() {
+    use ReduceOp::{Prod, Sum};
+    const NAN: u16 = 0xFFFF; // any NaN
+    #[rustfmt::skip]
+    let bf16_cases: &[(ReduceOp, u16, u16, u16)] = &[
+        (Sum, 0x0001, 0x0001, 0x0002),  // 2^-133 + 2^-133
+        (Sum, 0x0080, 0x8001, 0x007F),  // least normal - least subnormal
+        (Sum, 0x007F, 0x0001, 0x0080),  // subnormals summing to the least normal
+        (Sum, 0x8001, 0x8001, 0x8002),
+        (Sum, 0x0001, 0x8001, 0x0000),  // x + -x = +0
+        (Sum, 0x0080, 0x8080, 0x0000),
+        (Sum, 0x8000, 0x8000, 0x8000),  // -0 + -0
+        (Sum, 0x7F7F, 0x7F7F, 0x7F80),  // overflow to inf
+        (Sum, 0x7F81, 0x3F80, NAN),     // signalling NaN + 1
+        (Sum, 0x7F80, 0xFF80, NAN),     // inf - inf
+        (Prod, 0x0080, 0x3F00, 0x0040), // 2^-126 * 0.5
+        (Prod, 0x0081, 0x3F00, 0x0040), // f32 0x00408000: tie, kept even
+        (Prod, 0x0083, 0x3F00, 0x0042), // f32 0x00418000: tie, kept odd: up
+        (Prod, 0x0080, 0x3F7F, 0x0080), // f32 0x007F8000: tie, odd: up to normal
+        (Prod, 0x0001, 0x3F00, 0x0000), // 2^-134: tie with 0, even
+        (Prod, 0x0003, 0x3F00, 0x0002), // 1.5 * 2^-133: tie, up
+        (Prod, 0x8001, 0x3F80, 0x8001),
+        (Prod, 0x0001, 0x8000, 0x8000), // -0
+        (Prod, 0x7F7F, 0x4000, 0x7F80), // overflow to inf
+        (Prod, 0x0000, 0x7F80, NAN),    // 0 * inf
+    ];
+    #[rustfmt::skip]
+    let fp16_cases: &[(ReduceOp, u16, u16, u16)] = &[
+        (Sum, 0x0001, 0x0001, 0x0002),  // 2^-24 + 2^-24
+        (Sum, 0x0400, 0x8001, 0x03FF),  // least normal - least subnormal
+        (Sum, 0x03FF, 0x0001, 0x0400),  // to the least normal
+        (Sum, 0x0001, 0x8001, 0x0000),  // x + -x = +0
+        (Sum, 0x8000, 0x8000, 0x8000),
+        (Sum, 0x7BFF, 0x4C00, 0x7C00),  // 65504 + 16: tie, to even = 2^16: inf
+        (Sum, 0x7BFF, 0x4BFF, 0x7BFF),  // 65504 + 15.99: below the tie
+        (Sum, 0x7C01, 0x3C00, NAN),     // signalling NaN + 1
+        (Sum, 0x7C00, 0xFC00, NAN),     // inf - inf
+        (Prod, 0x0001, 0x3800, 0x0000), // 2^-25: tie with 0, even
+        (Prod, 0x0003, 0x3800, 0x0002), // 1.5 * 2^-24: tie, up
+        (Prod, 0x0200, 0x3800, 0x0100), // 2^-15 * 0.5
+        (Prod, 0x0400, 0x3BFF, 0x0400), // 2^-14 - 2^-25: tie, even = normal
+        (Prod, 0x1000, 0x1000, 0x0004), // 2^-11 * 2^-11 = 2^-22
+        (Prod, 0x8001, 0x3C00, 0x8001),
+        (Prod, 0x0001, 0x8000, 0x8000), // -0
+        (Prod, 0x7BFF, 0x4000, 0x7C00), // overflow to inf
+        (Prod, 0x0000, 0x7C00, NAN),    // 0 * inf
+    ];
+    for (dtype, cases, one) in [
+        (DataType::Bf16, bf16_cases, 0x3F80u16),
+        (DataType::Fp16, fp16_cases, 0x3C00),
+    ] {
+        let widen = |h: u16| match dtype {
+            DataType::Bf16 => bf16::from_bits(h).to_f32(),
+            _ => f16::from_bits(h).to_f32(),
+        };
+        let narrow = |v: f32| match dtype {
+            DataType::Bf16 => bf16::from_f32(v).to_bits(),
+            _ => f16::from_f32(v).to_bits(),
+        };
+        let is_nan = |h: u16| widen(h).is_nan();
+        for (k, &(op, x, y, want)) in cases.iter().enumerate() {
+            let (xf, yf) = (widen(x), widen(y));
+            let exact = narrow(if op == Sum { xf + yf } else { xf * yf });
+            assert!(
+                exact == want || is_nan(exact) && want == NAN,
+                "{dtype} {op} {x:#06x} {y:#06x}: the half crate gives {exact:#06x}, the case says {want:#06x}"
+            );
+            // Lane k % 32 of block 0, block 1 all ones, lane k % 5 of a
+            // 5-element tail.
+            let (lane, tail) = (k % 32, 64 + k % 5);
+            let mut xs = vec![one; 69];
+            let mut ys = vec![one; 69];
+            (xs[lane], ys[lane], xs[tail], ys[tail]) = (x, y, x, y);
+            let filler = if op == Sum { narrow(2.0) } else { one };
+            for isa in Isa::available() {
+                let mut dst = bytes_u16(&xs);
+                reduce_with(isa, dtype, op, &mut dst, &bytes_u16(&ys)).unwrap();
+                let mut out = vec![0xAB; dst.len()];
+                reduce_into_on(isa, dtype, op, &mut out, &bytes_u16(&xs), &bytes_u16(&ys));
+                for got in [bits_u16(&dst), bits_u16(&out)] {
+                    for (i, &g) in got.iter().enumerate() {
+                        let w = if i == lane || i == tail { want } else { filler };
+                        assert!(
+                            g == w || w == NAN && is_nan(g),
+                            "{dtype} {op} on {isa}: {x:#06x}, {y:#06x} at element {i} gave {g:#06x}, want {w:#06x}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Every pair of fp16 operands (2^32), and of bf16 operands, summed and
+/// multiplied on the widest instruction set gives the AVX-512 (F16C /
+/// integer rounding) path's bits, NaN payloads aside: the exhaustive check
+/// behind `simd::x86::fp16_op32_avx512fp16`'s double-rounding argument
+/// and `bf16_op32_avx512bf16`'s fallback. Release build: about 10 s on this project's Xeon.
+#[test]
+#[ignore]
+fn every_16_bit_pair_matches_the_avx512_path() {
+    if Isa::best() <= Isa::Avx512 {
+        return;
+    }
+    let all: Vec<u16> = (0..=u16::MAX).collect();
+    let ys = bytes_u16(&all);
+    for dtype in [DataType::Fp16, DataType::Bf16] {
+        for op in [ReduceOp::Sum, ReduceOp::Prod] {
+            let mut bad = 0u64;
+            for x in 0..=u16::MAX {
+                let xs = bytes_u16(&vec![x; all.len()]);
+                let mut got = xs.clone();
+                reduce_with(Isa::best(), dtype, op, &mut got, &ys).unwrap();
+                let mut want = xs;
+                reduce_with(Isa::Avx512, dtype, op, &mut want, &ys).unwrap();
+                if got != want && one_nan(Some(dtype), &got) != one_nan(Some(dtype), &want) {
+                    bad += 1;
+                    eprintln!("{dtype} {op}: x = {x:#06x} differs");
+                }
+            }
+            assert_eq!(bad, 0, "{dtype} {op}: operands x that differ");
+        }
+    }
+}
