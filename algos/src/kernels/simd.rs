@@ -459,32 +459,32 @@ mod x86 {
         }
     }
 
+    // `Avx512Fp16`'s features include `Avx512Bf16`'s: it takes that
+    // token's blocks and adds its own fp16 ones.
     impl Simd for Avx512Fp16 {
         const F16C: bool = true;
         #[inline(always)]
         fn fp16_widen16(self, b: &[u8; 32]) -> [u8; 64] {
-            Avx512(()).fp16_widen16(b)
+            Avx512Bf16(()).fp16_widen16(b)
         }
         #[inline(always)]
         fn fp16_narrow16(self, v: &[u8; 64]) -> [u8; 32] {
-            Avx512(()).fp16_narrow16(v)
+            Avx512Bf16(()).fp16_narrow16(v)
         }
         const BF16_BLOCKS: bool = true;
         #[inline(always)]
         fn bf16_sum32(self, x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
-            // SAFETY: an `Avx512Fp16` exists only inside `run_avx512fp16`,
-            // which runs only once AVX-512 F/BW/DQ/BF16/FP16 were detected.
-            unsafe { bf16_op32_avx512bf16::<false>(x, y) }
+            Avx512Bf16(()).bf16_sum32(x, y)
         }
         #[inline(always)]
         fn bf16_prod32(self, x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
-            // SAFETY: as above.
-            unsafe { bf16_op32_avx512bf16::<true>(x, y) }
+            Avx512Bf16(()).bf16_prod32(x, y)
         }
         const FP16_BLOCKS: bool = true;
         #[inline(always)]
         fn fp16_sum32(self, x: &[u8; 64], y: &[u8; 64]) -> [u8; 64] {
-            // SAFETY: as above.
+            // SAFETY: an `Avx512Fp16` exists only inside `run_avx512fp16`,
+            // which runs only once AVX-512 F/BW/DQ/BF16/FP16 were detected.
             unsafe { fp16_op32_avx512fp16::<false>(x, y) }
         }
         #[inline(always)]
