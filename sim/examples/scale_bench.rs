@@ -10,6 +10,15 @@
 //! faulted in meanwhile (the simulator's code) are printed in KiB: a
 //! fixed cost, most of "sim only" at 64 ranks.
 //!
+//! With `--features heap-count` a counting global allocator (the
+//! `peak_alloc` crate) also gives "heap": the peak of the heap bytes asked
+//! for while the case runs, above those held after the fabric build, per
+//! rank. It excludes code pages and allocator slack, and counts a `realloc`
+//! as a new block plus the old one (that crate moves every reallocation),
+//! so it is an upper bound of the simulator's own data per rank; the
+//! allocator's moves and zeroing make that build slower, so its other
+//! columns are not the benchmark's.
+//!
 //! Cases:
 //! - `ring-N` / `hier-N`: AllReduce of 1 GiB (fp32) on an Atlas 800T A2
 //!   cluster of N ranks (8 NPUs per server on HCCS, RoCE leaf-spine between
@@ -26,6 +35,31 @@
 
 use std::process::Command;
 use std::time::Instant;
+
+#[cfg(feature = "heap-count")]
+#[global_allocator]
+static HEAP: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
+
+/// Resets the heap peak to the heap held now; returns that (bytes).
+fn heap_mark() -> Option<u64> {
+    #[cfg(feature = "heap-count")]
+    {
+        HEAP.reset_peak_usage();
+        Some(HEAP.current_usage() as u64)
+    }
+    #[cfg(not(feature = "heap-count"))]
+    None
+}
+
+/// The heap peak since [`heap_mark`] (bytes).
+fn heap_peak() -> Option<u64> {
+    #[cfg(feature = "heap-count")]
+    {
+        Some(HEAP.peak_usage() as u64)
+    }
+    #[cfg(not(feature = "heap-count"))]
+    None
+}
 
 use hccl_algos::algo::{AlgoSpec, Algorithm, Levels};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
@@ -137,6 +171,7 @@ fn run_case(name: &str) -> Result<(), String> {
     // File-backed pages (the simulator's code, first run after the fabric
     // build) only grow: their growth is a fixed cost inside "sim only".
     let fabric_file = proc_status_bytes("RssFile:");
+    let heap_start = heap_mark();
     let window: usize = std::env::var("SIM_WINDOW")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -155,9 +190,13 @@ fn run_case(name: &str) -> Result<(), String> {
     let cpu = cpu_seconds() - cpu0;
     let hwm = vm_hwm_bytes();
     let code_kib = proc_status_bytes("RssFile:").saturating_sub(fabric_file) / 1024;
+    let heap = match (heap_start, heap_peak()) {
+        (Some(a), Some(b)) => format!("  heap {} B/rank", b.saturating_sub(a) / u64::from(n)),
+        _ => String::new(),
+    };
     let op = &rep.ops[0];
     println!(
-        "{name:<11} ranks {n:>6}  sim {:>14} ns  busbw {:>7.2} GB/s  wall {wall:>8.3} s  cpu {cpu:>8.2} s (+{build_s:.2} s fabric)  events {:>11}  {:>6.2} M ev/cpu-s  VmHWM {:>8.1} MiB  {:>6} B/rank (sim only {:>6}, of it code pages {code_kib} KiB)  engine est {:>6} B/rank  largest component {}  folded period {}{}",
+        "{name:<11} ranks {n:>6}  sim {:>14} ns  busbw {:>7.2} GB/s  wall {wall:>8.3} s  cpu {cpu:>8.2} s (+{build_s:.2} s fabric)  events {:>11}  {:>6.2} M ev/cpu-s  VmHWM {:>8.1} MiB  {:>6} B/rank (sim only {:>6}, of it code pages {code_kib} KiB)  engine est {:>6} B/rank  largest component {}  folded period {}{heap}{}",
         op.time_ns.map_or("stalled".into(), |t| t.to_string()),
         op.busbw_gbps.unwrap_or(0.0),
         rep.stats.events,
