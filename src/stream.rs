@@ -74,6 +74,10 @@ struct Queue<E> {
     run_by_waiter: u32,
     /// The worker waits without a time limit (it must be woken).
     parked: bool,
+    /// Threads waiting on `Inner::done`: a finish wakes only when some
+    /// are (a futex wake is a system call even with no waiter, and the
+    /// common program, which runs each op on its waiting thread, has none).
+    done_waiters: u32,
 }
 
 impl<E> Queue<E> {
@@ -130,6 +134,22 @@ fn wait_timeout<'a, T>(cv: &Condvar, g: MutexGuard<'a, T>, d: Duration) -> Mutex
     cv.wait_timeout(g, d).unwrap_or_else(|p| p.into_inner()).0
 }
 
+/// Waits (up to `d`, if given) for an entry to finish, counted in
+/// `done_waiters` so that [`finish`] knows to wake it.
+fn wait_done<'a, E>(
+    inner: &Inner<E>,
+    mut q: MutexGuard<'a, Queue<E>>,
+    d: Option<Duration>,
+) -> MutexGuard<'a, Queue<E>> {
+    q.done_waiters += 1;
+    let mut q = match d {
+        None => wait(&inner.done, q),
+        Some(d) => wait_timeout(&inner.done, q, d),
+    };
+    q.done_waiters -= 1;
+    q
+}
+
 /// A stream and its worker thread. Dropping it runs what is queued, then
 /// stops the worker.
 pub struct Stream<E: Send + 'static> {
@@ -184,6 +204,7 @@ impl<E: Send + 'static> Stream<E> {
                 lazy: false,
                 run_by_waiter: 0,
                 parked: false,
+                done_waiters: 0,
             }),
             work: Condvar::new(),
             done: Condvar::new(),
@@ -238,7 +259,7 @@ impl<E: Send + 'static> Stream<E> {
                     if now >= deadline {
                         return Err(None);
                     }
-                    q = wait_timeout(&self.inner.done, q, deadline - now);
+                    q = wait_done(&self.inner, q, Some(deadline - now));
                 }
                 q
             }
@@ -269,7 +290,7 @@ impl<E: Send + 'static> Stream<E> {
         // Every entry before has finished; the front is ours once the
         // entry running now (the last before it) is done.
         while q.busy.is_some() || !matches!(q.entries.front(), Some(Entry::Here)) {
-            q = wait(&self.inner.done, q);
+            q = wait_done(&self.inner, q, None);
         }
         q.entries.pop_front();
         q.busy = Some(Instant::now());
@@ -301,7 +322,7 @@ impl<E: Send + 'static> Stream<E> {
                     continue;
                 }
             }
-            q = wait(&self.inner.done, q);
+            q = wait_done(&self.inner, q, None);
         }
         q
     }
@@ -427,7 +448,9 @@ fn finish<E>(inner: &Inner<E>, failure: Option<E>) -> MutexGuard<'_, Queue<E>> {
     }
     q.busy = None;
     q.finished += 1;
-    inner.done.notify_all();
+    if q.done_waiters > 0 {
+        inner.done.notify_all();
+    }
     // Only the worker waits on `work`, and only for a task it can take
     // (or the close): no wake-up when nothing is left, so a waiting thread
     // that ran the task itself does not wake the worker for nothing. What

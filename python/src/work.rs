@@ -18,6 +18,9 @@ struct State {
     callbacks: Vec<Py<PyAny>>,
     /// The result is in and the callbacks have run: `wait` returns.
     finished: bool,
+    /// Threads in `wait` on the condition variable: `set` wakes only when
+    /// some are (a wake is a system call even with nobody waiting).
+    waiters: u32,
 }
 
 /// Where an op's result lands.
@@ -54,8 +57,14 @@ impl Done {
                 }
             });
         }
-        self.lock().finished = true;
-        self.cv.notify_all();
+        let wake = {
+            let mut s = self.lock();
+            s.finished = true;
+            s.waiters > 0
+        };
+        if wake {
+            self.cv.notify_all();
+        }
     }
 }
 
@@ -92,11 +101,13 @@ impl Work {
             let until =
                 timeout.map(|t| std::time::Instant::now() + Duration::from_secs_f64(t.max(0.0)));
             while !s.finished {
+                s.waiters += 1;
                 match until {
                     None => s = done.cv.wait(s).unwrap_or_else(|p| p.into_inner()),
                     Some(u) => {
                         let left = u.saturating_duration_since(std::time::Instant::now());
                         if left.is_zero() {
+                            s.waiters -= 1;
                             return None;
                         }
                         s = done
@@ -106,6 +117,7 @@ impl Work {
                             .0;
                     }
                 }
+                s.waiters -= 1;
             }
             s.result.clone()
         });
