@@ -41,7 +41,7 @@ fn parse_size(s: &str) -> Option<usize> {
         b'M' | b'm' => (&s[..s.len() - 1], 1 << 20),
         _ => (s, 1),
     };
-    num.parse::<usize>().ok().map(|n| n * mul)
+    num.parse::<usize>().ok()?.checked_mul(mul)
 }
 
 fn size_label(len: usize) -> String {
@@ -110,10 +110,13 @@ fn measure(len: usize, total: Duration, mut f: impl FnMut()) -> f64 {
 const BATCH: Duration = Duration::from_micros(200);
 
 fn main() {
-    let ms: u64 = std::env::args()
-        .nth(1)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(200);
+    let ms: u64 = match std::env::args().nth(1) {
+        None => 200,
+        Some(a) => a.parse().unwrap_or_else(|_| {
+            eprintln!("kernel_bench: milliseconds {a:?}: a whole number, e.g. 200 (then filter, sizes, isa)");
+            std::process::exit(2)
+        }),
+    };
     let batch = Duration::from_millis(ms.max(1));
     let filter = std::env::args().nth(2).unwrap_or_default();
     let sizes: Vec<usize> = match std::env::args().nth(3) {
@@ -138,7 +141,11 @@ fn main() {
             .find(|i| i.name() == name)
             .unwrap_or_else(|| {
                 let names: Vec<&str> = Isa::ALL.iter().map(|i| i.name()).collect();
-                panic!("instruction set {name:?}: use one of {}", names.join(", "))
+                eprintln!(
+                    "kernel_bench: instruction set {name:?}: use one of {}",
+                    names.join(", ")
+                );
+                std::process::exit(2)
             }),
         None => Isa::best(),
     };

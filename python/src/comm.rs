@@ -158,30 +158,33 @@ pub(crate) fn get(obj: &Bound<'_, PyAny>, arg: &str, writable: bool) -> PyResult
 /// `torch.Tensor`, once a tensor has been seen (torch is imported then).
 static TENSOR_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
-/// True for a `torch.Tensor` (without importing torch): an `isinstance`
-/// once the first tensor has been seen, before that by the type's module.
+/// True for a `torch.Tensor`, a subclass defined outside torch included
+/// (without importing torch): an `isinstance` against `torch.Tensor`,
+/// found in `sys.modules` (a tensor exists only once torch is imported)
+/// and cached from then on. Testing the type's module before the first
+/// tensor made a subclass from another module fail as the process's first
+/// tensor and pass after a plain one.
 fn is_tensor(obj: &Bound<'_, PyAny>) -> bool {
     let py = obj.py();
     if let Some(t) = TENSOR_TYPE.get(py) {
         return obj.is_instance(t.bind(py)).unwrap_or(false);
     }
-    let from_torch = obj.get_type().module().is_ok_and(|m| {
-        m.to_str()
-            .is_ok_and(|m| m == "torch" || m.starts_with("torch."))
-    }) && obj.hasattr(intern!(py, "data_ptr")).unwrap_or(false);
-    if from_torch {
-        let tensor = py
-            .import(intern!(py, "torch"))
-            .and_then(|m| m.getattr(intern!(py, "Tensor")))
-            .ok()
-            .and_then(|t| t.cast_into::<PyType>().ok());
-        if let Some(t) = tensor {
+    // Not imported yet, or still importing (no `Tensor` yet): not a tensor.
+    let tensor = py
+        .import(intern!(py, "sys"))
+        .and_then(|s| s.getattr(intern!(py, "modules")))
+        .and_then(|m| m.get_item(intern!(py, "torch")))
+        .and_then(|m| m.getattr(intern!(py, "Tensor")))
+        .ok()
+        .and_then(|t| t.cast_into::<PyType>().ok());
+    match tensor {
+        Some(t) => {
             let is = obj.is_instance(&t).unwrap_or(false);
             let _ = TENSOR_TYPE.set(py, t.unbind());
-            return is;
+            is
         }
+        None => false,
     }
-    from_torch
 }
 
 /// An optional buffer: `None` is no memory.

@@ -360,3 +360,25 @@ def test_from_env_names_ascends_rank_id(torch_backend):
     env.update(RANK_ID="x", RANK_SIZE="1", MASTER_ADDR="127.0.0.1", HCCL_RS_TORCH=torch_backend)
     r = subprocess.run([sys.executable, "-c", FROM_ENV], env=env, capture_output=True, text=True, timeout=60)
     assert r.stdout.startswith('1 RANK_ID="x": not a whole number'), (r.stdout, r.stderr[-2000:])
+
+
+SUBCLASS_FIRST = """
+import torch, hccl_rs
+class Mine(torch.Tensor):
+    pass
+comms = hccl_rs.Comm.init_all(2, backend="sim")
+bufs = [torch.full((4,), float(c.rank + 1)).as_subclass(Mine) for c in comms]
+works = [c.all_reduce(b, async_op=True) for c, b in zip(comms, bufs)]
+for w in works:
+    w.wait()
+print([b.tolist() for b in bufs])
+"""
+
+
+def test_a_tensor_subclass_is_a_tensor_as_the_first_buffer_of_a_process():
+    # The first tensor used to be recognised by its type's module (torch.*),
+    # so a subclass from another module failed as the first and passed later.
+    need("torch")
+    r = subprocess.run([sys.executable, "-c", SUBCLASS_FIRST], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str([[3.0] * 4] * 2), r.stdout
