@@ -460,15 +460,19 @@ pub(crate) fn reduce_scatter(
             (lo, hi) = keep;
             return;
         }
-        // The own block to the output; the folded-out neighbour's block to it.
-        let copy = e.push(
+        // The own block to the output; the folded-out neighbour's block to
+        // it. An Avg divides in scratch first, where the transport keeps an
+        // fp16/bf16 sum's f32 values (a copy moves only the rounded bytes).
+        if let Some(div) = e.divide(divide, scratch.block(&blocks, me), &prev) {
+            prev = vec![div];
+        }
+        e.push(
             Op::Copy {
                 src: scratch.block(&blocks, me),
                 dst: out.at(0, own),
             },
             &prev,
         );
-        e.divide(divide, out.at(0, own), &[copy]);
         if folded {
             e.push(
                 Op::Send {
@@ -617,6 +621,13 @@ pub(crate) fn allreduce_doubling(
         }
         let mut last: Vec<StepId> = made.into_iter().collect();
         if cur != Held::Dst {
+            // Divide where the sum is, then copy: the transport keeps an
+            // fp16/bf16 sum's f32 values beside its bytes, and a copy moves
+            // only the rounded bytes (fp16 40000 + 40000 averaged after the
+            // copy was inf).
+            if let Some(div) = e.divide(divide, whole(loc(cur)), &last) {
+                last = vec![div];
+            }
             let mut deps = last.clone();
             deps.extend(&readers[slot(Held::Dst)]);
             deps.sort_unstable();
@@ -628,8 +639,7 @@ pub(crate) fn allreduce_doubling(
                 },
                 &deps,
             )];
-        }
-        if let Some(div) = e.divide(divide, whole(dst), &last) {
+        } else if let Some(div) = e.divide(divide, whole(dst), &last) {
             last = vec![div];
         }
         if folded {

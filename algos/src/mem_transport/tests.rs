@@ -571,3 +571,43 @@ fn unwritten_output_holds_seeded_garbage() {
     .unwrap();
     assert_ne!(outs[0], vec![0u8; 16]);
 }
+
+/// A 2-rank fp16 Avg whose sum overflows fp16 but whose average does not
+/// (40000 on both ranks: the sum is over 65504) comes out 40000 on every
+/// algorithm, in place and not: the divide reads the f32 sum the transport
+/// kept, never the rounded bytes a copy moved (doubling and H-D_R copied
+/// their result out of scratch first and divided inf). With more ranks a
+/// partial sum that travels is rounded (`precision`'s native mode), so
+/// there 3 × 40000 is inf by design; HCCL_REDUCE_PRECISION=fp32 avoids it.
+#[test]
+fn an_fp16_avg_whose_sum_overflows_gives_the_average_on_every_algorithm() {
+    use crate::algo::{AlgoSpec, Algorithm};
+    use crate::collective::{CollectiveArgs, CollectiveKind};
+    use crate::dtype::DataType;
+    let x = half::f16::from_f32(40000.0).to_bits().to_le_bytes();
+    let p = 2u32;
+    {
+        for algo in Algorithm::ALL {
+            for in_place in [false, true] {
+                let count = 4 * u64::from(p) + 3;
+                let args = CollectiveArgs::new(CollectiveKind::AllReduce, count, DataType::Fp16, p)
+                    .with_op(ReduceOp::Avg)
+                    .with_in_place(in_place);
+                let inputs = (0..p).map(|_| x.repeat(count as usize)).collect();
+                let spec = AlgoSpec::Flat(algo);
+                let outs = match run_collective(&args, &spec, &GroupLayout::flat(p), inputs, 7) {
+                    Ok(o) => o,
+                    Err(MemError::Plan(_)) => continue,
+                    Err(e) => panic!("{algo} p={p} in_place={in_place}: {e}"),
+                };
+                for (r, out) in outs.iter().enumerate() {
+                    assert_eq!(
+                        out.chunks(2).find(|e| *e != x),
+                        None,
+                        "{algo} p={p} in_place={in_place} rank {r}: not 40000"
+                    );
+                }
+            }
+        }
+    }
+}
