@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use hccl::comm::DataType;
 use hccl::{BackendKind, CommError, P2pItem};
 use hccl_algos::collective::{CollectiveArgs, CollectiveKind};
+use hccl_algos::ReduceOp;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -185,6 +186,28 @@ fn is_tensor(obj: &Bound<'_, PyAny>) -> bool {
         }
         None => false,
     }
+}
+
+/// The op named `op` for a reduction of `send`. A torch bool tensor's
+/// elements are 0/1 bytes, so a sum, product or average could store 2 in
+/// a bool: refused, naming what to use (the torch backend maps SUM to max
+/// and PRODUCT to min, as torch's NCCL backend does; a numpy bool array is
+/// refused by its format).
+///
+/// # Errors
+/// `ValueError` for an unknown op name or such an op on a bool tensor.
+fn reduce_op_for(send: &Bound<'_, PyAny>, op: &str) -> PyResult<ReduceOp> {
+    let r = dtype::reduce_op(op)?;
+    if matches!(r, ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Avg) && is_tensor(send) {
+        let py = send.py();
+        let name = send.getattr(intern!(py, "dtype"))?.str()?.to_string();
+        if name == "torch.bool" {
+            return Err(PyValueError::new_err(format!(
+                "send: op {op:?} on a bool tensor would store values other than 0 and 1; use op=\"max\" (logical or) or op=\"min\" (logical and), or a uint8 tensor"
+            )));
+        }
+    }
+    Ok(r)
 }
 
 /// An optional buffer: `None` is no memory.
@@ -576,7 +599,7 @@ impl Comm {
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
-        let op = dtype::reduce_op(op)?;
+        let op = reduce_op_for(send, op)?;
         self.collective(py, (dtype, async_op), &send_recv(send, recv), |n, d| {
             Ok(self.args(CollectiveKind::AllReduce, n[0], d).with_op(op))
         })
@@ -594,7 +617,7 @@ impl Comm {
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
-        let op = dtype::reduce_op(op)?;
+        let op = reduce_op_for(send, op)?;
         let bufs = [("send", Some(send), false), ("recv", Some(recv), true)];
         self.collective(py, (dtype, async_op), &bufs, |n, d| {
             Ok(self
@@ -657,7 +680,7 @@ impl Comm {
         async_op: bool,
     ) -> PyResult<Option<Work>> {
         let root = self.root(py, CollectiveKind::Reduce, root)?;
-        let op = dtype::reduce_op(op)?;
+        let op = reduce_op_for(send, op)?;
         self.collective(py, (dtype, async_op), &send_recv(send, recv), |n, d| {
             Ok(self
                 .args(CollectiveKind::Reduce, n[0], d)
@@ -782,7 +805,7 @@ impl Comm {
     ) -> PyResult<Option<Work>> {
         let send_counts = elements(py, "ReduceScatterV", "send_counts", &send_counts)?;
         let send_displs = elements(py, "ReduceScatterV", "send_displs", &send_displs)?;
-        let op = dtype::reduce_op(op)?;
+        let op = reduce_op_for(send, op)?;
         let bufs = [("send", Some(send), false), ("recv", Some(recv), true)];
         self.run(py, "ReduceScatterV", (dtype, async_op), &bufs, |m, d, _| {
             let (s, mut r) = disjoint(m)?;

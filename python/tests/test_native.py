@@ -382,3 +382,18 @@ def test_a_tensor_subclass_is_a_tensor_as_the_first_buffer_of_a_process():
     r = subprocess.run([sys.executable, "-c", SUBCLASS_FIRST], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == str([[3.0] * 4] * 2), r.stdout
+
+
+def test_a_bool_tensor_refuses_sum_prod_and_avg_and_takes_max_and_min():
+    # A bool tensor's elements are 0/1 bytes: a byte-wise sum would store 2.
+    torch = need("torch")
+    comms = hccl_rs.Comm.init_all(2, backend="sim")
+    for op in ("sum", "prod", "avg"):
+        with pytest.raises(ValueError, match=f'send: op "{op}" on a bool tensor'):
+            comms[0].all_reduce(torch.tensor([True, False]), op=op)
+    bufs = [torch.tensor([True, True, False]), torch.tensor([True, False, False])]
+    run_all(comms, lambda c: c.all_reduce(bufs[c.rank], op="max", async_op=True))
+    assert [b.tolist() for b in bufs] == [[True, True, False]] * 2
+    bufs = [torch.tensor([True, True, False]), torch.tensor([True, False, False])]
+    run_all(comms, lambda c: c.all_reduce(bufs[c.rank], op="min", async_op=True))
+    assert [b.tolist() for b in bufs] == [[True, False, False]] * 2
