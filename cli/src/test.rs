@@ -996,6 +996,15 @@ fn run_tcp(
     let spawned = std::env::var_os(tcp::SPAWNED_VAR).is_some();
     match a.spawn {
         Some(0) => return Ok(usage_error(bin, "--spawn 0: start at least one rank")),
+        Some(n) if n > tcp::SPAWN_MAX && !spawned => {
+            return Ok(usage_error(
+                bin,
+                format!(
+                    "--spawn {n}: at most {} rank processes on one host (each holds a socket to every other rank, and a default `ulimit -n` is 1024); simulate larger worlds with --transport sim",
+                    tcp::SPAWN_MAX
+                ),
+            ))
+        }
         Some(n) if !spawned => {
             // All of --spawn's ranks are on this node.
             if let Some(p) = a.npus {

@@ -699,6 +699,11 @@ fn tcp_rejects_simulator_flags() {
             &["all_reduce", "--transport", "tcp", "--max-ranks", "8"][..],
             "--max-ranks is for the simulator",
         ),
+        (
+            // Refused before a single rank process starts.
+            &["all_reduce", "--transport", "tcp", "--spawn", "100000"][..],
+            "--spawn 100000: at most 1024 rank processes on one host",
+        ),
     ] {
         let o = hccl(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));

@@ -854,6 +854,12 @@ fn kill_all(kids: &mut [(u32, Child)]) {
     }
 }
 
+/// Most rank processes `--spawn` starts: every rank holds a connection to
+/// every other, so past about 1,000 ranks a default `ulimit -n` (1024) runs
+/// out, and on a laptop the processes alone swamp the host long before
+/// (a trial's `--spawn 100000` had 1,335 processes running within 5 s).
+pub(crate) const SPAWN_MAX: u32 = 1024;
+
 /// `--spawn N`: runs this program again as `n` ranks on 127.0.0.1
 /// (torchrun-style `RANK`, `WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`,
 /// same arguments) and waits for them. Rank 0 prints the table; every
