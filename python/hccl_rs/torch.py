@@ -246,7 +246,7 @@ class _Work(dist.Work):
                 w.wait(secs)
             self._finish()
         finally:
-            _LIVE.pop(id(self), None)
+            _release(self)
         return True
 
     def is_completed(self):

@@ -69,6 +69,8 @@ pub(crate) struct Mem {
     len: usize,
     /// The element type the buffer's format names (`None`: raw bytes).
     dtype: Option<DataType>,
+    /// A torch bool tensor: 0/1 bytes, which a sum could turn into 2.
+    bools: bool,
 }
 
 impl Mem {
@@ -102,6 +104,7 @@ impl Mem {
             addr: view.buf_ptr() as usize,
             len: view.len_bytes(),
             dtype,
+            bools: false,
             _view: Some(Owner::Export { view: Some(view) }),
         })
     }
@@ -152,6 +155,7 @@ impl Mem {
             addr,
             len,
             dtype,
+            bools: name == "torch.bool",
             _view: Some(Owner::Tensor {
                 _tensor: tensor.clone().unbind(),
             }),
@@ -166,6 +170,7 @@ impl Mem {
             addr: 0,
             len: 0,
             dtype: None,
+            bools: false,
         }
     }
 
@@ -178,6 +183,11 @@ impl Mem {
     /// Bytes.
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// True for a torch bool tensor's memory.
+    pub(crate) fn is_bools(&self) -> bool {
+        self.bools
     }
 
     /// The element type of the buffer's format (`None` for raw bytes).
@@ -256,6 +266,7 @@ impl Pair {
             addr: base,
             len: end - base,
             dtype: send.dtype,
+            bools: send.bools,
         };
         Ok(Pair::InPlace(one, recv))
     }

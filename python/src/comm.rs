@@ -188,26 +188,23 @@ fn is_tensor(obj: &Bound<'_, PyAny>) -> bool {
     }
 }
 
-/// The op named `op` for a reduction of `send`. A torch bool tensor's
-/// elements are 0/1 bytes, so a sum, product or average could store 2 in
-/// a bool: refused, naming what to use (the torch backend maps SUM to max
-/// and PRODUCT to min, as torch's NCCL backend does; a numpy bool array is
-/// refused by its format).
+/// Refuses a sum, product or average over a torch bool tensor: its
+/// elements are 0/1 bytes, which a byte-wise sum could turn into 2 (the
+/// torch backend maps SUM to max and PRODUCT to min, as torch's NCCL
+/// backend does; a numpy bool array is refused by its format).
 ///
 /// # Errors
-/// `ValueError` for an unknown op name or such an op on a bool tensor.
-fn reduce_op_for(send: &Bound<'_, PyAny>, op: &str) -> PyResult<ReduceOp> {
-    let r = dtype::reduce_op(op)?;
-    if matches!(r, ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Avg) && is_tensor(send) {
-        let py = send.py();
-        let name = send.getattr(intern!(py, "dtype"))?.str()?.to_string();
-        if name == "torch.bool" {
-            return Err(PyValueError::new_err(format!(
-                "send: op {op:?} on a bool tensor would store values other than 0 and 1; use op=\"max\" (logical or) or op=\"min\" (logical and), or a uint8 tensor"
-            )));
-        }
+/// `ValueError` naming the op and what to use instead.
+fn refuse_bool_sums(mems: &[Mem], op: ReduceOp) -> PyResult<()> {
+    if matches!(op, ReduceOp::Sum | ReduceOp::Prod | ReduceOp::Avg)
+        && mems.first().is_some_and(Mem::is_bools)
+    {
+        return Err(PyValueError::new_err(format!(
+            "send: op \"{}\" on a bool tensor would store values other than 0 and 1; use op=\"max\" (logical or) or op=\"min\" (logical and), or a uint8 tensor",
+            op.name()
+        )));
     }
-    Ok(r)
+    Ok(())
 }
 
 /// An optional buffer: `None` is no memory.
@@ -465,6 +462,9 @@ impl Comm {
     ) -> PyResult<Option<Work>> {
         let (mems, d, counts) = parse(dtype, args)?;
         let args = spec(&counts, d)?;
+        if args.kind.is_reduction() {
+            refuse_bool_sums(&mems, args.op)?;
+        }
         let what = format!("{:?}", args.kind);
         let op = if mems.len() == 1 {
             in_place_op(args, first_two(mems).0)
@@ -599,7 +599,7 @@ impl Comm {
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
-        let op = reduce_op_for(send, op)?;
+        let op = dtype::reduce_op(op)?;
         self.collective(py, (dtype, async_op), &send_recv(send, recv), |n, d| {
             Ok(self.args(CollectiveKind::AllReduce, n[0], d).with_op(op))
         })
@@ -617,7 +617,7 @@ impl Comm {
         dtype: Option<&str>,
         async_op: bool,
     ) -> PyResult<Option<Work>> {
-        let op = reduce_op_for(send, op)?;
+        let op = dtype::reduce_op(op)?;
         let bufs = [("send", Some(send), false), ("recv", Some(recv), true)];
         self.collective(py, (dtype, async_op), &bufs, |n, d| {
             Ok(self
@@ -680,7 +680,7 @@ impl Comm {
         async_op: bool,
     ) -> PyResult<Option<Work>> {
         let root = self.root(py, CollectiveKind::Reduce, root)?;
-        let op = reduce_op_for(send, op)?;
+        let op = dtype::reduce_op(op)?;
         self.collective(py, (dtype, async_op), &send_recv(send, recv), |n, d| {
             Ok(self
                 .args(CollectiveKind::Reduce, n[0], d)
@@ -805,9 +805,10 @@ impl Comm {
     ) -> PyResult<Option<Work>> {
         let send_counts = elements(py, "ReduceScatterV", "send_counts", &send_counts)?;
         let send_displs = elements(py, "ReduceScatterV", "send_displs", &send_displs)?;
-        let op = reduce_op_for(send, op)?;
+        let op = dtype::reduce_op(op)?;
         let bufs = [("send", Some(send), false), ("recv", Some(recv), true)];
         self.run(py, "ReduceScatterV", (dtype, async_op), &bufs, |m, d, _| {
+            refuse_bool_sums(&m, op)?;
             let (s, mut r) = disjoint(m)?;
             Ok(Box::new(move |c| {
                 with_element!(d, T => c.reduce_scatter_v::<[T], [T]>(
