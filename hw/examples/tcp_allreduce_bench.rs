@@ -23,6 +23,10 @@
 //! lender's pages one page table entry at a time, and a 16 MiB buffer
 //! outgrows the TLB in 4 KiB pages), so both sides must use the same.
 //! `BENCH_HUGEPAGES=0` keeps 4 KiB pages here and in the Python scripts.
+//!
+//! `BENCH_IN_PLACE=1` runs every AllReduce in place (one buffer, as
+//! `torch.distributed.all_reduce` and `MPI_IN_PLACE` do), refilling the
+//! buffer before each op so that the result stays checkable.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -121,11 +125,13 @@ fn child(rank: u32) {
     let slice_bytes: Option<u64> = std::env::var("BENCH_SLICE_BYTES")
         .ok()
         .map(|v| v.parse().expect("BENCH_SLICE_BYTES"));
+    let in_place = std::env::var("BENCH_IN_PLACE").is_ok_and(|v| v == "1");
     let mut bytes = min;
     while bytes <= max {
         let count = bytes / 4;
         let args = CollectiveArgs::new(CollectiveKind::AllReduce, count, DataType::Fp32, n)
-            .with_op(ReduceOp::Sum);
+            .with_op(ReduceOp::Sum)
+            .with_in_place(in_place);
         let algo = fixed.unwrap_or_else(|| choose(&args, fit, forced.as_ref()));
         let mut input = buffer(bytes);
         for (i, b) in input.chunks_exact_mut(4).enumerate() {
@@ -158,8 +164,16 @@ fn child(rank: u32) {
                 sig: [1; 32],
                 describe: &describe,
             };
-            t.run(&ctx, &info, OpBuffers::separate(&input, output, scratch), p)
-                .expect("allreduce");
+            let bufs = if in_place {
+                // The refill is timed too: a memcpy of `bytes`, as a
+                // training step's gradient buffer is rewritten each step.
+                output.copy_from_slice(&input);
+                let whole = (0, output.len() as u64);
+                OpBuffers::in_place(output, whole, whole, scratch).expect("in-place buffers")
+            } else {
+                OpBuffers::separate(&input, output, scratch)
+            };
+            t.run(&ctx, &info, bufs, p).expect("allreduce");
         };
         let mut scratch = Vec::new();
         for _ in 0..warmups {

@@ -259,8 +259,10 @@ pub struct TcpRank {
     /// message on the wire).
     outbox: Vec<(u32, Outgoing, bool)>,
     /// Events of frames this thread wrote itself ([`Event::SendDone`]),
-    /// handled before the I/O tasks' events.
-    local_events: VecDeque<Event>,
+    /// and a peer's piece put back unread at an op's start or end (see
+    /// [`TcpOp`]'s `pump_until_piece`), handled before the I/O tasks'
+    /// events.
+    pub(super) local_events: VecDeque<Event>,
     cma_stats: CmaStats,
     /// Receive chunks of fast-path peers, shared with their readers.
     chunk_pool: ChunkPool,
