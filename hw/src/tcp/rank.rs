@@ -200,9 +200,9 @@ struct Peer {
     /// The peer reads this rank's pieces (its probe answer was "ok").
     cma_send: bool,
     /// Messages longer than this go to a `cma_send` peer as lent pieces,
-    /// shorter ones as bytes: [`MAX_INLINE_ON_CMA`], or
-    /// [`MAX_INLINE_ON_RINGS`] to a ring peer when this host runs more
-    /// ranks than CPUs.
+    /// shorter ones as bytes: [`MAX_INLINE_ON_CMA`], or to a ring peer
+    /// [`MAX_INLINE_ON_RINGS`] when this host runs more ranks than CPUs and
+    /// [`INLINE_ON_RINGS_FIT`] when they fit.
     inline_max: u64,
     /// The peer's process, verified by the probe: this rank reads its pieces.
     cma_pid: Option<u32>,
@@ -432,10 +432,10 @@ impl TcpRank {
             (SPIN_BEFORE_SLEEP, SPIN_BUSY)
         };
         for p in &mut peers {
-            p.inline_max = if oversubscribed && p.shm.is_some() {
-                MAX_INLINE_ON_RINGS
-            } else {
-                MAX_INLINE_ON_CMA
+            p.inline_max = match (p.shm.is_some(), oversubscribed) {
+                (true, true) => MAX_INLINE_ON_RINGS,
+                (true, false) => INLINE_ON_RINGS_FIT,
+                (false, _) => MAX_INLINE_ON_CMA,
             };
         }
         let spin = (local_ranks > 1).then_some(look);

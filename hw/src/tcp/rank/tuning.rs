@@ -28,6 +28,18 @@ pub const MAX_EARLY_MESSAGES: usize = 1 << 16;
 // be one piece: one write, never split around an ack.
 const _: () = assert!(SEND_PIECE as u64 >= MAX_INLINE_ON_CMA);
 const _: () = assert!(SEND_PIECE as u64 <= MAX_CMA_PIECE);
+/// Largest byte-stream payload a rank sends on a ring link
+/// ([`crate::shm`]) when its host runs no more ranks than CPUs; longer
+/// messages go as lent pieces. Each peer is then running, so a piece's
+/// ack comes back at once, and one copy (the peer's `process_vm_readv`)
+/// beats two (into the ring and out of it) from a few KiB. Session 16
+/// (Intel Xeon VM, 2 processes, `tcp_allreduce_bench`, 5-7 interleaved
+/// rounds, medians): bound 32 → 16 KiB took 32 KiB from 19.0 to 14.1 µs,
+/// 16 → 8 KiB took 16 KiB from 12.0 to 10.5 µs, and 8 → 4 KiB made 8 KiB
+/// slower (8.9 → 9.8 µs). Oversubscribed hosts keep
+/// [`MAX_INLINE_ON_RINGS`](crate::tcp::wire::MAX_INLINE_ON_RINGS).
+pub const INLINE_ON_RINGS_FIT: u64 = 8 << 10;
+const _: () = assert!(INLINE_ON_RINGS_FIT <= MAX_INLINE_ON_CMA);
 /// Pieces a send may run ahead of the writer (4 MiB at 1 MiB pieces): the
 /// memory a send holds per peer, whatever the message size.
 pub const PIECES_AHEAD: u32 = 4;
