@@ -51,6 +51,11 @@ fn kernel_err(e: kernels::KernelError) -> TcpError {
 }
 
 impl<'a> OpBuffers<'a> {
+    /// True for one buffer holding input and output ([`OpBuffers::in_place`]).
+    pub(crate) fn is_in_place(&self) -> bool {
+        self.alias.is_some()
+    }
+
     /// Bytes of the op's data: its input or output, whichever is larger
     /// (not the scratch, whose size is the algorithm's).
     pub(crate) fn data_len(&self) -> usize {

@@ -11,7 +11,8 @@ use crate::tcp::buffers::OpBuffers;
 use crate::tcp::error::{AbortKind, TcpError};
 use crate::tcp::io::{Event, Outgoing};
 use crate::tcp::wire::{
-    FrameHeader, FrameKind, PieceDesc, FRAME_HEADER_LEN, MAX_ABORT_REASON, PIECE_DESC_LEN,
+    FrameHeader, FrameKind, PieceDesc, FRAME_HEADER_LEN, MAX_ABORT_REASON, MAX_INLINE_ON_CMA,
+    PIECE_DESC_LEN,
 };
 
 /// What [`write_now`] did with a frame.
@@ -186,7 +187,16 @@ impl TcpRank {
     /// peer reads them while the send step waits for its acks).
     pub(super) fn fill_sends(&mut self, peer: u32, bufs: &OpBuffers<'_>) -> Result<(), TcpError> {
         let p = &mut self.peers[peer as usize];
-        while let Some(piece) = p.sends.next_piece(p.cma_send.then_some(p.inline_max)) {
+        // An in-place op rewrites what it lends right after the peer read
+        // it, and lending short messages then costs more than the copies
+        // (session 16, 2 processes, in place: 16 KiB 12.9 µs as bytes
+        // against 17.5 lent, 32 KiB 20.1 against 23.7).
+        let inline_max = if bufs.is_in_place() {
+            p.inline_max.max(MAX_INLINE_ON_CMA)
+        } else {
+            p.inline_max
+        };
+        while let Some(piece) = p.sends.next_piece(p.cma_send.then_some(inline_max)) {
             // The held op start leaves with the first piece of a message.
             let op_start = if piece.first { p.op_start.take() } else { None };
             let payload = bufs.get(piece.src)?;

@@ -37,7 +37,9 @@ const _: () = assert!(SEND_PIECE as u64 <= MAX_CMA_PIECE);
 /// rounds, medians): bound 32 → 16 KiB took 32 KiB from 19.0 to 14.1 µs,
 /// 16 → 8 KiB took 16 KiB from 12.0 to 10.5 µs, and 8 → 4 KiB made 8 KiB
 /// slower (8.9 → 9.8 µs). Oversubscribed hosts keep
-/// [`MAX_INLINE_ON_RINGS`](crate::tcp::wire::MAX_INLINE_ON_RINGS).
+/// [`MAX_INLINE_ON_RINGS`](crate::tcp::wire::MAX_INLINE_ON_RINGS), and
+/// in-place ops [`MAX_INLINE_ON_CMA`] (they lent 16-32 KiB 1.2-1.35× slower
+/// than they sent it as bytes: `TcpRank::fill_sends`).
 pub const INLINE_ON_RINGS_FIT: u64 = 8 << 10;
 const _: () = assert!(INLINE_ON_RINGS_FIT <= MAX_INLINE_ON_CMA);
 /// Pieces a send may run ahead of the writer (4 MiB at 1 MiB pieces): the
