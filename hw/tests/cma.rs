@@ -969,6 +969,58 @@ fn receive_lent_pieces(distance: Option<usize>) -> (bool, hccl_hw::tcp::CmaStats
     (out == payload, stats)
 }
 
+/// An op's start reads no piece that came before it (session 16): a rank
+/// one op behind read its peer's next piece there, before posting its own
+/// sends, and the two ranks then copied in turn. The piece waits, first in
+/// line, and the op's first wait reads it whole.
+#[test]
+fn an_op_start_leaves_an_early_piece_for_the_first_wait() {
+    const LEN: u64 = 256 << 10;
+    let c = cfg();
+    let info = root(&c);
+    let payload: Vec<u8> = (0..LEN).map(|i| (i * 7 % 253) as u8).collect();
+    let (sent_tx, sent_rx) = std::sync::mpsc::channel();
+    let rank0 = std::thread::spawn(move || {
+        let mut t = TcpRank::connect(c, &info, 2, 0, COMM).unwrap();
+        sent_rx.recv().unwrap();
+        // Time for the frames to reach rank 0's reader task.
+        std::thread::sleep(Duration::from_millis(200));
+        let mut out = vec![0u8; LEN as usize];
+        let info0 = op_info(SIG);
+        let bufs = OpBuffers::separate(&[], &mut out, &mut []);
+        // Nothing posted, nothing lent: dropped at once.
+        drop(t.begin(&ctx(0, 0), &info0, bufs).unwrap());
+        let at_start = t.cma_stats().bytes_read;
+        let plan = recv_plan(1, LEN);
+        let bufs = OpBuffers::separate(&[], &mut out, &mut []);
+        t.run(&ctx(0, 0), &op_info(SIG), bufs, plan).unwrap();
+        (at_start, out, t.cma_stats().bytes_read)
+    });
+    let (mut s, _, _token) = fake_rank1(&info);
+    let session = info.session;
+    s.write_all(&op_start(session)).unwrap();
+    let w = open_word(1);
+    let d = desc_of(&payload, &w);
+    let mut b = frame(session, FrameKind::DataCma, 0, 0, LEN);
+    b.extend_from_slice(&d.encode());
+    s.write_all(&b).unwrap();
+    sent_tx.send(()).unwrap();
+    loop {
+        let h = read_frame(&mut s, session);
+        if h.kind == FrameKind::CmaAck {
+            assert_eq!(read_desc(&mut s), d, "the ack names the piece");
+            break;
+        }
+        assert_eq!(h.kind, FrameKind::OpStart);
+    }
+    s.write_all(&frame(session, FrameKind::Bye, 0, 0, 0))
+        .unwrap();
+    let (at_start, out, read) = rank0.join().unwrap();
+    assert_eq!(at_start, 0, "the op's start read the early piece");
+    assert_eq!(read, LEN);
+    assert!(out == payload, "received bytes differ");
+}
+
 #[test]
 fn pieces_for_a_posted_plain_receive_land_in_place_without_a_chunk() {
     let (same, stats) = receive_lent_pieces(Some(0));

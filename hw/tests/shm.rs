@@ -8,10 +8,11 @@
 
 use std::sync::Arc;
 
-use hccl_hw::tcp::{TcpConfig, TcpRank};
+use hccl_algos::schedule::{BufKind, Deps, Op, Region};
+use hccl_hw::tcp::{OpBuffers, TcpConfig, TcpRank};
 
 mod common;
-use common::{f32s, root, run_allreduce, COMM};
+use common::{ctx, f32s, op_info, root, run_allreduce, step, COMM};
 
 /// The tests' config with the rings on.
 fn cfg() -> TcpConfig {
@@ -95,5 +96,97 @@ fn shm_disable_on_one_rank_keeps_its_pairs_on_the_socket() {
     for (r, (small, big, peers)) in out.into_iter().enumerate() {
         assert!(small && big, "rank {r}: result differs");
         assert_eq!(peers, want[r], "rank {r}: ring peers");
+    }
+}
+
+/// Session 16's inline bounds on a ring link: an out-of-place op lends a
+/// 16 KiB message when the ranks fit the CPUs (`INLINE_ON_RINGS_FIT`,
+/// 8 KiB) and sends it as bytes when they do not; an in-place op sends it
+/// as bytes either way (it rewrites what it lends right after the peer
+/// read it). Both arrive whole.
+#[test]
+fn ring_links_lend_16_kib_out_of_place_only_when_the_ranks_fit_the_cpus() {
+    const LEN: u64 = 16 << 10;
+    let info = root(&cfg());
+    let fit = std::thread::available_parallelism().map_or(1, |c| c.get()) >= 2;
+    let hs: Vec<_> = (0..2u32)
+        .map(|r| {
+            std::thread::spawn(move || {
+                let mut t = TcpRank::connect(cfg(), &info, 2, r, COMM).unwrap();
+                assert_eq!(
+                    t.shm_peers(),
+                    vec![1 - r],
+                    "rank {r}: the pair is on a ring"
+                );
+                let mine: Vec<u8> = (0..2 * LEN).map(|i| (i as u32 * 3 + r) as u8).collect();
+                let mut lent = Vec::new();
+                for (seq, in_place) in [(0, false), (1, true)] {
+                    // Send the first LEN bytes, receive the peer's into the
+                    // next LEN (one buffer in place, two otherwise).
+                    let (src, dst) = if in_place {
+                        (
+                            Region::new(BufKind::Input, 0, LEN),
+                            Region::new(BufKind::Output, 0, LEN),
+                        )
+                    } else {
+                        (
+                            Region::new(BufKind::Input, 0, LEN),
+                            Region::new(BufKind::Output, LEN, LEN),
+                        )
+                    };
+                    let plan = Box::new(
+                        vec![
+                            step(
+                                Op::Send {
+                                    peer: 1 - r,
+                                    tag: 0,
+                                    src,
+                                },
+                                Deps::NONE,
+                            ),
+                            step(
+                                Op::Recv {
+                                    peer: 1 - r,
+                                    tag: 0,
+                                    dst,
+                                },
+                                Deps::NONE,
+                            ),
+                        ]
+                        .into_iter(),
+                    );
+                    let mut user = mine.clone();
+                    let mut output = vec![0u8; 2 * LEN as usize];
+                    let before = t.cma_stats().pieces_lent;
+                    let bufs = if in_place {
+                        OpBuffers::in_place(&mut user, (0, LEN), (LEN, LEN), &mut []).unwrap()
+                    } else {
+                        OpBuffers::separate(&mine, &mut output, &mut [])
+                    };
+                    t.run(&ctx(r, seq), &op_info(SIG), bufs, plan).unwrap();
+                    lent.push(t.cma_stats().pieces_lent - before);
+                    let got = if in_place {
+                        &user[LEN as usize..]
+                    } else {
+                        &output[LEN as usize..]
+                    };
+                    let want: Vec<u8> = (0..LEN).map(|i| (i as u32 * 3 + 1 - r) as u8).collect();
+                    assert!(
+                        got == &want[..],
+                        "rank {r}, in place {in_place}: bytes differ"
+                    );
+                }
+                lent
+            })
+        })
+        .collect();
+    for (r, h) in hs.into_iter().enumerate() {
+        let lent = h.join().unwrap();
+        assert_eq!(
+            lent[0],
+            u64::from(fit),
+            "rank {r}: out of place, ranks fit the CPUs: {fit}"
+        );
+        assert_eq!(lent[1], 0, "rank {r}: in place");
     }
 }
