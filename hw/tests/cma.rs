@@ -910,6 +910,19 @@ fn ring_allreduce_is_exact_whatever_the_page_offsets_of_the_buffers() {
     }
 }
 
+/// Reads `s` (a hand-written rank 1's socket) up to the ack of piece `d`;
+/// only op starts may come before it.
+fn await_ack(s: &mut TcpStream, session: SessionId, d: PieceDesc) {
+    loop {
+        let h = read_frame(s, session);
+        if h.kind == FrameKind::CmaAck {
+            assert_eq!(read_desc(s), d, "the ack names the piece");
+            return;
+        }
+        assert_eq!(h.kind, FrameKind::OpStart);
+    }
+}
+
 /// Rank 0 receives 6 MiB from a hand-written rank 1 that lends it in
 /// 256 KiB pieces, one at a time, each after the previous one's ack (so
 /// rank 0 has posted its plain receive long before the last ones come).
@@ -953,14 +966,7 @@ fn receive_lent_pieces(distance: Option<usize>) -> (bool, hccl_hw::tcp::CmaStats
         let mut b = frame(session, kind, 0, 0, flen);
         b.extend_from_slice(&d.encode());
         s.write_all(&b).unwrap();
-        loop {
-            let h = read_frame(&mut s, session);
-            if h.kind == FrameKind::CmaAck {
-                assert_eq!(read_desc(&mut s), d, "the ack names the piece");
-                break;
-            }
-            assert_eq!(h.kind, FrameKind::OpStart);
-        }
+        await_ack(&mut s, session, d);
     }
     s.write_all(&frame(session, FrameKind::Bye, 0, 0, 0))
         .unwrap();
@@ -1005,14 +1011,7 @@ fn an_op_start_leaves_an_early_piece_for_the_first_wait() {
     b.extend_from_slice(&d.encode());
     s.write_all(&b).unwrap();
     sent_tx.send(()).unwrap();
-    loop {
-        let h = read_frame(&mut s, session);
-        if h.kind == FrameKind::CmaAck {
-            assert_eq!(read_desc(&mut s), d, "the ack names the piece");
-            break;
-        }
-        assert_eq!(h.kind, FrameKind::OpStart);
-    }
+    await_ack(&mut s, session, d);
     s.write_all(&frame(session, FrameKind::Bye, 0, 0, 0))
         .unwrap();
     let (at_start, out, read) = rank0.join().unwrap();
