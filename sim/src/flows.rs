@@ -55,7 +55,7 @@ pub struct LinkUsage {
 
 /// State of a link some route uses (links no route crosses have none: a
 /// fabric has many more links than a collective touches). 64 bytes.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct LinkState {
     /// Current capacity, bytes per ns.
     cap: f64,

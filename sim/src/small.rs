@@ -210,11 +210,13 @@ impl<T: Copy + Default, const N: usize> SmallList<T, N> {
 const CHUNK: usize = 64;
 
 /// A `Vec<T>` without reallocation: elements live in chunks of [`CHUNK`],
-/// each allocated once, at its exact size, when the first of its elements
-/// is pushed.
+/// each allocated once, whole, when the first of its elements is pushed
+/// (its unused tail holds `T::default()`).
 #[derive(Debug)]
 pub(crate) struct Chunks<T> {
-    chunks: Vec<Vec<T>>,
+    /// Fixed-size chunks: an index's position inside one needs no bounds
+    /// check.
+    chunks: Vec<Box<[T; CHUNK]>>,
     len: usize,
 }
 
@@ -227,34 +229,34 @@ impl<T> Default for Chunks<T> {
     }
 }
 
-impl<T> Chunks<T> {
+impl<T: Default> Chunks<T> {
     pub(crate) fn len(&self) -> usize {
         self.len
     }
 
     pub(crate) fn push(&mut self, x: T) {
-        if self.len.is_multiple_of(CHUNK) {
-            self.chunks.push(Vec::with_capacity(CHUNK));
+        let i = self.len % CHUNK;
+        if i == 0 {
+            self.chunks
+                .push(Box::new(std::array::from_fn(|_| T::default())));
         }
-        self.chunks
-            .last_mut()
-            .expect("a chunk with room exists")
-            .push(x);
+        self.chunks.last_mut().expect("a chunk with room exists")[i] = x;
         self.len += 1;
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
-        self.chunks.iter().flatten()
+        self.chunks.iter().flat_map(|c| c.iter()).take(self.len)
     }
 
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
-        self.chunks.iter_mut().flatten()
+        let len = self.len;
+        self.chunks.iter_mut().flat_map(|c| c.iter_mut()).take(len)
     }
 
     /// Heap bytes held.
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.chunks.capacity() * std::mem::size_of::<Vec<T>>()
-            + self.chunks.len() * CHUNK * std::mem::size_of::<T>()
+        self.chunks.capacity() * std::mem::size_of::<Box<[T; CHUNK]>>()
+            + self.chunks.len() * std::mem::size_of::<[T; CHUNK]>()
     }
 }
 
@@ -276,7 +278,7 @@ mod tests {
     use super::*;
 
     /// Indexing, iteration and length as a `Vec`'s, across chunk
-    /// boundaries; no chunk ever grows past its first allocation.
+    /// boundaries (iteration stops at the length, not the chunk's end).
     #[test]
     fn chunks_behave_like_a_vec_and_never_reallocate() {
         let mut c: Chunks<u64> = Chunks::default();
@@ -285,7 +287,7 @@ mod tests {
             c.push(i * 3);
             v.push(i * 3);
             assert_eq!(c.len(), v.len());
-            assert!(c.chunks.iter().all(|k| k.capacity() == CHUNK));
+            assert_eq!(c.iter().count(), v.len());
         }
         assert_eq!(c.chunks.len(), 4);
         for (i, x) in v.iter().enumerate() {
@@ -299,10 +301,7 @@ mod tests {
         let got: Vec<u64> = c.iter().copied().collect();
         let want: Vec<u64> = v.iter().map(|x| x + 2).collect();
         assert_eq!(got, want);
-        assert_eq!(
-            c.heap_bytes(),
-            c.chunks.capacity() * std::mem::size_of::<Vec<u64>>() + 4 * CHUNK * 8
-        );
+        assert_eq!(c.heap_bytes(), c.chunks.capacity() * 8 + 4 * CHUNK * 8);
     }
 
     /// Same contents as a `Vec` under a mixed sequence crossing the inline size both ways.

@@ -61,8 +61,17 @@ impl StepQueue {
             self.ring[(self.head as usize + self.len as usize) % INLINE_STEPS] = s;
             self.len += 1;
         } else {
-            self.spill.get_or_insert_with(Box::default).push_back(s);
+            self.spill_back(s);
         }
+    }
+
+    /// The overflow path of [`Self::push_back`], out of line: a ring
+    /// round never takes it, and inlined it kept `Emit::push` from being
+    /// inlined into the generators (+2% instructions on ring-512).
+    #[cold]
+    #[inline(never)]
+    fn spill_back(&mut self, s: Step) {
+        self.spill.get_or_insert_with(Box::default).push_back(s);
     }
 
     fn pop_front(&mut self) -> Option<Step> {
