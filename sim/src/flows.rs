@@ -29,7 +29,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use crate::cost::ceil_ns;
-use crate::small::IdList;
+use crate::small::{Chunks, IdList};
 
 /// Index of a directed link: the fabric's edge index.
 pub type LinkId = u32;
@@ -54,22 +54,27 @@ pub struct LinkUsage {
 }
 
 /// State of a link some route uses (links no route crosses have none: a
-/// fabric has many more links than a collective touches).
-#[derive(Debug)]
+/// fabric has many more links than a collective touches). 64 bytes.
+#[derive(Debug, Default)]
 struct LinkState {
     /// Current capacity, bytes per ns.
     cap: f64,
     /// The link's id (fabric edge) outside the network.
     id: LinkId,
     flows: IdList,
-    busy_since: u64,
-    usage: LinkUsage,
+    /// Nanoseconds busy before the current busy period, minus that
+    /// period's start while flows cross the link (wrapping: busy time so
+    /// far is `busy + now` then, `busy` when idle). One field instead of a
+    /// start time and a total; exact, since a link is busy at most `now`
+    /// ns in all.
+    busy: u64,
+    /// Bytes of finished flows (saturating).
+    bytes: u64,
     epoch: u32,
+    /// Progressive filling: the link's index in the component being
+    /// filled (its scratch is `FlowNet::comp_rem[pos]`).
+    pos: u32,
     dirty: bool,
-    /// Progressive-filling scratch: capacity not yet given away.
-    rem: f64,
-    /// Progressive-filling scratch: flows on the link not yet frozen.
-    unfrozen: u32,
 }
 
 #[derive(Debug, Default)]
@@ -111,8 +116,11 @@ pub(crate) struct FlowNet {
     /// Dense index of each link id, `u32::MAX` while no route uses it.
     slot: Vec<u32>,
     /// Used links, by dense index; routes, dirty lists and the solver use
-    /// dense indices.
-    links: Vec<LinkState>,
+    /// dense indices. In chunks: links are added as routes first use them,
+    /// a vector's doubling would hold up to twice their number (and, while
+    /// growing, its old buffer and new one at once, at the peak of a
+    /// hierarchical run, where the level-1 phase's routes appear).
+    links: Chunks<LinkState>,
     routes: Routes,
     flows: Vec<Flow>,
     free: Vec<u32>,
@@ -122,6 +130,9 @@ pub(crate) struct FlowNet {
     peak_active: usize,
     comp_links: Vec<LinkId>,
     comp_flows: Vec<u32>,
+    /// Progressive-filling scratch of each link of the component, by its
+    /// `pos`: capacity not yet given away, flows on it not yet frozen.
+    comp_rem: Vec<(f64, u32)>,
     heap: BinaryHeap<Reverse<(u64, LinkId)>>,
     largest_component: usize,
 }
@@ -133,7 +144,7 @@ impl FlowNet {
     pub(crate) fn new(link_count: usize) -> FlowNet {
         FlowNet {
             slot: vec![NO_SLOT; link_count],
-            links: Vec::new(),
+            links: Chunks::default(),
             routes: Routes::default(),
             flows: Vec::new(),
             free: Vec::new(),
@@ -143,6 +154,7 @@ impl FlowNet {
             peak_active: 0,
             comp_links: Vec::new(),
             comp_flows: Vec::new(),
+            comp_rem: Vec::new(),
             heap: BinaryHeap::new(),
             largest_component: 0,
         }
@@ -161,12 +173,11 @@ impl FlowNet {
                 cap: spec.bandwidth_gbps,
                 id: l,
                 flows: IdList::default(),
-                busy_since: 0,
-                usage: LinkUsage::default(),
+                busy: 0,
+                bytes: 0,
                 epoch: 0,
+                pos: 0,
                 dirty: false,
-                rem: 0.0,
-                unfrozen: 0,
             });
         }
         *s
@@ -242,7 +253,7 @@ impl FlowNet {
         for &l in Self::route_links(&self.routes, route) {
             let link = &mut self.links[l as usize];
             if link.flows.is_empty() {
-                link.busy_since = now;
+                link.busy = link.busy.wrapping_sub(now);
             }
             link.flows.push(id);
             if !link.dirty {
@@ -274,9 +285,9 @@ impl FlowNet {
                 link.flows.swap_remove(pos);
             }
             // Saturating: huge counts can pass u64::MAX bytes over a run.
-            link.usage.bytes = link.usage.bytes.saturating_add(bytes);
+            link.bytes = link.bytes.saturating_add(bytes);
             if link.flows.is_empty() {
-                link.usage.busy_ns = link.usage.busy_ns.saturating_add(now - link.busy_since);
+                link.busy = link.busy.wrapping_add(now);
             } else if !link.dirty {
                 link.dirty = true;
                 self.dirty.push(l);
@@ -332,7 +343,7 @@ impl FlowNet {
     fn next_epoch(&mut self) {
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
-            for l in &mut self.links {
+            for l in self.links.iter_mut() {
                 l.epoch = 0;
             }
             for f in &mut self.flows {
@@ -385,19 +396,20 @@ impl FlowNet {
             return;
         }
         self.heap.clear();
-        for &l in &self.comp_links {
+        self.comp_rem.clear();
+        for (pos, &l) in self.comp_links.iter().enumerate() {
             let link = &mut self.links[l as usize];
-            link.rem = link.cap;
-            link.unfrozen = link.flows.len() as u32;
-            self.heap
-                .push(Reverse((share_key(link.rem, link.unfrozen), l)));
+            link.pos = pos as u32;
+            let (rem, unfrozen) = (link.cap, link.flows.len() as u32);
+            self.comp_rem.push((rem, unfrozen));
+            self.heap.push(Reverse((share_key(rem, unfrozen), l)));
         }
         for &f in &self.comp_flows {
             self.flows[f as usize].frozen = false;
         }
         while let Some(Reverse((key, l))) = self.heap.pop() {
-            let link = &self.links[l as usize];
-            if link.unfrozen == 0 || share_key(link.rem, link.unfrozen) != key {
+            let (rem, unfrozen) = self.comp_rem[self.links[l as usize].pos as usize];
+            if unfrozen == 0 || share_key(rem, unfrozen) != key {
                 continue; // saturated already, or a stale entry
             }
             let share = f64::from_bits(key);
@@ -410,12 +422,11 @@ impl FlowNet {
                 flow.frozen = true;
                 flow.next_rate = share;
                 for &l2 in Self::route_links(&self.routes, flow.route) {
-                    let link2 = &mut self.links[l2 as usize];
-                    link2.rem -= share;
-                    link2.unfrozen -= 1;
-                    if l2 != l && link2.unfrozen > 0 {
-                        self.heap
-                            .push(Reverse((share_key(link2.rem, link2.unfrozen), l2)));
+                    let (rem, unfrozen) = &mut self.comp_rem[self.links[l2 as usize].pos as usize];
+                    *rem -= share;
+                    *unfrozen -= 1;
+                    if l2 != l && *unfrozen > 0 {
+                        self.heap.push(Reverse((share_key(*rem, *unfrozen), l2)));
                     }
                 }
             }
@@ -458,12 +469,16 @@ impl FlowNet {
     /// Busy time and bytes of every link (by id), up to `now`.
     pub(crate) fn usage(&self, now: u64) -> Vec<LinkUsage> {
         let mut out = vec![LinkUsage::default(); self.slot.len()];
-        for l in &self.links {
-            let mut u = l.usage;
-            if !l.flows.is_empty() {
-                u.busy_ns = u.busy_ns.saturating_add(now - l.busy_since);
-            }
-            out[l.id as usize] = u;
+        for l in self.links.iter() {
+            let busy_ns = if l.flows.is_empty() {
+                l.busy
+            } else {
+                l.busy.wrapping_add(now)
+            };
+            out[l.id as usize] = LinkUsage {
+                busy_ns,
+                bytes: l.bytes,
+            };
         }
         out
     }
@@ -479,7 +494,7 @@ impl FlowNet {
     /// Heap bytes held by the network state (for the memory estimate).
     pub(crate) fn heap_bytes(&self) -> usize {
         use std::mem::size_of;
-        self.links.capacity() * size_of::<LinkState>()
+        self.links.heap_bytes()
             + self.slot.capacity() * 4
             + self
                 .links
@@ -547,6 +562,36 @@ mod tests {
         let mut out = Vec::new();
         n.reallocate(0, &mut out);
         flows.iter().map(|&f| n.rate(f)).collect()
+    }
+
+    /// A link's state is one 64-byte record (a hierarchical run holds ~3
+    /// per rank).
+    #[test]
+    fn link_state_is_64_bytes() {
+        assert_eq!(std::mem::size_of::<LinkState>(), 64);
+    }
+
+    /// Busy time counts each busy period once, idle gaps not at all, and
+    /// an open period up to `now`.
+    #[test]
+    fn busy_time_is_the_union_of_busy_periods() {
+        let mut n = net(&[1.0]);
+        let r = n.add_route(&[0]);
+        let a = n.start(10, r, 5);
+        let b = n.start(12, r, 5);
+        n.finish(15, a);
+        n.finish(20, b);
+        assert_eq!(n.usage(30)[0].busy_ns, 10, "10..20");
+        let c = n.start(40, r, 5);
+        assert_eq!(n.usage(47)[0].busy_ns, 17, "10..20 and 40..47");
+        n.finish(50, c);
+        assert_eq!(
+            n.usage(90)[0],
+            LinkUsage {
+                busy_ns: 20,
+                bytes: 15
+            }
+        );
     }
 
     #[test]

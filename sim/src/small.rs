@@ -9,6 +9,13 @@
 //! of memory at scale). Element order is exactly that of a `Vec` under the
 //! same calls (the max-min solver's float sums depend on iteration order,
 //! so the simulated times do too; hang reports list posts in this order).
+//!
+//! [`Chunks`]: a growable array in fixed chunks, for tables that grow one
+//! element at a time during a run to a size not known in advance (the
+//! links that routes use): growing never moves or copies the elements
+//! already there, and it holds less than one chunk of slack (a `Vec` holds
+//! up to half its capacity idle and, while it grows, its old buffer and
+//! its new one twice as large at once).
 
 /// A `Vec<T>` that keeps up to `N` elements inline.
 #[derive(Debug, Clone)]
@@ -198,9 +205,104 @@ impl<T: Copy + Default, const N: usize> SmallList<T, N> {
     }
 }
 
+/// Elements per chunk of a [`Chunks`] (a power of two: an index splits
+/// with a shift and a mask).
+const CHUNK: usize = 64;
+
+/// A `Vec<T>` without reallocation: elements live in chunks of [`CHUNK`],
+/// each allocated once, whole, when the first of its elements is pushed
+/// (its unused tail holds `T::default()`).
+#[derive(Debug)]
+pub(crate) struct Chunks<T> {
+    /// Fixed-size chunks: an index's position inside one needs no bounds
+    /// check.
+    chunks: Vec<Box<[T; CHUNK]>>,
+    len: usize,
+}
+
+impl<T> Default for Chunks<T> {
+    fn default() -> Self {
+        Chunks {
+            chunks: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<T: Default> Chunks<T> {
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn push(&mut self, x: T) {
+        let i = self.len % CHUNK;
+        if i == 0 {
+            self.chunks
+                .push(Box::new(std::array::from_fn(|_| T::default())));
+        }
+        self.chunks.last_mut().expect("a chunk with room exists")[i] = x;
+        self.len += 1;
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
+        self.chunks.iter().flat_map(|c| c.iter()).take(self.len)
+    }
+
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        let len = self.len;
+        self.chunks.iter_mut().flat_map(|c| c.iter_mut()).take(len)
+    }
+
+    /// Heap bytes held.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.chunks.capacity() * std::mem::size_of::<Box<[T; CHUNK]>>()
+            + self.chunks.len() * std::mem::size_of::<[T; CHUNK]>()
+    }
+}
+
+impl<T> std::ops::Index<usize> for Chunks<T> {
+    type Output = T;
+    fn index(&self, i: usize) -> &T {
+        &self.chunks[i / CHUNK][i % CHUNK]
+    }
+}
+
+impl<T> std::ops::IndexMut<usize> for Chunks<T> {
+    fn index_mut(&mut self, i: usize) -> &mut T {
+        &mut self.chunks[i / CHUNK][i % CHUNK]
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Indexing, iteration and length as a `Vec`'s, across chunk
+    /// boundaries (iteration stops at the length, not the chunk's end).
+    #[test]
+    fn chunks_behave_like_a_vec_and_never_reallocate() {
+        let mut c: Chunks<u64> = Chunks::default();
+        let mut v: Vec<u64> = Vec::new();
+        for i in 0..(3 * CHUNK as u64 + 5) {
+            c.push(i * 3);
+            v.push(i * 3);
+            assert_eq!(c.len(), v.len());
+            assert_eq!(c.iter().count(), v.len());
+        }
+        assert_eq!(c.chunks.len(), 4);
+        for (i, x) in v.iter().enumerate() {
+            assert_eq!(c[i], *x);
+        }
+        c[CHUNK + 1] += 1;
+        v[CHUNK + 1] += 1;
+        for x in c.iter_mut() {
+            *x += 2;
+        }
+        let got: Vec<u64> = c.iter().copied().collect();
+        let want: Vec<u64> = v.iter().map(|x| x + 2).collect();
+        assert_eq!(got, want);
+        assert_eq!(c.heap_bytes(), c.chunks.capacity() * 8 + 4 * CHUNK * 8);
+    }
 
     /// Same contents as a `Vec` under a mixed sequence crossing the inline size both ways.
     #[test]
