@@ -645,6 +645,33 @@ fn tcp_spawn_two_processes_checks_every_row() {
     }
 }
 
+/// A sweep whose every size rounds to 0 elements is refused over TCP too,
+/// as on the simulator (it printed a header without rows and exited 0).
+#[test]
+fn tcp_refuses_sizes_that_round_to_nothing() {
+    let o = hccl(&[
+        "all_reduce",
+        "-b",
+        "3",
+        "-e",
+        "3",
+        "-n",
+        "1",
+        "-w",
+        "0",
+        "--transport",
+        "tcp",
+        "--spawn",
+        "2",
+    ]);
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{}\n{err}", stdout(&o));
+    assert!(
+        err.contains("-e/--maxbytes 3: all_reduce of fp32 on 2 ranks rounds to 0 elements per rank; use at least 4 bytes"),
+        "{err}"
+    );
+}
+
 /// Every collective runs over TCP and its check passes on every row.
 #[test]
 fn tcp_runs_every_collective_checked() {

@@ -350,6 +350,21 @@ pub(crate) fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
         let spec = comm.algorithm(&args)?;
         todo.push((bytes, args, spec));
     }
+    // Every requested size rounded to nothing: refuse, as the simulator's
+    // path does, instead of printing a table without rows and exiting 0.
+    if todo.is_empty() && kind != CollectiveKind::Barrier {
+        let largest = s.sizes.last().copied().unwrap_or(0);
+        let per_rank = matches!(
+            kind,
+            CollectiveKind::AllReduce | CollectiveKind::Broadcast | CollectiveKind::Reduce
+        );
+        anyhow::bail!(
+            "-e/--maxbytes {largest}: {} of {} on {n} ranks rounds to 0 elements per rank; use at least {} bytes",
+            s.coll,
+            s.dtype,
+            s.dtype.size() * if per_rank { 1 } else { u64::from(n) },
+        );
+    }
     let names: Vec<String> = todo
         .iter()
         .map(|(_, _, spec)| s.algorithm_name(kind, spec, n))
