@@ -543,11 +543,7 @@ pub(crate) fn run(a: TestArgs, bin: &'static str) -> anyhow::Result<ExitCode> {
             if x.message_bytes() == 0 {
                 return Ok(usage_error(
                     bin,
-                    format!(
-                        "-e/--maxbytes {largest}: {coll} of {} on {n} ranks rounds to 0 elements per rank; use at least {} bytes",
-                        a.datatype,
-                        a.datatype.size() * if matches!(kind, CollectiveKind::AllReduce | CollectiveKind::Broadcast | CollectiveKind::Reduce) { 1 } else { u64::from(n) },
-                    ),
+                    rounds_to_nothing(coll, a.datatype, n, largest),
                 ));
             }
         }
@@ -953,6 +949,25 @@ fn launched_as_ranks() -> Option<&'static str> {
     tcp::launcher()
         .filter(|l| l.world_size.is_some_and(|n| n > 1))
         .map(|l| l.by)
+}
+
+/// The error for a sweep whose largest size, `largest` bytes, rounds to 0
+/// elements per rank of `coll` in `dtype` on `n` ranks (the simulator's
+/// and TCP's paths say the same).
+pub(crate) fn rounds_to_nothing(
+    coll: TestCollective,
+    dtype: DataType,
+    n: u32,
+    largest: u64,
+) -> String {
+    let whole_vector = matches!(
+        coll.kind(),
+        CollectiveKind::AllReduce | CollectiveKind::Broadcast | CollectiveKind::Reduce
+    );
+    format!(
+        "-e/--maxbytes {largest}: {coll} of {dtype} on {n} ranks rounds to 0 elements per rank; use at least {} bytes",
+        dtype.size() * if whole_vector { 1 } else { u64::from(n) },
+    )
 }
 
 /// `--transport tcp` (or `ascend`, the same launch with the ranks on

@@ -354,16 +354,7 @@ pub(crate) fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
     // path does, instead of printing a table without rows and exiting 0.
     if todo.is_empty() && kind != CollectiveKind::Barrier {
         let largest = s.sizes.last().copied().unwrap_or(0);
-        let per_rank = matches!(
-            kind,
-            CollectiveKind::AllReduce | CollectiveKind::Broadcast | CollectiveKind::Reduce
-        );
-        anyhow::bail!(
-            "-e/--maxbytes {largest}: {} of {} on {n} ranks rounds to 0 elements per rank; use at least {} bytes",
-            s.coll,
-            s.dtype,
-            s.dtype.size() * if per_rank { 1 } else { u64::from(n) },
-        );
+        anyhow::bail!(super::rounds_to_nothing(s.coll, s.dtype, n, largest));
     }
     let names: Vec<String> = todo
         .iter()
