@@ -25,6 +25,7 @@
 //! f32), against the plain `reduce` of the first table. Filter `kept`.
 
 use std::hint::black_box;
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use hccl_algos::kernels::{fold_kept, reduce, reduce_kept, reduce_with, values, Isa, Partials};
@@ -109,6 +110,25 @@ fn measure(len: usize, total: Duration, mut f: impl FnMut()) -> f64 {
 /// Length of one timed batch: well under a scheduler time slice (a few ms).
 const BATCH: Duration = Duration::from_micros(200);
 
+/// `print!` that ends the program quietly when stdout is closed (`| head`)
+/// instead of panicking on the broken pipe.
+macro_rules! out {
+    ($($t:tt)*) => {
+        if write!(std::io::stdout(), $($t)*).is_err() {
+            std::process::exit(0);
+        }
+    };
+}
+
+/// `println!`, ending the program quietly as [`out!`] does.
+macro_rules! outln {
+    ($($t:tt)*) => {
+        if writeln!(std::io::stdout(), $($t)*).is_err() {
+            std::process::exit(0);
+        }
+    };
+}
+
 fn main() {
     let ms: u64 = match std::env::args().nth(1) {
         None => 200,
@@ -152,7 +172,7 @@ fn main() {
     let isa = if isa.is_available() {
         isa
     } else {
-        println!("{isa} is not available on this CPU: the kernels run portable");
+        outln!("{isa} is not available on this CPU: the kernels run portable");
         Isa::Portable
     };
     let cases: Vec<(DataType, ReduceOp)> = cases()
@@ -168,10 +188,10 @@ fn main() {
                 .map(|m| m.trim().to_string())
         })
         .unwrap_or_else(|| "unknown CPU".into());
-    println!(
+    outln!(
         "kernel_bench: {cpu}; kernels on {isa}; GB/s = buffer bytes / time, G = 1e9; ratio = kernel / memcpy"
     );
-    println!("{:<10}{:<14}{:>10}{:>9}", "size", "kernel", "GB/s", "ratio");
+    outln!("{:<10}{:<14}{:>10}{:>9}", "size", "kernel", "GB/s", "ratio");
     for &len in &sizes {
         let label = size_label(len);
         let src = vec![1u8; len];
@@ -180,7 +200,7 @@ fn main() {
             hccl_algos::kernels::copy::copy(&mut dst, black_box(&src));
             black_box(&mut dst);
         });
-        println!("{label:<10}{:<14}{memcpy:>10.2}{:>9.2}", "memcpy", 1.0);
+        outln!("{label:<10}{:<14}{memcpy:>10.2}{:>9.2}", "memcpy", 1.0);
         for &(dtype, op) in &cases {
             let unit = one(dtype);
             let src: Vec<u8> = unit.iter().copied().cycle().take(len).collect();
@@ -189,7 +209,7 @@ fn main() {
                 reduce_with(isa, dtype, op, black_box(&mut dst), black_box(&src))
                     .expect("lengths are whole elements");
             });
-            println!(
+            outln!(
                 "{label:<10}{:<14}{gbs:>10.2}{:>9.2}",
                 format!("{dtype} {op}"),
                 gbs / memcpy
@@ -203,18 +223,18 @@ fn main() {
     if kept.is_empty() {
         return;
     }
-    println!();
-    print!("{:<12}", "size");
+    outln!();
+    out!("{:<12}", "size");
     for d in &kept {
-        print!(
+        out!(
             "{:>22}{:>22}",
             format!("{d} reduce_kept"),
             format!("{d} fold_kept")
         );
     }
-    println!();
+    outln!();
     for &len in &sizes {
-        print!("{:<12}", size_label(len));
+        out!("{:<12}", size_label(len));
         for &dtype in &kept {
             let src: Vec<u8> = one(dtype).into_iter().cycle().take(len).collect();
             let mut dst = src.clone();
@@ -246,13 +266,13 @@ fn main() {
                 )
                 .expect("whole elements");
             });
-            print!(
+            out!(
                 "{:>22}{:>22}",
                 format!("{kept:.2} ({:.2}x)", kept / plain),
                 format!("{fold:.2} ({:.2}x)", fold / plain)
             );
         }
-        println!();
+        outln!();
     }
-    println!("(x = GB/s relative to the plain reduce of the same type and size)");
+    outln!("(x = GB/s relative to the plain reduce of the same type and size)");
 }

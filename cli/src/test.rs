@@ -182,10 +182,10 @@ pub(crate) struct TestArgs {
     /// data: check results; timing: lengths only, for large clusters.
     #[arg(long, value_enum, default_value = "data")]
     pub mode: ModeArg,
-    /// `--check-memory SIZE`, bytes: the data-mode check's memory limit
-    /// ([`check_limit`]).
+    /// `--check-memory SIZE`, bytes: the simulator's data-mode check's
+    /// memory limit ([`check_limit`]); refused with `--transport tcp`.
     #[arg(long, value_name = "SIZE", value_parser = crate::memory_size::parse_memory, allow_hyphen_values = true,
-        help = concat!("Largest host memory the data-mode check may use: ", crate::memory_size::size_help!(),
+        help = concat!("Largest host memory the simulator's data-mode check may use (not with --transport tcp): ", crate::memory_size::size_help!(),
             ". Default: half of the memory available (MemAvailable), 8G where that is unknown"))]
     pub check_memory: Option<u64>,
     /// The simulator's size guard: `--max-ranks`, `--sim-memory`.
@@ -928,6 +928,9 @@ fn tcp_conflict(a: &TestArgs) -> Option<&'static str> {
         (a.op_overhead_us.is_some(), "--op-overhead"),
         (a.limits.ranks.is_some(), "--max-ranks"),
         (a.limits.memory.is_some(), "--sim-memory"),
+        // The simulator's check holds every rank's buffers in one process;
+        // a TCP rank checks only its own.
+        (a.check_memory.is_some(), "--check-memory"),
         (a.algo.is_some(), "--algo (set HCCL_ALGO instead)"),
     ]
     .into_iter()

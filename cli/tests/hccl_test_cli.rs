@@ -727,6 +727,10 @@ fn tcp_rejects_simulator_flags() {
             "--max-ranks is for the simulator",
         ),
         (
+            &["all_reduce", "--transport", "tcp", "--check-memory", "1G"][..],
+            "--check-memory is for the simulator",
+        ),
+        (
             // Refused before a single rank process starts.
             &["all_reduce", "--transport", "tcp", "--spawn", "100000"][..],
             "--spawn 100000: at most 1024 rank processes on one host",
