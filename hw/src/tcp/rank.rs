@@ -262,7 +262,7 @@ pub struct TcpRank {
     /// and a peer's piece put back unread at an op's start or end (see
     /// [`TcpOp`]'s `pump_until_piece`), handled before the I/O tasks'
     /// events.
-    pub(super) local_events: VecDeque<Event>,
+    local_events: VecDeque<Event>,
     cma_stats: CmaStats,
     /// Receive chunks of fast-path peers, shared with their readers.
     chunk_pool: ChunkPool,
