@@ -95,6 +95,22 @@ impl ShmLink {
         m.n
     }
 
+    /// Writes all of `parts` into the outgoing ring now, or nothing if
+    /// they do not fit in its free space (see [`ShmLink::write_now`]);
+    /// returns whether they were written.
+    pub(crate) fn write_all_now(&self, parts: &[&[u8]]) -> bool {
+        if self.closed.load(Ordering::Acquire) {
+            return false;
+        }
+        let Some(m) = ring::write_all(&self.tx, parts) else {
+            return false;
+        };
+        if m.wake {
+            self.ring_bell();
+        }
+        true
+    }
+
     /// Says whether the rank's thread looks at the rings itself
     /// ([`ShmLink::kick`]) from now on. Turning it off sets the sleep flags
     /// of whichever task waits, so that the peer's next move rings the

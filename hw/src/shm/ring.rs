@@ -64,18 +64,53 @@ pub(crate) struct Moved {
 /// Writes as much of `src` as fits (none if the ring is full). The
 /// caller is the ring's one producer.
 pub(crate) fn write<M: RingMem>(m: &M, src: &[u8]) -> Moved {
+    let (t, free) = producer_view(m);
+    let n = (src.len() as u64).min(free);
+    copy_in_at(m, t, &src[..n as usize]);
+    publish(m, t, n)
+}
+
+/// Writes all of `parts`, one after another, or nothing if together they
+/// do not fit (`None`): a whole frame from separate buffers (an op-start
+/// frame, a header and the caller's payload) without first gathering
+/// them into one. The caller is the ring's one producer.
+pub(crate) fn write_all<M: RingMem>(m: &M, parts: &[&[u8]]) -> Option<Moved> {
+    let (t, free) = producer_view(m);
+    let n: u64 = parts.iter().map(|p| p.len() as u64).sum();
+    if n > free {
+        return None;
+    }
+    let mut at = t;
+    for p in parts {
+        copy_in_at(m, at, p);
+        at += p.len() as u64;
+    }
+    Some(publish(m, t, n))
+}
+
+/// The producer's `tail` (flag clear) and the bytes free behind it.
+fn producer_view<M: RingMem>(m: &M) -> (u64, u64) {
     let cap = m.cap();
     let t = m.tail().load(Relaxed) & !SLEEP;
     let h = m.head().load(Acquire) & !SLEEP;
-    let free = cap - used(t, h, cap);
-    let n = (src.len() as u64).min(free);
+    (t, cap - used(t, h, cap))
+}
+
+/// Copies `src` to the ring at position `pos` (wrapping at the end),
+/// into bytes the producer owns.
+fn copy_in_at<M: RingMem>(m: &M, pos: u64, src: &[u8]) {
+    let cap = m.cap();
+    let at = pos & (cap - 1);
+    let first = (src.len() as u64).min(cap - at) as usize;
+    m.copy_in(at, &src[..first]);
+    m.copy_in(0, &src[first..]);
+}
+
+/// Publishes `n` bytes copied in behind `tail` `t` (nothing for none).
+fn publish<M: RingMem>(m: &M, t: u64, n: u64) -> Moved {
     if n == 0 {
         return Moved { n: 0, wake: false };
     }
-    let at = t & (cap - 1);
-    let first = n.min(cap - at);
-    m.copy_in(at, &src[..first as usize]);
-    m.copy_in(0, &src[first as usize..n as usize]);
     let old = m.tail().swap(t + n, AcqRel);
     Moved {
         n: n as usize,
@@ -223,6 +258,26 @@ pub(crate) mod tests {
         let mut out = [0; 8];
         assert_eq!(read(&m, &mut out).n, 8);
         assert_eq!(out, [1, 1, 1, 1, 1, 7, 8, 9]);
+    }
+
+    #[test]
+    fn write_all_takes_every_part_in_order_or_nothing() {
+        let m = VecMem::new(8);
+        assert_eq!(write(&m, &[9; 3]).n, 3);
+        assert_eq!(read(&m, &mut [0; 3]).n, 3);
+        // 6 bytes from three parts, wrapping at the end (positions 3..9).
+        let parts: [&[u8]; 3] = [&[1, 2], &[], &[3, 4, 5, 6]];
+        assert_eq!(write_all(&m, &parts), Some(Moved { n: 6, wake: false }));
+        // 2 free: three bytes do not fit, and none is written.
+        assert_eq!(write_all(&m, &[&[7], &[8, 8]]), None);
+        assert_eq!(readable(&m), 6);
+        let mut out = [0; 8];
+        assert_eq!(read(&m, &mut out).n, 6);
+        assert_eq!(out[..6], [1, 2, 3, 4, 5, 6]);
+        // A sleeping consumer is woken by it, as by `write`.
+        assert!(consumer_sleep(&m));
+        assert_eq!(write_all(&m, &[&[1]]), Some(Moved { n: 1, wake: true }));
+        assert_eq!(write_all(&m, &[&[]]), Some(Moved { n: 0, wake: false }));
     }
 
     #[test]

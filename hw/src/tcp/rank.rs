@@ -125,7 +125,8 @@ pub const AGREED_TAG: u32 = 1;
 /// has passed and a signature is still missing: do not finish the op
 /// before my [`AGREED_TAG`]". See the module docs.
 pub const LATE_TAG: u32 = 2;
-/// Counters of the same-host fast path (see [`super::cma`]), for tests
+/// Counters of the same-host fast paths (the cross-memory path, see
+/// [`super::cma`], and whole messages written into the rings), for tests
 /// and diagnostics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CmaStats {
@@ -141,6 +142,10 @@ pub struct CmaStats {
     /// Of those, bytes copied straight into a posted plain receive (no
     /// chunk, no second copy).
     pub bytes_read_direct: u64,
+    /// Byte-stream messages written whole into a peer's ring straight
+    /// from the op's buffers (no copy into a send piece first), since
+    /// connect.
+    pub messages_written_direct: u64,
 }
 
 /// What an op is, for error messages and the consistency check.
@@ -177,6 +182,17 @@ impl Direct {
         match self {
             Direct::Tcp(s) => (&*s).write(bytes).unwrap_or(0),
             Direct::Shm(l) => l.write_now(bytes),
+        }
+    }
+
+    /// Writes the frame made of `parts` whole now, or nothing (false): a
+    /// ring takes it if it has room; a socket never does here (a partial
+    /// write would leave a tail to copy out, which is what the caller
+    /// avoids).
+    fn write_whole(&self, parts: &[&[u8]]) -> bool {
+        match self {
+            Direct::Tcp(_) => false,
+            Direct::Shm(l) => l.write_all_now(parts),
         }
     }
 }

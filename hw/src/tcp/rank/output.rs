@@ -234,6 +234,30 @@ impl TcpRank {
                 p.sends.lend(desc, &piece);
                 Outgoing::Lent { frame }
             } else {
+                // A whole message for a ring whose writer is idle, with
+                // nothing queued ahead of it: written here from the op's
+                // buffer, without the copy into a send piece (session 17:
+                // that copy was 0.35-0.45 µs of an 8 KiB op's ~8).
+                let alone = piece.first
+                    && piece.last
+                    && p.dead.is_none()
+                    && p.queued.load(Ordering::Acquire) == 0
+                    && p.tx.as_ref().is_some_and(|tx| !tx.is_closed())
+                    && !self.outbox.iter().any(|(q, ..)| *q == peer);
+                if let Some(direct) = p.direct.as_ref().filter(|_| alone) {
+                    let header = piece.header.encode();
+                    let start = op_start.as_deref().unwrap_or_default();
+                    if direct.write_whole(&[start, &header, payload]) {
+                        self.cma_stats.messages_written_direct += 1;
+                        self.local_events.push_back(Event::SendDone {
+                            peer,
+                            seq: piece.seq,
+                            step: Some(piece.step),
+                            buf: Vec::new(),
+                        });
+                        continue;
+                    }
+                }
                 let mut bytes = self.send_pool.pop().unwrap_or_default();
                 bytes.clear();
                 if let Some(start) = op_start {
