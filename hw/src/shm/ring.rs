@@ -418,7 +418,9 @@ mod loom_tests {
     /// Runs a producer of `len` bytes (1, 2, 3, ...) through a ring of
     /// `cap` bytes, both sides sleeping on their doorbells when they
     /// cannot move, and checks what the consumer got.
-    fn model(cap: usize, len: u8, chunk: usize) {
+    /// `whole`: the producer writes two-byte frames of two parts with
+    /// [`write_all`] (all or nothing) instead of what fits.
+    fn model(cap: usize, len: u8, chunk: usize, whole: bool) {
         loom::model(move || {
             let m = Arc::new(LoomMem::new(cap));
             let to_consumer = Arc::new(Bell::default());
@@ -428,14 +430,24 @@ mod loom_tests {
                 let src: Vec<u8> = (1..=len).collect();
                 let mut done = 0;
                 while done < src.len() {
-                    let w = write(&*pm, &src[done..]);
+                    let w = if whole {
+                        let (a, b) = src[done..(done + 2).min(src.len())].split_at(1);
+                        write_all(&*pm, &[a, b]).unwrap_or(Moved { n: 0, wake: false })
+                    } else {
+                        write(&*pm, &src[done..])
+                    };
                     if w.wake {
                         pc.ring();
                     }
                     done += w.n;
-                    if w.n == 0 && producer_sleep(&*pm) {
-                        pp.wait();
-                        producer_awake(&*pm);
+                    if w.n == 0 {
+                        if producer_sleep(&*pm) {
+                            pp.wait();
+                            producer_awake(&*pm);
+                        } else {
+                            // Room, but not for the whole frame.
+                            loom::thread::yield_now();
+                        }
                     }
                 }
             });
@@ -463,12 +475,19 @@ mod loom_tests {
     /// is lost or read stale, and no sleeper misses its wake-up.
     #[test]
     fn loom_ring_delivers_in_order_without_lost_wakeups() {
-        model(2, 3, 2);
+        model(2, 3, 2, false);
     }
 
     /// One-byte reads of a wrapping ring: positions cross the end twice.
     #[test]
     fn loom_ring_wraps() {
-        model(2, 4, 1);
+        model(2, 4, 1, false);
+    }
+
+    /// Whole two-part frames ([`write_all`]) through a ring that holds one
+    /// frame, read a byte at a time: each frame lands whole and in order.
+    #[test]
+    fn loom_whole_frames_arrive_in_order() {
+        model(2, 4, 1, true);
     }
 }
