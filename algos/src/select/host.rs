@@ -76,16 +76,29 @@ pub const ONESHOT_MAX_BYTES: u64 = 128 << 10;
 pub const DOUBLING_MAX_BYTES: u64 = 128 << 10;
 
 /// [`DOUBLING_MAX_BYTES`] when a host runs more ranks than it has CPUs
-/// ([`HostFit::ranks_fit_cpus`] false). There the TCP transport's rings
-/// carry messages up to 64 KiB as bytes (`hccl_hw`'s
-/// `MAX_INLINE_ON_RINGS`) and lend longer ones, whose sends wait for the
-/// peer's ack, and the peer, sharing a core, is often not running.
-/// Doubling sends the whole vector per round, so above 64 KiB every
-/// message is lent; H-D_R's messages are half and a quarter of it, so at
-/// 128 KiB all of them go as bytes. Measured with `tcp_allreduce_bench`,
-/// 4 processes on the 2-core VM (load average 3-4, 8 interleaved runs,
-/// medians, µs): 64 KiB doubling 145 vs H-D_R 176; 128 KiB 259 vs 227.
-pub const DOUBLING_MAX_BYTES_OVERSUBSCRIBED: u64 = 64 << 10;
+/// ([`HostFit::ranks_fit_cpus`] false) and the ranks are a power of two.
+/// There the TCP transport's rings carry messages up to 32 KiB as bytes
+/// (`hccl_hw`'s `MAX_INLINE_ON_RINGS`) and lend longer ones, whose sends
+/// wait for the peer's ack, and the peer, sharing a core, is often not
+/// running. Doubling sends the whole vector per round, so above 32 KiB
+/// every message is lent; H-D_R's are half and a quarter of it, so at
+/// 64 KiB all of them go as bytes. Measured with `tcp_allreduce_bench`,
+/// 4 processes on a 2-core AMD EPYC (Zen 3) VM, quiet, 5 interleaved
+/// runs, medians, µs, doubling / H-D_R / ring (session 17): 32 KiB 91.5 /
+/// 90.2 / 130.0; 64 KiB 158.9 / 97.7 / 159.7; 128 KiB 258 / 198 / 210;
+/// 1 MiB 1887 / 922 / 998 (Open MPI 135-141 µs at 64 KiB in the same
+/// hour). The bound was 64 KiB while the rings' inline bound was too
+/// (sessions 11-14); session 15 tried 32 KiB on an Intel Xeon VM in one
+/// noisy series and found 64 KiB slower there (217 vs 121 µs), which
+/// was not re-measured.
+pub const DOUBLING_MAX_BYTES_OVERSUBSCRIBED: u64 = 32 << 10;
+
+/// [`DOUBLING_MAX_BYTES_OVERSUBSCRIBED`] for a number of ranks that is
+/// not a power of two. H-D_R then folds the extra ranks in and out with
+/// whole-vector messages, lent like doubling's, so it saves no lending
+/// and adds steps: 3 processes on the same VM, 4 interleaved runs,
+/// medians, doubling / H-D_R: 64 KiB 71.9 / 85.8 µs, 128 KiB 126 / 136.
+pub const DOUBLING_MAX_BYTES_OVERSUBSCRIBED_UNEVEN: u64 = 64 << 10;
 
 /// Slice length (bytes) of an AllReduce that [`plan_op`] slices: the op
 /// runs as independent AllReduces of at most this many bytes whose steps
@@ -169,8 +182,9 @@ pub fn choose(args: &CollectiveArgs, fit: HostFit, forced: Option<&HcclAlgo>) ->
 /// `pairwise` for an AllReduce, changes nothing), else the selector's
 /// choice with [`TCP_COST`] on every level, adjusted for hosts: AllReduce
 /// on at most 8 ranks runs recursive doubling up to [`DOUBLING_MAX_BYTES`]
-/// ([`DOUBLING_MAX_BYTES_OVERSUBSCRIBED`] when the ranks do not fit their
-/// CPUs) when `fit.hosts` is 1, else one-shot up to [`ONESHOT_MAX_BYTES`]; above
+/// ([`DOUBLING_MAX_BYTES_OVERSUBSCRIBED`] or, for a number of ranks that
+/// is not a power of two, [`DOUBLING_MAX_BYTES_OVERSUBSCRIBED_UNEVEN`]
+/// when the ranks do not fit their CPUs) when `fit.hosts` is 1, else one-shot up to [`ONESHOT_MAX_BYTES`]; above
 /// it, and for a flat mesh over more than two ranks above
 /// [`MESH_MAX_BYTES`], the selector's cheapest candidate that is neither
 /// mesh nor one-shot (the ring if none). The plan: as [`plan_spec`].
@@ -225,6 +239,18 @@ pub fn plan_spec(
     })
 }
 
+/// The largest AllReduce (bytes) recursive doubling runs on one host of
+/// `ranks` ranks.
+fn doubling_max(ranks: u32, fit: HostFit) -> u64 {
+    if fit.ranks_fit_cpus {
+        DOUBLING_MAX_BYTES
+    } else if ranks.is_power_of_two() {
+        DOUBLING_MAX_BYTES_OVERSUBSCRIBED
+    } else {
+        DOUBLING_MAX_BYTES_OVERSUBSCRIBED_UNEVEN
+    }
+}
+
 /// [`plan_op`]'s choice of algorithm on `layout`.
 fn choose_on(
     args: &CollectiveArgs,
@@ -239,12 +265,7 @@ fn choose_on(
     let oneshot = AlgoSpec::Flat(Algorithm::Oneshot);
     let bytes = args.message_bytes();
     if args.kind == CollectiveKind::AllReduce && args.world_size <= 8 {
-        let doubling_max = if fit.ranks_fit_cpus {
-            DOUBLING_MAX_BYTES
-        } else {
-            DOUBLING_MAX_BYTES_OVERSUBSCRIBED
-        };
-        if fit.hosts == 1 && bytes <= doubling_max {
+        if fit.hosts == 1 && bytes <= doubling_max(args.world_size, fit) {
             return AlgoSpec::Flat(Algorithm::Doubling);
         }
         if fit.hosts > 1 && bytes <= ONESHOT_MAX_BYTES {
@@ -274,7 +295,7 @@ fn choose_on(
     let too_big = |s: &AlgoSpec| {
         *s == oneshot
             || (*s == mesh && args.world_size > 2 && bytes > MESH_MAX_BYTES)
-            || (*s == doubling && crowded && bytes > DOUBLING_MAX_BYTES_OVERSUBSCRIBED)
+            || (*s == doubling && crowded && bytes > doubling_max(args.world_size, fit))
     };
     if too_big(&spec) {
         let next = candidates.into_iter().find(|s| !too_big(s) && *s != mesh);
@@ -396,6 +417,12 @@ mod tests {
             choose(&allreduce(DOUBLING_MAX_BYTES, 4), on(1), None),
             doubling
         );
+        // Three ranks keep doubling to the uneven bound (H-D_R would fold
+        // whole vectors in and out), then take the selector's next choice.
+        let uneven = DOUBLING_MAX_BYTES_OVERSUBSCRIBED_UNEVEN;
+        assert!(uneven > max);
+        assert_eq!(choose(&allreduce(uneven, 3), crowded, None), doubling);
+        assert_ne!(choose(&allreduce(uneven + 4, 3), crowded, None), doubling);
     }
 
     #[test]

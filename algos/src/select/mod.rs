@@ -17,7 +17,8 @@ pub use cost::{predict, CostModel, LinkCost, PatternGbps};
 pub use hccl_algo::{HcclAlgo, HcclAlgoError, HCCL_ALGO_OPS};
 pub use host::{
     choose, plan_op, plan_spec, HostFit, PlannedOp, DOUBLING_MAX_BYTES,
-    DOUBLING_MAX_BYTES_OVERSUBSCRIBED, MESH_MAX_BYTES, ONESHOT_MAX_BYTES, SLICE_BYTES, TCP_COST,
+    DOUBLING_MAX_BYTES_OVERSUBSCRIBED, DOUBLING_MAX_BYTES_OVERSUBSCRIBED_UNEVEN, MESH_MAX_BYTES,
+    ONESHOT_MAX_BYTES, SLICE_BYTES, TCP_COST,
 };
 
 /// One candidate the selector considered.
