@@ -36,7 +36,6 @@
 //! Flows already on the wire at the crash are completed (the bytes left the
 //! NIC before the process died); their receivers see them.
 
-use hccl_algos::exec::Executor;
 use hccl_algos::schedule::{Op, Rank, StepId};
 use hccl_algos::transport::OpContext;
 use hccl_topology::Fabric;
@@ -113,7 +112,8 @@ const INLINE_PENDING: usize = 2;
 const INLINE_CHANS: usize = 2;
 
 /// Per-rank state: one record holds everything a rank touches per step
-/// (status, unmatched posts, completions, channels and the executor), so a
+/// (status, unmatched posts, completions and channels; its executor is
+/// the engine's), so a
 /// step costs the lines of one record, not one buffer each (at 4,096
 /// ranks and more, each is a cache miss).
 #[derive(Debug)]
@@ -131,8 +131,6 @@ pub(crate) struct RankState {
     pub pending: SmallList<Pending, INLINE_PENDING>,
     /// Channels to the peers this rank sent to, sorted by destination.
     pub chans: SmallList<Chan, INLINE_CHANS>,
-    /// The executor of the running op (set and dropped by the engine).
-    pub exec: Option<Executor>,
     pub mem: Option<Box<RankMem>>,
 }
 
@@ -272,7 +270,6 @@ impl<'a> Core<'a> {
                     completions: IdList::default(),
                     chans: SmallList::default(),
                     touched: false,
-                    exec: None,
                     mem: None,
                 })
                 .collect(),
