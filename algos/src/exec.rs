@@ -117,7 +117,19 @@ impl Bits {
 
     /// The first set position in cyclic order from `start`, over a ring of
     /// `size` positions.
+    #[inline]
     fn first_from(&self, start: usize, size: usize) -> Option<usize> {
+        if size <= 64 {
+            // One word (every window up to 64 slots): rotated right by
+            // `start`, the positions from `start` on come first, then
+            // those before it, each in order.
+            let w = self.lo;
+            if w == 0 {
+                return None;
+            }
+            let d = w.rotate_right(start as u32).trailing_zeros() as usize;
+            return Some((start + d) % 64);
+        }
         let words = size.div_ceil(64);
         let (sw, sb) = (start / 64, start % 64);
         let head = self.word(sw) & (!0u64 << sb);

@@ -148,9 +148,11 @@ pub(crate) struct Chan {
 
 const NONE: u32 = u32::MAX;
 
-/// A matched message (64 bytes: one cache line). Its receive op and
-/// payload (data mode only) are in `Core::msg_data`.
+/// A matched message (64 bytes, aligned to them: one cache line, where
+/// an 8-byte-aligned vector put most messages across two). Its receive op
+/// and payload (data mode only) are in `Core::msg_data`.
 #[derive(Debug)]
+#[repr(align(64))]
 struct Msg {
     op: u32,
     src: u32,
@@ -206,6 +208,8 @@ pub(crate) struct Core<'a> {
     pub hooks: Option<&'a mut dyn Hooks>,
     /// `hooks.observes_messages()`, asked once.
     observe_messages: bool,
+    /// Some rank has crashed (`Core::crash`).
+    any_crashed: bool,
     pub data: bool,
     fabric: &'a Fabric,
     pub costs: CostParams,
@@ -280,6 +284,7 @@ impl<'a> Core<'a> {
             ops,
             comms,
             observe_messages: hooks.observes_messages(),
+            any_crashed: false,
             hooks: Some(hooks),
             data,
             fabric,
@@ -336,9 +341,11 @@ impl<'a> Core<'a> {
 
     /// Crashes `rank`: drops its unmatched posts; it completes nothing more.
     pub(crate) fn crash(&mut self, rank: u32) {
-        let Some(rs) = self.ranks.get_mut(rank as usize) else {
+        if rank as usize >= self.ranks.len() {
             return;
-        };
+        }
+        self.any_crashed = true;
+        let rs = &mut self.ranks[rank as usize];
         rs.status = Status::Crashed;
         rs.completions.clear();
         rs.mem = None;
@@ -354,19 +361,29 @@ impl<'a> Core<'a> {
 
     // ---- posting ------------------------------------------------------------
 
+    /// The fabric rank of member `peer` of `rank`'s running op's
+    /// communicator. Inline, the error cold: returned through memory, the
+    /// large `Result` cost a call and its checks on every post.
+    #[inline]
     fn member(&self, rank: u32, step: StepId, peer: Rank) -> Result<u32, SimError> {
         let op = self.ranks[rank as usize].op;
         let comm = &self.comms[self.ops[op as usize].comm];
-        comm.members
-            .get(peer as usize)
-            .copied()
-            .ok_or_else(|| SimError::PeerOutOfRange {
-                op: self.label(op),
-                rank,
-                step,
-                peer,
-                size: comm.members.len() as u32,
-            })
+        match comm.members.get(peer as usize) {
+            Some(&m) => Ok(m),
+            None => Err(self.peer_out_of_range(op, rank, step, peer)),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn peer_out_of_range(&self, op: u32, rank: u32, step: StepId, peer: Rank) -> SimError {
+        SimError::PeerOutOfRange {
+            op: self.label(op),
+            rank,
+            step,
+            peer,
+            size: self.comms[self.ops[op as usize].comm].members.len() as u32,
+        }
     }
 
     /// Posts one step of `rank`'s current op.
@@ -772,7 +789,9 @@ impl<'a> Core<'a> {
         let m = &self.msgs[id as usize];
         // A crashed sender starts nothing more: its queued messages vanish
         // like dropped ones (flows already on the wire still complete).
-        if m.dropped || self.ranks[m.src as usize].status == Status::Crashed {
+        // (The sender's record is read only once some rank has crashed:
+        // at scale it is a cache miss per message.)
+        if m.dropped || (self.any_crashed && self.ranks[m.src as usize].status == Status::Crashed) {
             let (src, step) = (self.sender(m.src), m.send_step);
             self.complete(src, step);
             self.advance_channel(id)?;
