@@ -106,7 +106,7 @@ impl Bits {
     }
 
     fn is_empty(&self) -> bool {
-        self.lo == 0 && self.hi().iter().all(|&w| w == 0)
+        self.lo == 0 && self.hi.as_ref().is_none_or(|hi| hi.iter().all(|&w| w == 0))
     }
 
     fn reset(&mut self, positions: usize) {
