@@ -117,13 +117,12 @@ const INLINE_PENDING: usize = 2;
 /// peer, a hierarchical ring rank to two).
 const INLINE_CHANS: usize = 2;
 
-/// Per-rank state: one record holds everything a rank touches per step
-/// (status, unmatched posts, completions and channels; its executor is
-/// the engine's), so a
-/// step costs the lines of one record, not one buffer each (at 4,096
-/// ranks and more, each is a cache miss).
-/// 192 bytes, aligned to 64: three whole cache lines (at 200 bytes and
-/// 8-byte alignment, every record spanned four).
+/// Per-rank state: one record holds what the core touches per step
+/// (status, unmatched posts, completions and channels; the executor is
+/// the engine's, `Engine::execs`), so a step costs the lines of one
+/// record, not one buffer each (at 4,096 ranks and more, each is a cache
+/// miss). 192 bytes, aligned to 64: three whole cache lines (at 200
+/// bytes and 8-byte alignment, every record spanned four).
 #[derive(Debug)]
 #[repr(align(64))]
 pub(crate) struct RankState {
