@@ -106,7 +106,7 @@ impl Bits {
     }
 
     fn is_empty(&self) -> bool {
-        self.lo == 0 && self.hi().iter().all(|&w| w == 0)
+        self.lo == 0 && self.hi.as_ref().is_none_or(|hi| hi.iter().all(|&w| w == 0))
     }
 
     fn reset(&mut self, positions: usize) {
@@ -117,7 +117,19 @@ impl Bits {
 
     /// The first set position in cyclic order from `start`, over a ring of
     /// `size` positions.
+    #[inline]
     fn first_from(&self, start: usize, size: usize) -> Option<usize> {
+        if size <= 64 {
+            // One word (every window up to 64 slots): rotated right by
+            // `start`, the positions from `start` on come first, then
+            // those before it, each in order.
+            let w = self.lo;
+            if w == 0 {
+                return None;
+            }
+            let d = w.rotate_right(start as u32).trailing_zeros() as usize;
+            return Some((start + d) % 64);
+        }
         let words = size.div_ceil(64);
         let (sw, sb) = (start / 64, start % 64);
         let head = self.word(sw) & (!0u64 << sb);
@@ -243,7 +255,19 @@ impl Executor {
         self.slots = slots.into_boxed_slice();
     }
 
+    /// Pulls steps while the window has room. The check is inline: most
+    /// calls find the window full, and the call of the loop (its prologue
+    /// saves six registers and 264 bytes of stack for a step) cost ~20
+    /// instructions each time.
+    #[inline]
     fn refill(&mut self) {
+        if !self.exhausted && self.len < self.capacity {
+            self.refill_room();
+        }
+    }
+
+    #[inline(never)]
+    fn refill_room(&mut self) {
         while !self.exhausted && self.len < self.capacity {
             match self.plan.next() {
                 Some(step) => self.push(step),

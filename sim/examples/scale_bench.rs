@@ -1,6 +1,7 @@
 //! Scale benchmark of the simulator (timing-only mode). Prints, per case:
 //! ranks, simulated time, wall time, events, events per second, peak
-//! resident memory (VmHWM) and bytes per rank.
+//! resident memory (VmHWM), bytes per rank and the trace hash (a
+//! fingerprint of every event processed, to compare runs of two builds).
 //!
 //! Run: `cargo run --release -p hccl-sim --example scale_bench [-- case...]`
 //! (no arguments: every case; each case runs in a child process so its peak
@@ -196,7 +197,7 @@ fn run_case(name: &str) -> Result<(), String> {
     };
     let op = &rep.ops[0];
     println!(
-        "{name:<11} ranks {n:>6}  sim {:>14} ns  busbw {:>7.2} GB/s  wall {wall:>8.3} s  cpu {cpu:>8.2} s (+{build_s:.2} s fabric)  events {:>11}  {:>6.2} M ev/cpu-s  VmHWM {:>8.1} MiB  {:>6} B/rank (sim only {:>6}, of it code pages {code_kib} KiB)  engine est {:>6} B/rank  largest component {}  folded period {}{heap}{}",
+        "{name:<11} ranks {n:>6}  sim {:>14} ns  busbw {:>7.2} GB/s  wall {wall:>8.3} s  cpu {cpu:>8.2} s (+{build_s:.2} s fabric)  events {:>11}  {:>6.2} M ev/cpu-s  VmHWM {:>8.1} MiB  {:>6} B/rank (sim only {:>6}, of it code pages {code_kib} KiB)  engine est {:>6} B/rank  largest component {}  folded period {}  trace {:016x}{heap}{}",
         op.time_ns.map_or("stalled".into(), |t| t.to_string()),
         op.busbw_gbps.unwrap_or(0.0),
         rep.stats.events,
@@ -207,6 +208,7 @@ fn run_case(name: &str) -> Result<(), String> {
         rep.stats.memory_bytes / u64::from(n),
         rep.stats.largest_component,
         rep.stats.folded_period,
+        rep.trace_hash,
         if rep.stall.is_some() { "  STALLED" } else { "" },
     );
     Ok(())

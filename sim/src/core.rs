@@ -36,7 +36,6 @@
 //! Flows already on the wire at the crash are completed (the bytes left the
 //! NIC before the process died); their receivers see them.
 
-use hccl_algos::exec::Executor;
 use hccl_algos::schedule::{Op, Rank, StepId};
 use hccl_algos::transport::OpContext;
 use hccl_topology::Fabric;
@@ -93,14 +92,20 @@ pub(crate) struct Pending {
     pub reduce: bool,
 }
 
-/// One side of a matched message.
+/// One side of a matched message (16 bytes; the ops of data mode travel
+/// apart, in [`SideOps`], so timing mode never builds or moves them).
 #[derive(Debug, Clone, Copy)]
 struct Side {
     step: StepId,
     len: u64,
     reduce: bool,
-    /// The op (data mode only).
-    op: Option<Op>,
+}
+
+/// The send's and the receive's ops of a match (data mode only).
+#[derive(Debug, Clone, Copy)]
+struct SideOps {
+    send: Op,
+    recv: Op,
 }
 
 /// Unmatched posts kept inline in a rank's record (ring and hierarchical
@@ -112,18 +117,19 @@ const INLINE_PENDING: usize = 2;
 /// peer, a hierarchical ring rank to two).
 const INLINE_CHANS: usize = 2;
 
-/// Per-rank state: one record holds everything a rank touches per step
-/// (status, unmatched posts, completions, channels and the executor), so a
-/// step costs the lines of one record, not one buffer each (at 4,096
-/// ranks and more, each is a cache miss).
+/// Per-rank state: one record holds what the core touches per step
+/// (status, unmatched posts, completions and channels; the executor is
+/// the engine's, `Engine::execs`), so a step costs the lines of one
+/// record, not one buffer each (at 4,096 ranks and more, each is a cache
+/// miss). 192 bytes, aligned to 64: three whole cache lines (at 200
+/// bytes and 8-byte alignment, every record spanned four).
 #[derive(Debug)]
+#[repr(align(64))]
 pub(crate) struct RankState {
     pub status: Status,
     pub touched: bool,
     /// Current (or delayed) op index into the scenario.
     pub op: u32,
-    /// Next scenario op index to examine.
-    pub next_op: u32,
     pub ctx: OpContext,
     /// Completed steps not yet fed to the executor.
     pub completions: IdList,
@@ -131,8 +137,6 @@ pub(crate) struct RankState {
     pub pending: SmallList<Pending, INLINE_PENDING>,
     /// Channels to the peers this rank sent to, sorted by destination.
     pub chans: SmallList<Chan, INLINE_CHANS>,
-    /// The executor of the running op (set and dropped by the engine).
-    pub exec: Option<Executor>,
     pub mem: Option<Box<RankMem>>,
 }
 
@@ -150,9 +154,11 @@ pub(crate) struct Chan {
 
 const NONE: u32 = u32::MAX;
 
-/// A matched message (64 bytes: one cache line). Its receive op and
-/// payload (data mode only) are in `Core::msg_data`.
+/// A matched message (64 bytes, aligned to them: one cache line, where
+/// an 8-byte-aligned vector put most messages across two). Its receive op
+/// and payload (data mode only) are in `Core::msg_data`.
 #[derive(Debug)]
+#[repr(align(64))]
 struct Msg {
     op: u32,
     src: u32,
@@ -208,6 +214,8 @@ pub(crate) struct Core<'a> {
     pub hooks: Option<&'a mut dyn Hooks>,
     /// `hooks.observes_messages()`, asked once.
     observe_messages: bool,
+    /// Some rank has crashed (`Core::crash`).
+    any_crashed: bool,
     pub data: bool,
     fabric: &'a Fabric,
     pub costs: CostParams,
@@ -266,13 +274,11 @@ impl<'a> Core<'a> {
                 .map(|_| RankState {
                     status: Status::Idle,
                     op: u32::MAX,
-                    next_op: 0,
                     ctx: idle_ctx,
                     pending: SmallList::default(),
                     completions: IdList::default(),
                     chans: SmallList::default(),
                     touched: false,
-                    exec: None,
                     mem: None,
                 })
                 .collect(),
@@ -283,6 +289,7 @@ impl<'a> Core<'a> {
             ops,
             comms,
             observe_messages: hooks.observes_messages(),
+            any_crashed: false,
             hooks: Some(hooks),
             data,
             fabric,
@@ -339,9 +346,11 @@ impl<'a> Core<'a> {
 
     /// Crashes `rank`: drops its unmatched posts; it completes nothing more.
     pub(crate) fn crash(&mut self, rank: u32) {
-        let Some(rs) = self.ranks.get_mut(rank as usize) else {
+        if rank as usize >= self.ranks.len() {
             return;
-        };
+        }
+        self.any_crashed = true;
+        let rs = &mut self.ranks[rank as usize];
         rs.status = Status::Crashed;
         rs.completions.clear();
         rs.mem = None;
@@ -357,19 +366,29 @@ impl<'a> Core<'a> {
 
     // ---- posting ------------------------------------------------------------
 
+    /// The fabric rank of member `peer` of `rank`'s running op's
+    /// communicator. Inline, the error cold: returned through memory, the
+    /// large `Result` cost a call and its checks on every post.
+    #[inline]
     fn member(&self, rank: u32, step: StepId, peer: Rank) -> Result<u32, SimError> {
         let op = self.ranks[rank as usize].op;
         let comm = &self.comms[self.ops[op as usize].comm];
-        comm.members
-            .get(peer as usize)
-            .copied()
-            .ok_or_else(|| SimError::PeerOutOfRange {
-                op: self.label(op),
-                rank,
-                step,
-                peer,
-                size: comm.members.len() as u32,
-            })
+        match comm.members.get(peer as usize) {
+            Some(&m) => Ok(m),
+            None => Err(self.peer_out_of_range(op, rank, step, peer)),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn peer_out_of_range(&self, op: u32, rank: u32, step: StepId, peer: Rank) -> SimError {
+        SimError::PeerOutOfRange {
+            op: self.label(op),
+            rank,
+            step,
+            peer,
+            size: self.comms[self.ops[op as usize].comm].members.len() as u32,
+        }
     }
 
     /// Posts one step of `rank`'s current op.
@@ -493,7 +512,6 @@ impl<'a> Core<'a> {
             step,
             len: op.bytes(),
             reduce: matches!(op, Op::RecvReduce { .. }),
-            op: self.data.then_some(*op),
         };
         match found {
             None => {
@@ -525,21 +543,33 @@ impl<'a> Core<'a> {
             }
             Some(i) => {
                 let other = list.remove(i);
+                // Data mode: the other post's op is in `data_ops`.
+                let ops = (other.op_slot != NONE).then(|| {
+                    self.free_data_ops.push(other.op_slot);
+                    let other_op = self.data_ops[other.op_slot as usize];
+                    if is_send {
+                        SideOps {
+                            send: *op,
+                            recv: other_op,
+                        }
+                    } else {
+                        SideOps {
+                            send: other_op,
+                            recv: *op,
+                        }
+                    }
+                });
                 let other = Side {
                     step: other.step,
                     len: other.len,
                     reduce: other.reduce,
-                    op: (other.op_slot != NONE).then(|| {
-                        self.free_data_ops.push(other.op_slot);
-                        self.data_ops[other.op_slot as usize]
-                    }),
                 };
                 let (send, recv) = if is_send {
                     (this, other)
                 } else {
                     (other, this)
                 };
-                self.matched(src, dst, tag, send, recv)
+                self.matched(src, dst, tag, send, recv, ops)
             }
         }
     }
@@ -623,6 +653,7 @@ impl<'a> Core<'a> {
         tag: u32,
         send: Side,
         recv: Side,
+        ops: Option<SideOps>,
     ) -> Result<(), SimError> {
         let op_index = self.ranks[dst as usize].op;
         let (send_step, recv_step) = (send.step, recv.step);
@@ -664,7 +695,7 @@ impl<'a> Core<'a> {
             fate
         };
         // Timing mode reads nothing of the sender's record.
-        let payload = match (self.data, send.op) {
+        let payload = match (self.data, ops.map(|o| o.send)) {
             (true, Some(Op::Send { src: region, .. })) => match &self.ranks[src as usize].mem {
                 Some(mem) => mem
                     .read(region)
@@ -704,7 +735,7 @@ impl<'a> Core<'a> {
                 (self.msgs.len() - 1) as u32
             }
         };
-        if let Some(recv_op) = recv.op {
+        if let Some(recv_op) = ops.map(|o| o.recv) {
             let i = id as usize;
             if self.msg_data.len() <= i {
                 self.msg_data.resize(i + 1, (recv_op, Vec::new()));
@@ -775,7 +806,9 @@ impl<'a> Core<'a> {
         let m = &self.msgs[id as usize];
         // A crashed sender starts nothing more: its queued messages vanish
         // like dropped ones (flows already on the wire still complete).
-        if m.dropped || self.ranks[m.src as usize].status == Status::Crashed {
+        // (The sender's record is read only once some rank has crashed:
+        // at scale it is a cache miss per message.)
+        if m.dropped || (self.any_crashed && self.ranks[m.src as usize].status == Status::Crashed) {
             let (src, step) = (self.sender(m.src), m.send_step);
             self.complete(src, step);
             self.advance_channel(id)?;
@@ -1038,5 +1071,21 @@ fn fabric_spec(fabric: &Fabric, l: LinkId) -> LinkSpec {
     LinkSpec {
         bandwidth_gbps: link.bandwidth_gbps,
         latency_ns: link.latency_ns,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rank's record is three cache lines and a message one: every
+    /// event at scale reads a record or two and a message, each a cache
+    /// miss per line.
+    #[test]
+    fn rank_record_and_message_fill_whole_cache_lines() {
+        assert_eq!(std::mem::size_of::<RankState>(), 192);
+        assert_eq!(std::mem::align_of::<RankState>(), 64);
+        assert_eq!(std::mem::size_of::<Msg>(), 64);
+        assert_eq!(std::mem::align_of::<Msg>(), 64);
     }
 }

@@ -36,6 +36,16 @@ const UNSET: u64 = u64::MAX;
 pub(crate) struct Engine<'a> {
     sc: &'a Scenario<'a>,
     core: Core<'a>,
+    /// The executor of each rank's running op (set and dropped by the
+    /// engine), by fabric rank. Beside the core, not in the rank's record:
+    /// driving a rank lends it in place while the core posts its steps
+    /// (in the record it had to be moved out, 80 bytes, and back in on
+    /// every drive, since posting needs the whole core).
+    execs: Vec<Option<Executor>>,
+    /// Each rank's next scenario op index to examine (read only when an
+    /// op starts: outside the rank's record, which this keeps at 192
+    /// bytes, three cache lines).
+    next_ops: Vec<u32>,
     times: Vec<OpTimes>,
 }
 
@@ -61,7 +71,15 @@ impl<'a> Engine<'a> {
                 }
             })
             .collect();
-        Engine { sc, core, times }
+        let execs = (0..core.ranks.len()).map(|_| None).collect();
+        let next_ops = vec![0; core.ranks.len()];
+        Engine {
+            sc,
+            core,
+            execs,
+            next_ops,
+            times,
+        }
     }
 
     /// Ranks the engine runs: all, or the representatives of a folded run.
@@ -129,7 +147,7 @@ impl<'a> Engine<'a> {
 
     /// The next op index of fabric rank `r` at or after its cursor.
     fn next_op_of(&self, r: u32) -> Option<usize> {
-        let cursor = self.core.ranks[r as usize].next_op as usize;
+        let cursor = self.next_ops[r as usize] as usize;
         match self.sc.orders.get(&r) {
             Some(order) => order.get(cursor).copied(),
             None => (cursor..self.sc.ops.len())
@@ -139,9 +157,9 @@ impl<'a> Engine<'a> {
 
     /// Advances the cursor past op `i`.
     fn consume(&mut self, r: u32, i: usize) {
-        let rs = &mut self.core.ranks[r as usize];
-        rs.next_op = if self.sc.orders.contains_key(&r) {
-            rs.next_op + 1
+        let next = &mut self.next_ops[r as usize];
+        *next = if self.sc.orders.contains_key(&r) {
+            *next + 1
         } else {
             i as u32 + 1
         };
@@ -258,7 +276,7 @@ impl<'a> Engine<'a> {
             rank: comm_rank,
             dtype,
         };
-        self.core.ranks[r as usize].exec = Some(Executor::with_window(plan, self.sc.window));
+        self.execs[r as usize] = Some(Executor::with_window(plan, self.sc.window));
         let start = &mut self.times[i].start[comm_rank as usize];
         if *start == UNSET {
             *start = self.core.now;
@@ -277,7 +295,7 @@ impl<'a> Engine<'a> {
         let comm_rank = rs.ctx.rank as usize;
         rs.status = Status::Idle;
         let mem = rs.mem.take();
-        rs.exec = None;
+        self.execs[r as usize] = None;
         let t = &mut self.times[i];
         t.end[comm_rank] = now;
         if let (Some(outputs), Some(mem)) = (t.outputs.as_mut(), mem) {
@@ -289,47 +307,18 @@ impl<'a> Engine<'a> {
     /// moving on to the next op when the plan is done.
     fn drive(&mut self, r: u32) -> Result<(), SimError> {
         loop {
-            let rs = &mut self.core.ranks[r as usize];
-            if rs.status == Status::Crashed {
-                rs.exec = None;
+            if self.core.ranks[r as usize].status == Status::Crashed {
+                self.execs[r as usize] = None;
                 return Ok(());
             }
-            // Out of the rank's record while the core posts its steps
-            // (posting needs the whole core), back in before anything else.
-            let Some(mut exec) = rs.exec.take() else {
+            let Some(exec) = self.execs[r as usize].as_mut() else {
                 return Ok(());
             };
-            let step = self.step_exec(r, &mut exec);
-            self.core.ranks[r as usize].exec = Some(exec);
-            if !step? {
+            if !step_exec(&mut self.core, r, exec)? {
                 return Ok(());
             }
             self.finish_op(r);
             self.start_next(r)?;
-        }
-    }
-
-    /// One round of [`Self::drive`] on the rank's executor: true when its
-    /// plan is done.
-    fn step_exec(&mut self, r: u32, exec: &mut Executor) -> Result<bool, SimError> {
-        loop {
-            let ctx = self.core.ranks[r as usize].ctx;
-            let mut t = SimTransport::new(&mut self.core, r);
-            while let Some(c) = t.poll_completion()? {
-                exec.handle_completion(c.step)
-                    .map_err(|source| SimError::Exec { rank: r, source })?;
-            }
-            let mut posted = false;
-            while let Some((id, step)) = exec.poll_step() {
-                t.post(&ctx, id, &step.op)?;
-                posted = true;
-            }
-            let rs = &self.core.ranks[r as usize];
-            if !rs.completions.is_empty() {
-                continue; // zero-cost steps completed while posting
-            }
-            // A step just posted is in flight: the plan cannot be done.
-            return Ok(!posted && rs.status == Status::Running && exec.is_done());
         }
     }
 
@@ -347,13 +336,13 @@ impl<'a> Engine<'a> {
             let op = (rs.op != u32::MAX).then_some(rs.op as usize);
             let comm_rank = op.map(|i| self.sc.comms[self.sc.ops[i].comm].index_of[r as usize]);
             let mut remaining_ops = Vec::new();
-            let saved = rs.next_op;
+            let saved = self.next_ops[r as usize];
             while let Some(i) = self.next_op_of(r) {
                 remaining_ops.push(i);
                 self.consume(r, i);
             }
-            self.core.ranks[r as usize].next_op = saved;
-            let (in_flight, blocked) = match &self.core.ranks[r as usize].exec {
+            self.next_ops[r as usize] = saved;
+            let (in_flight, blocked) = match &self.execs[r as usize] {
                 Some(e) => (
                     e.in_flight().map(|(i, s)| (i, *s)).collect(),
                     e.blocked().map(|(i, s)| (i, *s)).collect(),
@@ -379,7 +368,7 @@ impl<'a> Engine<'a> {
                 // (a crashed rank's posts are removed from the lists).
                 let poster = if p.is_send { p.peer } else { dst };
                 let op = self.core.pending_op(p).or_else(|| {
-                    let exec = self.core.ranks.get(poster as usize)?.exec.as_ref()?;
+                    let exec = self.execs.get(poster as usize)?.as_ref()?;
                     exec.step(p.step).map(|s| s.op)
                 })?;
                 Some(UnmatchedPost {
@@ -418,7 +407,8 @@ impl<'a> Engine<'a> {
         // Executors are dropped as ranks finish: count the peak, one full
         // window per rank of the largest communicator-op (an upper bound).
         let window_slot = std::mem::size_of::<(hccl_algos::Step, u8)>();
-        let exec_bytes = self.core.ranks.len() * self.sc.window.min(1024) * window_slot;
+        let exec_bytes = self.core.ranks.len() * self.sc.window.min(1024) * window_slot
+            + self.execs.capacity() * std::mem::size_of::<Option<Executor>>();
         let c = self.core.counters;
         let stats = EngineStats {
             events: c.events,
@@ -488,5 +478,29 @@ impl<'a> Engine<'a> {
             seed: self.sc.seed,
             stall,
         }
+    }
+}
+
+/// One round of [`Engine::drive`] on rank `r`'s executor: true when its
+/// plan is done.
+fn step_exec(core: &mut Core<'_>, r: u32, exec: &mut Executor) -> Result<bool, SimError> {
+    loop {
+        let ctx = core.ranks[r as usize].ctx;
+        let mut t = SimTransport::new(core, r);
+        while let Some(c) = t.poll_completion()? {
+            exec.handle_completion(c.step)
+                .map_err(|source| SimError::Exec { rank: r, source })?;
+        }
+        let mut posted = false;
+        while let Some((id, step)) = exec.poll_step() {
+            t.post(&ctx, id, &step.op)?;
+            posted = true;
+        }
+        let rs = &core.ranks[r as usize];
+        if !rs.completions.is_empty() {
+            continue; // zero-cost steps completed while posting
+        }
+        // A step just posted is in flight: the plan cannot be done.
+        return Ok(!posted && rs.status == Status::Running && exec.is_done());
     }
 }

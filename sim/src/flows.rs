@@ -54,8 +54,10 @@ pub struct LinkUsage {
 }
 
 /// State of a link some route uses (links no route crosses have none: a
-/// fabric has many more links than a collective touches). 64 bytes.
+/// fabric has many more links than a collective touches). 64 bytes,
+/// aligned to them: one cache line each.
 #[derive(Debug, Default)]
+#[repr(align(64))]
 struct LinkState {
     /// Current capacity, bytes per ns.
     cap: f64,
@@ -77,7 +79,10 @@ struct LinkState {
     dirty: bool,
 }
 
+/// A flow on the fabric: 56 bytes of fields, aligned to 64 (one cache
+/// line each; at a 56-byte stride six flows in eight crossed two).
 #[derive(Debug, Default)]
+#[repr(align(64))]
 struct Flow {
     route: u32,
     bytes: u64,
@@ -331,6 +336,24 @@ impl FlowNet {
             if link.epoch == self.epoch || link.flows.is_empty() {
                 continue;
             }
+            if let Some(f) = self.lone_flow(l) {
+                // The component is one flow: what `collect_component`,
+                // `fill` and `apply` do for it, without the scratch lists
+                // (every flow of a ring at its start or end).
+                self.largest_component = self.largest_component.max(1);
+                let epoch = self.epoch;
+                let flow = &mut self.flows[f as usize];
+                flow.epoch = epoch;
+                let mut rate = f64::INFINITY;
+                for &l2 in Self::route_links(&self.routes, flow.route) {
+                    let link2 = &mut self.links[l2 as usize];
+                    link2.epoch = epoch;
+                    rate = rate.min(link2.cap);
+                }
+                flow.next_rate = rate;
+                settle(flow, f, now, out);
+                continue;
+            }
             self.collect_component(l);
             self.largest_component = self.largest_component.max(self.comp_flows.len());
             self.fill();
@@ -351,6 +374,19 @@ impl FlowNet {
             }
             self.epoch = 1;
         }
+    }
+
+    /// The flow on link `l`, if it is the only flow on every link of its
+    /// route (its component of the link–flow graph is itself). Reads only.
+    fn lone_flow(&self, l: LinkId) -> Option<u32> {
+        let &[f] = self.links[l as usize].flows.as_slice() else {
+            return None;
+        };
+        let route = self.flows[f as usize].route;
+        Self::route_links(&self.routes, route)
+            .iter()
+            .all(|&l2| self.links[l2 as usize].flows.len() == 1)
+            .then_some(f)
     }
 
     /// Breadth-first over links and flows from `start`, marking with the epoch.
@@ -436,27 +472,7 @@ impl FlowNet {
     /// Settles progress of flows whose rate changed and reports new end times.
     fn apply(&mut self, now: u64, out: &mut Vec<Resched>) {
         for &f in &self.comp_flows {
-            let flow = &mut self.flows[f as usize];
-            if flow.next_rate.to_bits() == flow.rate.to_bits() {
-                continue;
-            }
-            if flow.rate > 0.0 {
-                flow.remaining -= flow.rate * (now - flow.last) as f64;
-                flow.remaining = flow.remaining.max(0.0);
-            }
-            flow.last = now;
-            flow.rate = flow.next_rate;
-            flow.version = flow.version.wrapping_add(1);
-            let end = if flow.rate > 0.0 {
-                Some(now.saturating_add(ceil_ns(flow.remaining / flow.rate)))
-            } else {
-                None
-            };
-            out.push(Resched {
-                flow: f,
-                version: flow.version,
-                end,
-            });
+            settle(&mut self.flows[f as usize], f, now, out);
         }
     }
 
@@ -506,6 +522,32 @@ impl FlowNet {
             + self.flows.capacity() * size_of::<Flow>()
             + self.free.capacity() * 4
     }
+}
+
+/// Moves flow `f` (`flow`) to its `next_rate` if that differs from its
+/// rate: settles its progress at `now`, bumps its version and reports its
+/// new end time to `out`.
+fn settle(flow: &mut Flow, f: u32, now: u64, out: &mut Vec<Resched>) {
+    if flow.next_rate.to_bits() == flow.rate.to_bits() {
+        return;
+    }
+    if flow.rate > 0.0 {
+        flow.remaining -= flow.rate * (now - flow.last) as f64;
+        flow.remaining = flow.remaining.max(0.0);
+    }
+    flow.last = now;
+    flow.rate = flow.next_rate;
+    flow.version = flow.version.wrapping_add(1);
+    let end = if flow.rate > 0.0 {
+        Some(now.saturating_add(ceil_ns(flow.remaining / flow.rate)))
+    } else {
+        None
+    };
+    out.push(Resched {
+        flow: f,
+        version: flow.version,
+        end,
+    });
 }
 
 /// Heap key of a link's fair share: non-negative f64 bits order like the

@@ -159,7 +159,22 @@ impl EventQueue {
         self.peeked
     }
 
+    /// The earliest event. Inline while bucket 0 has events (about ten
+    /// pops in eleven): the promotion, out of line, kept six registers'
+    /// saves and restores on every pop.
+    #[inline]
     pub(crate) fn pop(&mut self) -> Option<(u64, EventKind)> {
+        if let Some(&e) = self.buckets[0].get(self.cursor) {
+            self.cursor += 1;
+            self.len -= 1;
+            return Some(e);
+        }
+        self.pop_promoted()
+    }
+
+    /// [`Self::pop`] with bucket 0 drained.
+    #[inline(never)]
+    fn pop_promoted(&mut self) -> Option<(u64, EventKind)> {
         if !self.promote() {
             return None;
         }

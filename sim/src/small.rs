@@ -42,6 +42,7 @@ impl<T: Copy + Default, const N: usize> Default for SmallList<T, N> {
 }
 
 impl<T: Copy + Default, const N: usize> SmallList<T, N> {
+    #[inline]
     pub(crate) fn as_slice(&self) -> &[T] {
         if self.len as usize <= N {
             &self.inline[..self.len as usize]
@@ -50,6 +51,7 @@ impl<T: Copy + Default, const N: usize> SmallList<T, N> {
         }
     }
 
+    #[inline]
     pub(crate) fn as_mut_slice(&mut self) -> &mut [T] {
         if self.len as usize <= N {
             &mut self.inline[..self.len as usize]
@@ -96,11 +98,24 @@ impl<T: Copy + Default, const N: usize> SmallList<T, N> {
         }
     }
 
+    #[inline]
     pub(crate) fn push(&mut self, x: T) {
         let n = self.len as usize;
         if n < N {
             self.inline[n] = x;
-        } else if n == N {
+            self.len += 1;
+        } else {
+            self.push_spilled(x);
+        }
+    }
+
+    /// [`Self::push`] past the inline elements, out of line: inlined, the
+    /// spill path kept `push` itself out of line at every flow start,
+    /// post and completion.
+    #[cold]
+    #[inline(never)]
+    fn push_spilled(&mut self, x: T) {
+        if self.len as usize == N {
             self.spill_all().push(x);
         } else {
             self.spilled().push(x);
@@ -124,37 +139,56 @@ impl<T: Copy + Default, const N: usize> SmallList<T, N> {
     }
 
     /// Removes element `i`, keeping the order of the others (`Vec::remove`).
+    #[inline]
     pub(crate) fn remove(&mut self, i: usize) -> T {
         let n = self.len as usize;
         assert!(i < n, "remove index {i} out of {n}");
-        let x;
         if n <= N {
-            x = self.inline[i];
+            let x = self.inline[i];
             self.inline.copy_within(i + 1..n, i);
+            self.len -= 1;
+            x
         } else {
-            x = self.spilled().remove(i);
+            self.remove_spilled(i)
         }
+    }
+
+    /// [`Self::remove`] of a spilled list, out of line.
+    #[cold]
+    #[inline(never)]
+    fn remove_spilled(&mut self, i: usize) -> T {
+        let x = self.spilled().remove(i);
         self.len -= 1;
         self.unspill();
         x
     }
 
     /// Removes element `i`, moving the last one into its place.
+    #[inline]
     pub(crate) fn swap_remove(&mut self, i: usize) -> T {
         let n = self.len as usize;
         assert!(i < n, "swap_remove index {i} out of {n}");
-        let x;
         if n <= N {
-            x = self.inline[i];
+            let x = self.inline[i];
             self.inline[i] = self.inline[n - 1];
+            self.len -= 1;
+            x
         } else {
-            x = self.spilled().swap_remove(i);
+            self.swap_remove_spilled(i)
         }
+    }
+
+    /// [`Self::swap_remove`] of a spilled list, out of line.
+    #[cold]
+    #[inline(never)]
+    fn swap_remove_spilled(&mut self, i: usize) -> T {
+        let x = self.spilled().swap_remove(i);
         self.len -= 1;
         self.unspill();
         x
     }
 
+    #[inline]
     pub(crate) fn pop(&mut self) -> Option<T> {
         let n = self.len as usize;
         if n == 0 {
