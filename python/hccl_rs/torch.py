@@ -133,7 +133,7 @@ def _keep(work):
     _LIVE[id(work)] = work
     if len(_LIVE) > _LIVE_MAX:
         with _LIVE_LOCK:
-            done = [k for k, w in list(_LIVE.items()) if w.is_completed()]
+            done = [k for k, w in list(_LIVE.items()) if w._finished()]
             for k in done[: _LIVE_MAX // 2]:
                 _LIVE.pop(k, None)
 
@@ -252,6 +252,10 @@ class _Work(dist.Work):
     def is_completed(self):
         return all(w.is_completed() for w in self._natives)
 
+    def _finished(self):
+        # As is_completed, without starting held-back sends and receives.
+        return all(getattr(w, "finished", w.is_completed)() for w in self._natives)
+
     def is_success(self):
         return all(w.is_success() for w in self._natives)
 
@@ -310,6 +314,39 @@ class _Work(dist.Work):
         return fut
 
 
+class _HeldP2P:
+    """A send or receive the group holds back (see
+    ``ProcessGroupHCCL.send``), standing in for its native Work: asking for
+    its outcome starts every held one, as one batch."""
+
+    def __init__(self, group):
+        self._group = group
+        self._native = None
+
+    def _started(self):
+        if self._native is None:
+            self._group._start_held()
+        return self._native
+
+    def finished(self):
+        return self._native is not None and self._native.is_completed()
+
+    def wait(self, secs=None):
+        return self._started().wait(secs)
+
+    def is_completed(self):
+        return self._started().is_completed()
+
+    def is_success(self):
+        return self._started().is_success()
+
+    def exception(self):
+        return self._started().exception()
+
+    def add_done_callback(self, f):
+        return self._started().add_done_callback(f)
+
+
 class ProcessGroupHCCL(dist.ProcessGroup):
     """A torch ProcessGroup whose collectives are hccl-rs's, on CPU tensors.
 
@@ -332,12 +369,44 @@ class ProcessGroupHCCL(dist.ProcessGroup):
                 store.set(key, info)
             else:
                 info = store.get(key).decode()
-            self._comm = Comm.init_root_info(size, info, rank)
+            self._native_comm = Comm.init_root_info(size, info, rank)
+        self._held = []
+        self._held_lock = threading.Lock()
+
+    @property
+    def _comm(self):
+        # Every op goes through here: held sends and receives start first,
+        # so ops still run in call order.
+        if self._held:
+            self._start_held()
+        return self._native_comm
 
     @property
     def comm(self):
-        """The group's ``hccl_rs.Comm``."""
+        """The group's ``hccl_rs.Comm`` (held sends and receives started)."""
         return self._comm
+
+    def _start_held(self):
+        """Starts the held sends and receives in call order: each run of
+        one data type as one ``batch_send_recv`` (all its sends and
+        receives posted at once, HCCL's HcclBatchSendRecv), one alone as
+        itself. Runs stay apart because a batch moves its messages one
+        data type at a time: a batch of two types could send its second
+        message before its first, which a peer receiving them one by one
+        waits for in turn."""
+        with self._held_lock:
+            held, self._held = self._held, []
+            c = self._native_comm
+            for _, run in itertools.groupby(held, key=lambda h: h[1].dtype):
+                run = list(run)
+                if len(run) == 1:
+                    kind, t, peer, h = run[0]
+                    op = c.send if kind == "send" else c.recv
+                    h._native = op(t, peer, async_op=True)
+                    continue
+                w = c.batch_send_recv([(kind, t, peer) for kind, t, peer, _ in run], async_op=True)
+                for *_, h in run:
+                    h._native = w
 
     # -- names ---------------------------------------------------------
     def getBackendName(self):  # noqa: N802 (the C++ virtual's name)
@@ -500,10 +569,24 @@ class ProcessGroupHCCL(dist.ProcessGroup):
 
     # -- point-to-point ------------------------------------------------
     def send(self, tensors, dstRank, tag=0):  # noqa: N803 (torch's names)
-        return _Work([self._comm.send(t, dstRank, async_op=True) for t in tensors], tensors)
+        """``isend``/``send``: held back until a Work of it (or of a later
+        held send or receive) is waited on or asked about, or the next
+        other op, then started with every other held one as one batch.
+        ``batch_isend_irecv`` and an ``isend``/``irecv`` exchange then
+        cannot wait for each other: one at a time, both ranks' sends of
+        more than the eager bound (``HCCL_BUFFSIZE``) waited for receives
+        queued behind them until ``HCCL_EXEC_TIMEOUT``."""
+        return self._hold("send", tensors, dstRank)
 
     def recv(self, tensors, srcRank, tag=0):  # noqa: N803
-        return _Work([self._comm.recv(t, srcRank, async_op=True) for t in tensors], tensors)
+        """``irecv``/``recv``: held back as ``send`` is."""
+        return self._hold("recv", tensors, srcRank)
+
+    def _hold(self, kind, tensors, peer):
+        with self._held_lock:
+            held = [_HeldP2P(self) for _ in tensors]
+            self._held.extend((kind, t, peer, h) for t, h in zip(tensors, held))
+        return _Work(held, tensors)
 
     def recv_anysource(self, tensors, tag=0):
         raise HcclError("hccl_rs: recv from any source is not supported (HCCL has no wildcard receive); name src")

@@ -320,6 +320,39 @@ def op_timeout(argv):
 
 
 @case
+def p2p_exchange(argv):
+    """Exchanges past the eager bound (run with HCCL_BUFFSIZE=1, 1 MB):
+    ``batch_isend_irecv`` of 1.2 MB each way with the peer, then the same
+    as ``isend`` and ``irecv`` waited in reverse order, then two float32
+    and one int64 message one way, received one by one."""
+    init(argv)
+    r = dist.get_rank()
+    peer = 1 - r
+    n = 300_000
+    x, y = torch.full((n,), float(r + 1)), torch.zeros(n)
+    for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, x, peer), dist.P2POp(dist.irecv, y, peer)]):
+        w.wait()
+    eq(y, torch.full((n,), float(peer + 1)), "batch_isend_irecv")
+    y.zero_()
+    ws = [dist.isend(x * 2, peer), dist.irecv(y, peer)]
+    for w in reversed(ws):
+        w.wait()
+    eq(y, torch.full((n,), float(2 * (peer + 1))), "isend/irecv")
+    a, b, c = torch.arange(n, dtype=torch.float32), torch.ones(n) * 3, torch.arange(n, dtype=torch.int64)
+    if r == 0:
+        ws = [dist.isend(a, 1), dist.isend(b, 1), dist.isend(c, 1)]
+        for w in ws:
+            w.wait()
+    else:
+        got = [torch.empty_like(a), torch.empty_like(b), torch.empty_like(c)]
+        for g in got:
+            dist.recv(g, 0)
+        for g, want, what in zip(got, (a, b, c), ("first", "second", "int64")):
+            eq(g, want, what)
+    result(ok=True)
+
+
+@case
 def exit_pending(argv):
     """Exits (no destroy, no wait) with an async all_reduce still running
     and its future's callback pending: rank 1 never calls it. The group's

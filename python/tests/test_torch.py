@@ -88,6 +88,13 @@ def test_exit_without_destroy_does_not_abort():
         assert [r["ok"] for r in results(launch("ddp_exit", 2))] == [True, True]
 
 
+def test_p2p_exchanges_past_the_eager_bound_do_not_wait_for_each_other():
+    # Sends and receives started one at a time made both ranks' 1.2 MB
+    # sends wait for receives queued behind them, until HCCL_EXEC_TIMEOUT.
+    env = {"HCCL_BUFFSIZE": "1", "HCCL_EXEC_TIMEOUT": "30"}
+    assert [r["ok"] for r in results(launch("p2p_exchange", 2, env=env, timeout=60))] == [True, True]
+
+
 def test_an_op_timeout_raises_on_the_waiting_rank():
     # new_group(timeout=2 s) is HCCL_EXEC_TIMEOUT=2 for its communicator;
     # rank 1 never calls the all_reduce, so only the timeout ends it.

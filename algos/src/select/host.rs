@@ -186,7 +186,9 @@ pub fn choose(args: &CollectiveArgs, fit: HostFit, forced: Option<&HcclAlgo>) ->
 /// is not a power of two, [`DOUBLING_MAX_BYTES_OVERSUBSCRIBED_UNEVEN`]
 /// when the ranks do not fit their CPUs) when `fit.hosts` is 1, else one-shot up to [`ONESHOT_MAX_BYTES`]; above
 /// it, and for a flat mesh over more than two ranks above
-/// [`MESH_MAX_BYTES`], the selector's cheapest candidate that is neither
+/// [`MESH_MAX_BYTES`] (an AllReduce at any size when the ranks do not fit
+/// their CPUs),
+/// the selector's cheapest candidate that is neither
 /// mesh nor one-shot (the ring if none). The plan: as [`plan_spec`].
 ///
 /// # Errors
@@ -292,9 +294,14 @@ fn choose_on(
     // prices messages only, would still pick it up to ~128 KiB.
     let crowded = fit.hosts == 1 && !fit.ranks_fit_cpus;
     let doubling = AlgoSpec::Flat(Algorithm::Doubling);
+    // Nor a mesh AllReduce there (more than two ranks): its p - 1
+    // messages at once with two ranks per core ran behind H-D_R (4
+    // processes, session 17, 5 interleaved runs, medians: 48 KiB 105 vs
+    // 90 µs, 64 KiB 130 vs 107).
+    let crowded_allreduce = crowded && args.kind == CollectiveKind::AllReduce;
     let too_big = |s: &AlgoSpec| {
         *s == oneshot
-            || (*s == mesh && args.world_size > 2 && bytes > MESH_MAX_BYTES)
+            || (*s == mesh && args.world_size > 2 && (bytes > MESH_MAX_BYTES || crowded_allreduce))
             || (*s == doubling && crowded && bytes > doubling_max(args.world_size, fit))
     };
     if too_big(&spec) {
@@ -411,6 +418,15 @@ mod tests {
         assert!(max < DOUBLING_MAX_BYTES);
         assert_eq!(choose(&allreduce(max, 4), crowded, None), doubling);
         assert_eq!(choose(&allreduce(max + 4, 4), crowded, None), hd);
+        // Not mesh either, up to MESH_MAX_BYTES, which the cost model
+        // prefers at 48-64 KiB.
+        for kib in [48, 56, 64] {
+            assert_eq!(
+                choose(&allreduce(kib << 10, 4), crowded, None),
+                hd,
+                "{kib} KiB"
+            );
+        }
         assert_eq!(choose(&allreduce(DOUBLING_MAX_BYTES, 4), crowded, None), hd);
         // With a CPU per rank the bound stays DOUBLING_MAX_BYTES.
         assert_eq!(
