@@ -1075,7 +1075,7 @@ fn run_tcp(
         settings.push_str(" (barrier: one row of size 0)");
     }
     let check_note = if a.check == 1 {
-        "every element of every rank's output of the last timed op against the sequential reference, verifiable inputs (exact in every dtype)"
+        "every element of every rank's output of one more, untimed op into a zeroed buffer against the sequential reference, verifiable inputs (exact in every dtype)"
     } else {
         "off (-c 0); check column NULL"
     };

@@ -8,9 +8,10 @@
 //! `hw/examples/tcp_allreduce_bench.rs` (and nccl-tests): per size, `-w`
 //! warmups, a barrier, `-n` back-to-back ops timed with [`Instant`]; each
 //! rank's average per op, then the maximum over ranks (an fp64 Max
-//! AllReduce) is the row's time. The check compares each rank's output of
-//! the last timed op with `hccl_algos::reference` on the verifiable inputs
-//! and sums the wrong elements over ranks (a u64 Sum AllReduce).
+//! AllReduce) is the row's time. With `-c 1` one more op, untimed, runs
+//! into a zeroed output buffer; the check compares each rank's output of
+//! it with `hccl_algos::reference` on the verifiable inputs and sums the
+//! wrong elements over ranks (a u64 Sum AllReduce).
 
 use std::io::Write;
 use std::process::{Child, Command, ExitCode};
@@ -440,6 +441,13 @@ pub(crate) fn run_rank(s: &Sweep<'_>) -> anyhow::Result<(u32, u32, Vec<Row>)> {
             .with_context(op_ctx)?;
         let check = match &expected {
             Some(want) => {
+                // Checked on an op of its own into a zeroed buffer, as the
+                // first op of a size sees it: the timed ops wrote the same
+                // bytes over and over, so the last one's output alone
+                // would not show a region it left unwritten.
+                output_buf.fill(0);
+                comm.collective(&args, &input, &mut output_buf)
+                    .with_context(op_ctx)?;
                 let wrong = match check::compare(
                     s.dtype,
                     std::slice::from_ref(want),
