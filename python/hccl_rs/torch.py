@@ -314,6 +314,29 @@ class _Work(dist.Work):
         return fut
 
 
+class _Refused:
+    """The native-Work stand-in of a held send or receive that could not
+    start (bad arguments): finished, failed with `error`."""
+
+    def __init__(self, error):
+        self._error = error
+
+    def wait(self, secs=None):
+        raise self._error
+
+    def is_completed(self):
+        return True
+
+    def is_success(self):
+        return False
+
+    def exception(self):
+        return self._error
+
+    def add_done_callback(self, f):
+        f()
+
+
 class _HeldP2P:
     """A send or receive the group holds back (see
     ``ProcessGroupHCCL.send``), standing in for its native Work: asking for
@@ -399,12 +422,15 @@ class ProcessGroupHCCL(dist.ProcessGroup):
             c = self._native_comm
             for _, run in itertools.groupby(held, key=lambda h: h[1].dtype):
                 run = list(run)
-                if len(run) == 1:
-                    kind, t, peer, h = run[0]
-                    op = c.send if kind == "send" else c.recv
-                    h._native = op(t, peer, async_op=True)
-                    continue
-                w = c.batch_send_recv([(kind, t, peer) for kind, t, peer, _ in run], async_op=True)
+                try:
+                    if len(run) == 1:
+                        kind, t, peer, _ = run[0]
+                        op = c.send if kind == "send" else c.recv
+                        w = op(t, peer, async_op=True)
+                    else:
+                        w = c.batch_send_recv([(kind, t, peer) for kind, t, peer, _ in run], async_op=True)
+                except Exception as e:  # refused before it started: its Works fail
+                    w = _Refused(e)
                 for *_, h in run:
                     h._native = w
 

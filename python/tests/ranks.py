@@ -349,6 +349,20 @@ def p2p_exchange(argv):
             dist.recv(g, 0)
         for g, want, what in zip(got, (a, b, c), ("first", "second", "int64")):
             eq(g, want, what)
+    # Refused before it starts (a transposed tensor): the held pair's
+    # Works both raise at wait, and the group goes on.
+    ws = [dist.isend(torch.ones(4, 4).t(), peer), dist.irecv(torch.empty(16), peer)]
+    for w in ws:
+        try:
+            w.wait()
+        except ValueError as e:
+            assert "not contiguous" in str(e), e
+        else:
+            raise AssertionError("a non-contiguous isend did not raise")
+    z = torch.zeros(8)
+    for w in dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.full((8,), float(r)), peer), dist.P2POp(dist.irecv, z, peer)]):
+        w.wait()
+    eq(z, torch.full((8,), float(peer)), "after a refused pair")
     result(ok=True)
 
 
