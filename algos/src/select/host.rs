@@ -184,12 +184,12 @@ pub fn choose(args: &CollectiveArgs, fit: HostFit, forced: Option<&HcclAlgo>) ->
 /// on at most 8 ranks runs recursive doubling up to [`DOUBLING_MAX_BYTES`]
 /// ([`DOUBLING_MAX_BYTES_OVERSUBSCRIBED`] or, for a number of ranks that
 /// is not a power of two, [`DOUBLING_MAX_BYTES_OVERSUBSCRIBED_UNEVEN`]
-/// when the ranks do not fit their CPUs) when `fit.hosts` is 1, else one-shot up to [`ONESHOT_MAX_BYTES`]; above
-/// it, and for a flat mesh over more than two ranks above
-/// [`MESH_MAX_BYTES`] (an AllReduce at any size when the ranks do not fit
-/// their CPUs),
-/// the selector's cheapest candidate that is neither
-/// mesh nor one-shot (the ring if none). The plan: as [`plan_spec`].
+/// when the ranks do not fit their CPUs) when `fit.hosts` is 1, else
+/// one-shot up to [`ONESHOT_MAX_BYTES`]; above it, and for a flat mesh
+/// over more than two ranks above [`MESH_MAX_BYTES`] (an AllReduce at any
+/// size when the ranks do not fit their CPUs), the selector's cheapest
+/// candidate that is neither mesh nor one-shot (the ring if none). The
+/// plan: as [`plan_spec`].
 ///
 /// # Errors
 /// As [`crate::algo::plan`]: arguments that do not validate, a layout or

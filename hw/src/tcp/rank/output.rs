@@ -197,6 +197,7 @@ impl TcpRank {
             p.inline_max
         };
         while let Some(piece) = p.sends.next_piece(p.cma_send.then_some(inline_max)) {
+            let open = p.dead.is_none() && p.tx.as_ref().is_some_and(|tx| !tx.is_closed());
             // The held op start leaves with the first piece of a message.
             let op_start = if piece.first { p.op_start.take() } else { None };
             let payload = bufs.get(piece.src)?;
@@ -238,11 +239,10 @@ impl TcpRank {
                 // nothing queued ahead of it: written here from the op's
                 // buffer, without the copy into a send piece (session 17:
                 // that copy was 0.35-0.45 µs of an 8 KiB op's ~8).
-                let alone = piece.first
+                let alone = open
+                    && piece.first
                     && piece.last
-                    && p.dead.is_none()
                     && p.queued.load(Ordering::Acquire) == 0
-                    && p.tx.as_ref().is_some_and(|tx| !tx.is_closed())
                     && !self.outbox.iter().any(|(q, ..)| *q == peer);
                 if let Some(direct) = p.direct.as_ref().filter(|_| alone) {
                     let header = piece.header.encode();
@@ -274,7 +274,6 @@ impl TcpRank {
                     step,
                 }
             };
-            let open = p.dead.is_none() && p.tx.as_ref().is_some_and(|tx| !tx.is_closed());
             if !open {
                 // Never sent: out of the window again.
                 p.sends.on_written();
