@@ -17,7 +17,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyType;
+use pyo3::types::{PyDict, PyType};
 
 use crate::buffer::{check_disjoint, separate, Mem, Pair};
 use crate::dtype;
@@ -159,24 +159,35 @@ pub(crate) fn get(obj: &Bound<'_, PyAny>, arg: &str, writable: bool) -> PyResult
 /// `torch.Tensor`, once a tensor has been seen (torch is imported then).
 static TENSOR_TYPE: PyOnceLock<Py<PyType>> = PyOnceLock::new();
 
+/// `sys.modules`, looked up once: the dict itself lives as long as the
+/// interpreter (`sys.modules = {}` does not change what imports use).
+static SYS_MODULES: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
+
 /// True for a `torch.Tensor`, a subclass defined outside torch included
 /// (without importing torch): an `isinstance` against `torch.Tensor`,
 /// found in `sys.modules` (a tensor exists only once torch is imported)
 /// and cached from then on. Testing the type's module before the first
 /// tensor made a subclass from another module fail as the process's first
-/// tensor and pass after a plain one.
+/// tensor and pass after a plain one. Before torch is imported this is a
+/// dict lookup that finds nothing (an `import sys` and a raised KeyError
+/// per buffer cost a numpy program about 1 µs per op).
 fn is_tensor(obj: &Bound<'_, PyAny>) -> bool {
     let py = obj.py();
     if let Some(t) = TENSOR_TYPE.get(py) {
         return obj.is_instance(t.bind(py)).unwrap_or(false);
     }
+    let modules = SYS_MODULES.get_or_try_init(py, || {
+        py.import(intern!(py, "sys"))?
+            .getattr(intern!(py, "modules"))?
+            .cast_into::<PyDict>()
+            .map(Bound::unbind)
+            .map_err(PyErr::from)
+    });
     // Not imported yet, or still importing (no `Tensor` yet): not a tensor.
-    let tensor = py
-        .import(intern!(py, "sys"))
-        .and_then(|s| s.getattr(intern!(py, "modules")))
-        .and_then(|m| m.get_item(intern!(py, "torch")))
-        .and_then(|m| m.getattr(intern!(py, "Tensor")))
+    let tensor = modules
         .ok()
+        .and_then(|m| m.bind(py).get_item(intern!(py, "torch")).ok().flatten())
+        .and_then(|m| m.getattr(intern!(py, "Tensor")).ok())
         .and_then(|t| t.cast_into::<PyType>().ok());
     match tensor {
         Some(t) => {
