@@ -21,7 +21,7 @@ use hccl_algos::{DataType, ReduceOp};
 use hccl_hw::tcp::cma::{self, LendWord, Token};
 use hccl_hw::tcp::rank::{LATE_TAG, LEND_AHEAD, SEND_PIECE};
 use hccl_hw::tcp::wire::{
-    self, CmaProbe, CtrlKind, FrameHeader, FrameKind, Join, PieceDesc, SessionId, ShmOffer,
+    self, CmaProbe, CpuSet, CtrlKind, FrameHeader, FrameKind, Join, PieceDesc, SessionId, ShmOffer,
     Signature, CMA_PROBE_LEN, CTRL_HEADER_LEN, FRAME_HEADER_LEN, LEND_POISON, PIECE_DESC_LEN,
     SHM_OFFER_LEN,
 };
@@ -209,7 +209,7 @@ fn fake_rank1(info: &RootInfo) -> (TcpStream, u32, Token) {
         nranks: 2,
         rank: 1,
         data_addr: listener.local_addr().unwrap(),
-        cpus: 1,
+        cpus: CpuSet::first(1),
     };
     root.write_all(&wire::encode_ctrl(CtrlKind::Join, session, &join.encode()))
         .unwrap();

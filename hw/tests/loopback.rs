@@ -378,7 +378,7 @@ fn bootstrap_timeout_names_missing_ranks_and_late_rank_gets_expired() {
 /// of leaving them to wait for `HCCL_CONNECT_TIMEOUT`.
 #[test]
 fn a_rank_that_leaves_the_bootstrap_fails_the_others_naming_it() {
-    use hccl_hw::tcp::wire::{self, CtrlKind, Join};
+    use hccl_hw::tcp::wire::{self, CpuSet, CtrlKind, Join};
     let cfg = TcpConfig {
         connect_timeout: Duration::from_secs(60),
         ..cfg()
@@ -390,7 +390,7 @@ fn a_rank_that_leaves_the_bootstrap_fails_the_others_naming_it() {
         nranks: 4,
         rank: 2,
         data_addr: "127.0.0.1:9".parse().unwrap(),
-        cpus: 1,
+        cpus: CpuSet::first(1),
     };
     doomed
         .write_all(&wire::encode_ctrl(

@@ -9,8 +9,8 @@
 use std::net::SocketAddr;
 
 use hccl_hw::tcp::wire::{
-    self, CmaProbe, CtrlKind, FrameHeader, FrameKind, Join, PieceDesc, RejectCode, ShmOffer,
-    TableEntry,
+    self, CmaProbe, CpuSet, CtrlKind, FrameHeader, FrameKind, Join, PieceDesc, RejectCode,
+    ShmOffer, TableEntry,
 };
 
 include!("../../fuzz/bodies/tcp_frame.rs");
@@ -94,7 +94,7 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
                     nranks: 4,
                     rank: 2,
                     data_addr: addr,
-                    cpus: 8,
+                    cpus: CpuSet::first(8),
                 }
                 .encode(),
             ),

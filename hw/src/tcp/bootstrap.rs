@@ -12,7 +12,7 @@ use tokio::time::{timeout_at, Instant};
 use super::config::{TcpConfig, PORT_RANGE};
 use super::error::TcpError;
 use super::root::{bind, fallback_ip, RootInfo};
-use super::wire::{self, CtrlKind, Join, RejectCode, SessionId, TableEntry, WireError};
+use super::wire::{self, CpuSet, CtrlKind, Join, RejectCode, SessionId, TableEntry, WireError};
 
 /// Extra time a rank waits past its own `HCCL_CONNECT_TIMEOUT` for the
 /// root's verdict, so that the root (whose clock started first) decides.
@@ -34,16 +34,31 @@ pub(crate) struct Mesh {
     /// far as addresses tell.
     pub(crate) hosts: u32,
     /// Whether on every host the ranks are no more than its CPUs (the
-    /// fewest that any of its ranks reported); the same on every rank.
+    /// union of the CPU sets its ranks reported); the same on every rank.
     pub(crate) ranks_fit_cpus: bool,
+    /// The CPUs of this rank's host, as [`Mesh::ranks_fit_cpus`] counts
+    /// them (the table's entry of this rank).
+    pub(crate) host_cpus: u32,
 }
 
-/// This process's CPUs as it reports them to the root (at least 1).
-pub(crate) fn cpus() -> u32 {
-    std::thread::available_parallelism().map_or(1, |c| c.get().try_into().unwrap_or(u32::MAX))
+/// The CPUs this process may run on, as it reports them to the root: its
+/// affinity mask on Linux, else (or if that cannot be read) CPUs 0 to
+/// `available_parallelism - 1`.
+pub(crate) fn cpus() -> CpuSet {
+    #[cfg(target_os = "linux")]
+    if let Ok(set) = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) {
+        let ids = (0..nix::sched::CpuSet::count()).filter(|&i| set.is_set(i).unwrap_or(false));
+        let set = CpuSet::from_cpus(ids.filter_map(|i| u32::try_from(i).ok()));
+        if set.count() > 0 {
+            return set;
+        }
+    }
+    let n = std::thread::available_parallelism().map_or(1, |c| c.get());
+    CpuSet::first(n.try_into().unwrap_or(u32::MAX).max(1))
 }
 
-/// [`Mesh::ranks_fit_cpus`] of a table: hosts are listener IPs.
+/// [`Mesh::ranks_fit_cpus`] of a table: hosts are listener IPs (the root
+/// gives every entry of a host the same count; the least is taken).
 pub(crate) fn ranks_fit_cpus(table: &[TableEntry]) -> bool {
     let mut hosts: std::collections::BTreeMap<std::net::IpAddr, (u32, u32)> = Default::default();
     for e in table {
@@ -410,6 +425,7 @@ pub(crate) async fn bootstrap(
         local_addr: data_addr,
         hosts,
         ranks_fit_cpus: ranks_fit_cpus(&entries),
+        host_cpus: entries.get(rank as usize).map_or(1, |e| e.cpus),
     })
 }
 

@@ -440,8 +440,10 @@ impl TcpRank {
             .iter()
             .filter(|p| p.cma_send || p.shm.is_some())
             .count();
-        let cpus = std::thread::available_parallelism().map_or(1, |c| c.get());
-        let oversubscribed = local_ranks > cpus;
+        // The host's CPUs as the root counted them (the union of its
+        // ranks' affinity masks), not this process's: ranks pinned one per
+        // CPU each see one, and still have a CPU each to spin on.
+        let oversubscribed = local_ranks > mesh.host_cpus as usize;
         let (look, spin_busy) = if oversubscribed {
             (SPIN_OVERSUBSCRIBED, Duration::ZERO)
         } else {

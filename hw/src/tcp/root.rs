@@ -28,7 +28,7 @@ use tokio::time::{timeout_at, Instant};
 
 use super::config::TcpConfig;
 use super::error::TcpError;
-use super::wire::{self, CtrlKind, Join, RejectCode, SessionId, TableEntry, WireError};
+use super::wire::{self, CpuSet, CtrlKind, Join, RejectCode, SessionId, TableEntry, WireError};
 
 /// Grace period after a successful bootstrap during which late or extra
 /// ranks still get a clear "session expired" answer.
@@ -225,7 +225,7 @@ fn holds_a_root(addr: SocketAddr) -> bool {
         nranks: 1,
         rank: 0,
         data_addr: addr,
-        cpus: 1,
+        cpus: CpuSet::first(1),
     };
     let mut head = [0u8; wire::CTRL_HEADER_LEN];
     s.set_read_timeout(Some(PROBE_TIMEOUT)).is_ok()
@@ -293,7 +293,10 @@ pub(crate) async fn wait_answered(root: &RootInfo) {
 
 /// A joined rank's connection, kept open until the table or the verdict is sent.
 struct Joined {
-    entry: TableEntry,
+    /// Where its data listener is.
+    data_addr: SocketAddr,
+    /// The CPUs it may run on, as it joined.
+    cpus: CpuSet,
     /// Where its join came from.
     from: SocketAddr,
     /// Where the table (or a reject) goes.
@@ -315,15 +318,30 @@ impl Joined {
             let _ = left.send(rank).await;
         });
         Joined {
-            entry: TableEntry {
-                data_addr: j.data_addr,
-                cpus: j.cpus,
-            },
+            data_addr: j.data_addr,
+            cpus: j.cpus.clone(),
             from,
             stream,
             watch,
         }
     }
+}
+
+/// The table of `joined` (by rank): each rank's listener, with the number
+/// of CPUs that the ranks of its host (listeners of one IP address) may run
+/// on together, the union of their sets. Ranks pinned to distinct CPUs
+/// thus fit their host, ranks sharing one CPU do not.
+fn table<'a>(joined: impl Iterator<Item = (SocketAddr, &'a CpuSet)> + Clone) -> Vec<TableEntry> {
+    let mut hosts: std::collections::HashMap<std::net::IpAddr, CpuSet> = Default::default();
+    for (addr, cpus) in joined.clone() {
+        hosts.entry(addr.ip()).or_default().union_with(cpus);
+    }
+    joined
+        .map(|(data_addr, _)| TableEntry {
+            data_addr,
+            cpus: hosts.get(&data_addr.ip()).map_or(0, CpuSet::count),
+        })
+        .collect()
 }
 
 /// Longest the root spends writing its answers (the table, or a verdict)
@@ -459,8 +477,7 @@ async fn serve(
                 }
                 joined.insert(j.rank, Joined::new(&j, s, peer, &left_tx));
                 if joined.len() as u32 == n {
-                    let table: Vec<TableEntry> = joined.values().map(|j| j.entry).collect();
-                    let body = wire::encode_table(&table);
+                    let body = wire::encode_table(&table(joined.values().map(|j| (j.data_addr, &j.cpus))));
                     answer_all(&mut joined, CtrlKind::Table, session, &body).await;
                     tracing::debug!("hccl root {}: all {n} ranks joined", info.addr);
                     verdict = format!("all {n} ranks had already joined");
@@ -520,6 +537,41 @@ pub(crate) fn fallback_ip(root: &RootInfo) -> Option<IpAddr> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hosts_cpus_are_the_union_of_its_ranks_sets() {
+        let a = |s: &str| -> SocketAddr { s.parse().unwrap() };
+        let (pin0, pin1, both) = (
+            CpuSet::from_cpus([0]),
+            CpuSet::from_cpus([1]),
+            CpuSet::from_cpus([0, 1]),
+        );
+        let cpus = |joined: &[(SocketAddr, &CpuSet)]| -> Vec<u32> {
+            table(joined.iter().copied())
+                .iter()
+                .map(|e| e.cpus)
+                .collect()
+        };
+        // mpirun's binding: one CPU each, two together.
+        assert_eq!(
+            cpus(&[(a("10.0.0.1:1"), &pin0), (a("10.0.0.1:2"), &pin1)]),
+            [2, 2]
+        );
+        // Both pinned to CPU 0: one CPU for two ranks.
+        assert_eq!(
+            cpus(&[(a("10.0.0.1:1"), &pin0), (a("10.0.0.1:2"), &pin0)]),
+            [1, 1]
+        );
+        // Another host's CPUs are not this one's.
+        assert_eq!(
+            cpus(&[
+                (a("10.0.0.1:1"), &pin0),
+                (a("10.0.0.2:1"), &pin1),
+                (a("10.0.0.1:2"), &both)
+            ]),
+            [2, 1, 2]
+        );
+    }
 
     #[test]
     fn port_in_use_advice_depends_on_the_variable() {

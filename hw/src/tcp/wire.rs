@@ -56,8 +56,9 @@ pub const MAGIC: [u8; 4] = *b"HCCL";
 /// added the cross-memory probe after the hello (see [`CmaProbe`]);
 /// version 3 lends the sender's own buffer: a [`PieceDesc`] grew from 16
 /// to 32 bytes (the lend word's address and expected value); version 5
-/// added the shared-memory offer after the probe ([`ShmOffer`]).
-pub const VERSION: u16 = 5;
+/// added the shared-memory offer after the probe ([`ShmOffer`]); version 6
+/// carries each rank's CPU set in its [`Join`] (a count before).
+pub const VERSION: u16 = 6;
 /// A random 128-bit id shared by all ranks of one bootstrap.
 pub type SessionId = u128;
 /// Bytes of the op signature carried by every data frame.
@@ -318,8 +319,61 @@ pub fn decode_addr(b: &[u8]) -> Result<SocketAddr, WireError> {
     Ok(SocketAddr::new(ip, port))
 }
 
+/// The CPUs a process may run on (its affinity mask), as a bitmap: bit
+/// `i % 64` of word `i / 64` is CPU `i`. What the root needs to tell
+/// whether the ranks of one host have a CPU each: ranks pinned to distinct
+/// CPUs (`mpirun`'s default binding, Slurm's `--cpu-bind`) fit even though
+/// each sees one CPU.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CpuSet {
+    words: Vec<u64>,
+}
+
+/// Most words a [`CpuSet`] takes on the wire: 65,536 CPUs.
+pub const MAX_CPU_SET_WORDS: usize = 1024;
+
+impl CpuSet {
+    /// The set of the CPUs in `cpus` (ids at or above 64 ×
+    /// [`MAX_CPU_SET_WORDS`] are left out).
+    pub fn from_cpus(cpus: impl IntoIterator<Item = u32>) -> CpuSet {
+        let mut set = CpuSet::default();
+        for c in cpus {
+            let w = (c / 64) as usize;
+            if w >= MAX_CPU_SET_WORDS {
+                continue;
+            }
+            if set.words.len() <= w {
+                set.words.resize(w + 1, 0);
+            }
+            set.words[w] |= 1 << (c % 64);
+        }
+        set
+    }
+
+    /// CPUs 0 to `n - 1`: what a process that cannot read its affinity
+    /// reports, `n` being `available_parallelism`.
+    pub fn first(n: u32) -> CpuSet {
+        CpuSet::from_cpus(0..n)
+    }
+
+    /// Number of CPUs in the set.
+    pub fn count(&self) -> u32 {
+        self.words.iter().map(|w| w.count_ones()).sum()
+    }
+
+    /// Adds the CPUs of `other`.
+    pub fn union_with(&mut self, other: &CpuSet) {
+        if self.words.len() < other.words.len() {
+            self.words.resize(other.words.len(), 0);
+        }
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a |= b;
+        }
+    }
+}
+
 /// A rank's join request to the root.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Join {
     /// World size the rank was told.
     pub nranks: u32,
@@ -327,34 +381,48 @@ pub struct Join {
     pub rank: u32,
     /// Where its data listener is.
     pub data_addr: SocketAddr,
-    /// CPUs the rank's process may run on (`available_parallelism`).
-    pub cpus: u32,
+    /// CPUs the rank's process may run on (its affinity mask).
+    pub cpus: CpuSet,
 }
 
 impl Join {
-    /// Body bytes.
+    /// Body bytes: nranks u32, rank u32, word count u32, the address, then
+    /// the CPU set's words (u64 each).
     pub fn encode(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(12 + ADDR_LEN);
+        let words = &self.cpus.words[..self.cpus.words.len().min(MAX_CPU_SET_WORDS)];
+        let mut v = Vec::with_capacity(12 + ADDR_LEN + 8 * words.len());
         v.extend_from_slice(&self.nranks.to_le_bytes());
         v.extend_from_slice(&self.rank.to_le_bytes());
-        v.extend_from_slice(&self.cpus.to_le_bytes());
+        v.extend_from_slice(&(words.len() as u32).to_le_bytes());
         encode_addr(&self.data_addr, &mut v);
+        for w in words {
+            v.extend_from_slice(&w.to_le_bytes());
+        }
         v
     }
 
     /// Parses a body.
     ///
     /// # Errors
-    /// [`WireError::Malformed`] if the body is not exactly a join.
+    /// [`WireError::Malformed`] if the body is not exactly a join (its
+    /// length must match its word count, at most [`MAX_CPU_SET_WORDS`]).
     pub fn decode(b: &[u8]) -> Result<Join, WireError> {
-        if b.len() != 12 + ADDR_LEN {
+        if b.len() < 12 + ADDR_LEN {
             return Err(WireError::Malformed("join"));
         }
+        let n = u32_at(b, 8) as usize;
+        if n > MAX_CPU_SET_WORDS || b.len() != 12 + ADDR_LEN + 8 * n {
+            return Err(WireError::Malformed("join"));
+        }
+        let words = b[12 + ADDR_LEN..]
+            .chunks_exact(8)
+            .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
+            .collect();
         Ok(Join {
             nranks: u32_at(b, 0),
             rank: u32_at(b, 4),
-            cpus: u32_at(b, 8),
-            data_addr: decode_addr(&b[12..])?,
+            data_addr: decode_addr(&b[12..12 + ADDR_LEN])?,
+            cpus: CpuSet { words },
         })
     }
 }
@@ -364,7 +432,9 @@ impl Join {
 pub struct TableEntry {
     /// Where its data listener is.
     pub data_addr: SocketAddr,
-    /// CPUs its process may run on, as it joined ([`Join::cpus`]).
+    /// CPUs the ranks of its host may run on together: the size of the
+    /// union of the [`Join::cpus`] of every rank whose listener has the
+    /// same IP address (the root computes it; the same for all of them).
     pub cpus: u32,
 }
 
@@ -877,9 +947,22 @@ mod tests {
             nranks: 4,
             rank: 3,
             data_addr: "[::1]:5000".parse().unwrap(),
-            cpus: 96,
+            cpus: CpuSet::from_cpus([0, 5, 63, 64, 200]),
         };
-        assert_eq!(Join::decode(&j.encode()), Ok(j));
+        assert_eq!(j.cpus.count(), 5);
+        assert_eq!(Join::decode(&j.encode()), Ok(j.clone()));
+        let empty = Join {
+            cpus: CpuSet::default(),
+            ..j.clone()
+        };
+        assert_eq!(Join::decode(&empty.encode()), Ok(empty));
+        // A word count that disagrees with the length, or above the bound.
+        let mut b = j.encode();
+        b.pop();
+        assert_eq!(Join::decode(&b), Err(WireError::Malformed("join")));
+        let mut b = j.encode();
+        b[8..12].copy_from_slice(&(MAX_CPU_SET_WORDS as u32 + 1).to_le_bytes());
+        assert_eq!(Join::decode(&b), Err(WireError::Malformed("join")));
         let t: Vec<TableEntry> = vec![
             TableEntry {
                 data_addr: "127.0.0.1:1".parse().unwrap(),
