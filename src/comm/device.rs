@@ -523,10 +523,11 @@ impl Comm {
     }
 
     /// `side` checked against this rank's device: its memory, or
-    /// [`CommError::WrongDevice`] naming `what` (the op's buffer).
+    /// [`CommError::WrongDevice`] naming `op` and `what` (the op's buffer;
+    /// `op` is formatted only then, not on every call).
     pub(crate) fn resolve<'a>(
         &self,
-        op: &str,
+        op: &dyn std::fmt::Display,
         what: &'static str,
         side: Side<'a>,
     ) -> Result<In<'a>, CommError> {
@@ -542,7 +543,7 @@ impl Comm {
     /// [`Comm::resolve`], writable.
     pub(crate) fn resolve_mut<'a>(
         &self,
-        op: &str,
+        op: &dyn std::fmt::Display,
         what: &'static str,
         side: SideMut<'a>,
     ) -> Result<Out<'a>, CommError> {
@@ -560,7 +561,7 @@ impl Shared {
     /// [`CommError::WrongDevice`] unless `home` is this rank's device.
     pub(crate) fn check_home(
         &self,
-        op: &str,
+        op: &dyn std::fmt::Display,
         what: &'static str,
         home: &Home,
     ) -> Result<(), CommError> {

@@ -105,7 +105,12 @@ impl Comm {
 
     /// Marks a blocking call `op` as started for [`super::local`]'s check (only
     /// communicators made by [`Comm::init_all`] have one).
-    pub(crate) fn enter_blocking(&self, op: &str, waits: Waits<'_>) -> Option<CallGuard> {
+    pub(crate) fn enter_blocking(
+        &self,
+        op: &dyn std::fmt::Display,
+        waits: Waits<'_>,
+    ) -> Option<CallGuard> {
+        // Formatted only for communicators of Comm::init_all (not per op).
         let world = self.shared.local.get()?;
         let (rank, size) = (self.shared.rank, self.shared.size);
         let head = format!(

@@ -349,7 +349,7 @@ impl Comm {
         check(&self.shared, op, batch, items)?;
         let turn = self.take_turn();
         let peers: Vec<u32> = items.iter().map(|it| it.peer).collect();
-        let call = self.enter_blocking(op, Waits::Peers(&peers));
+        let call = self.enter_blocking(&op, Waits::Peers(&peers));
         let r = p2p_at(&self.shared, turn, op, batch, items);
         Comm::end_blocking(call, r)
     }

@@ -13,6 +13,16 @@ use super::plan::{self, PlannedOp};
 use super::recorder::{self, OpDesc};
 use super::{drain, lock, Comm, CommError, OpHandle, Shared, State};
 
+/// A collective's kind as errors name it (`AllReduce`), formatted only
+/// when one is made.
+struct KindName(hccl_algos::collective::CollectiveKind);
+
+impl std::fmt::Display for KindName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+}
+
 /// The user's memory for one call.
 pub(crate) enum UserBufs<'a> {
     /// Separate send and receive buffers.
@@ -68,7 +78,7 @@ impl Comm {
         output: device::SideMut<'_>,
     ) -> Result<(), CommError> {
         self.check_world(args)?;
-        let name = format!("{:?}", args.kind);
+        let name = KindName(args.kind);
         let i = self.resolve(&name, "send buffer", input)?;
         let o = self.resolve_mut(&name, "receive buffer", output)?;
         let bufs = match (i, o) {
@@ -78,7 +88,7 @@ impl Comm {
         };
         self.check_call(args, Lens::of(args, self.shared.rank, &bufs))?;
         let t = self.take_ticket();
-        let call = self.enter_blocking(&format!("{:?} #{}", args.kind, t.1), Waits::All);
+        let call = self.enter_blocking(&format_args!("{:?} #{}", args.kind, t.1), Waits::All);
         let r = Comm::run_at(&self.shared, t, args, bufs);
         Comm::end_blocking(call, r)
     }
@@ -108,8 +118,7 @@ impl Comm {
     ) -> Result<(), CommError> {
         self.check_world(args)?;
         let args = args.clone().with_in_place(true);
-        let name = format!("{:?}", args.kind);
-        let b = self.resolve_mut(&name, "in-place buffer", buf)?;
+        let b = self.resolve_mut(&KindName(args.kind), "in-place buffer", buf)?;
         let bufs = match b {
             Out::Host(b) => Call::Host(UserBufs::InPlace(b)),
             #[cfg(feature = "ascend")]
@@ -117,7 +126,7 @@ impl Comm {
         };
         self.check_call(&args, Lens::of(&args, self.shared.rank, &bufs))?;
         let t = self.take_ticket();
-        let call = self.enter_blocking(&format!("{:?} #{}", args.kind, t.1), Waits::All);
+        let call = self.enter_blocking(&format_args!("{:?} #{}", args.kind, t.1), Waits::All);
         let r = Comm::run_at(&self.shared, t, &args, bufs);
         Comm::end_blocking(call, r)
     }

@@ -217,7 +217,7 @@ impl Comm {
         blocks: &[Block],
         esz: usize,
     ) -> Result<Vec<u8>, CommError> {
-        let input = self.resolve(op, "send buffer", side)?;
+        let input = self.resolve(&op, "send buffer", side)?;
         match input {
             In::Host(b) => Ok(gather_blocks(b, blocks, esz)),
             #[cfg(feature = "ascend")]
@@ -240,7 +240,7 @@ impl Comm {
         output: SideMut<'_>,
         (blocks, esz, total): (&[Block], usize, usize),
     ) -> Result<(), CommError> {
-        let out = self.resolve_mut(op, "receive buffer", output)?;
+        let out = self.resolve_mut(&op, "receive buffer", output)?;
         let mut tmp = vec![0u8; total];
         match out {
             Out::Host(o) => {
@@ -383,8 +383,8 @@ impl Comm {
         // before the counts exchange, the communicator usable.
         let send_blocks = Layout::send(OP, send_counts, send_displs, send_len).blocks(n)?;
         let recv_blocks = Layout::recv(OP, recv_counts, recv_displs, recv_len).blocks(n)?;
-        self.resolve(OP, "send buffer", device::side(send))?;
-        self.resolve_mut(OP, "receive buffer", device::side_mut(recv))?;
+        self.resolve(&OP, "send buffer", device::side(send))?;
+        self.resolve_mut(&OP, "receive buffer", device::side_mut(recv))?;
         // Row i of `all`: rank i's send counts, then its receive counts.
         let mine: Vec<u64> = send_counts.iter().chain(recv_counts).copied().collect();
         let mut all = vec![0u64; 2 * n * n];
