@@ -15,7 +15,9 @@
 # REPEAT=k (default 3): runs per library, interleaved (hccl_rs, Gloo, hccl
 # test, hccl_rs, ...); the table shows the median run. DDP_STEPS=s (default
 # 300): steps per DDP run of the small model (s/10 of the MLP); DDP=0 skips
-# DDP; DDP_MODELS="small" runs only that one. RUN_TIMEOUT=s (default 600):
+# DDP; DDP_MODELS="small" runs only that one. LAYERS=0 skips the last table
+# (bench/torch_layers.py: dist.all_reduce against the same processes' Comm,
+# interleaved; LAYERS_ROUNDS=r rounds, default 15). RUN_TIMEOUT=s (default 600):
 # a torch run still going after s seconds is ended and its figures left
 # out (a Gloo MLP DDP run hung 24 minutes with one rank gone, Gloo's own
 # timeout being 30 minutes, and held the whole benchmark). BENCH_HUGEPAGES=0: 4 KiB pages everywhere (default: numpy's rule,
@@ -158,3 +160,17 @@ if ddp:
         cell = lambda m: f"{m[0]:.1f}" if m else "-"
         print(f"{n:<5} {model:<6} | {cell(med['hccl_rs']):>15} | {cell(med['gloo']):>12} | {rs}")
 PY
+
+# The layers alone, in the same processes (bench/torch_layers.py): separate
+# runs of hccl test and of torch differ by more, minute to minute, than the
+# layers cost. From 1 MiB (or MIN) to MAX; LAYERS=0 skips it.
+if [ "${LAYERS:-1}" != 0 ]; then
+  lo=$(( MIN > 1048576 ? MIN : 1048576 ))
+  if [ "$lo" -le "$MAX" ]; then
+    echo
+    echo "dist.all_reduce vs the group's Comm.all_reduce (hccl test's collective), same processes, interleaved:"
+    for n in "${NPROCS[@]}"; do
+      torch_ranks "$n" bench/torch_layers.py "${LAYERS_ROUNDS:-15}" "$lo" "$MAX" | { [ "$n" = "${NPROCS[0]}" ] && cat || tail -n +2; }
+    done
+  fi
+fi
