@@ -19,15 +19,14 @@ median and quartiles of the per-round ratio Open MPI / hccl_rs (above 1:
 hccl_rs is faster), and busbw of each (GB/s, nccl-tests' 2(n-1)/n).
 """
 import os
-import random
 import statistics
 import sys
-import time
 
 import numpy as np
 from mpi4py import MPI
 
 import hccl_rs
+from interleave import interleaved, ratio_stats
 
 
 def main():
@@ -52,28 +51,14 @@ def main():
             "mpi": lambda: mpi.Allreduce(x, y, op=MPI.SUM),
             "hccl_rs": lambda: comm.all_reduce(x, y),
         }
-        for op in libs.values():
-            for _ in range(batch):
-                op()
-        times = {k: [] for k in libs}
-        order = list(libs)
-        rng = random.Random(size)
-        for _ in range(rounds):
-            rng.shuffle(order)
-            for k in order:
-                op = libs[k]
-                mpi.Barrier()
-                t0 = time.perf_counter()
-                for _ in range(batch):
-                    op()
-                times[k].append(mpi.allreduce((time.perf_counter() - t0) / batch, op=MPI.MAX))
+        times = interleaved(libs, rounds, batch, mpi.Barrier,
+                            lambda t: mpi.allreduce(t, op=MPI.MAX), seed=size)
         if rank == 0:
-            ratios = [m / h for m, h in zip(times["mpi"], times["hccl_rs"])]
-            q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
+            ratio, q1, q3 = ratio_stats(times["mpi"], times["hccl_rs"])
             med = {k: statistics.median(v) for k, v in times.items()}
             bus = {k: size / t / 1e9 * 2 * (n - 1) / n for k, t in med.items()}
             print(f"{n:>5} {size:>10} | {med['mpi'] * 1e6:>11.1f} {med['hccl_rs'] * 1e6:>11.1f} | "
-                  f"{statistics.median(ratios):>8.3f} ({q1:.3f} {q3:.3f})      | "
+                  f"{ratio:>8.3f} ({q1:.3f} {q3:.3f})      | "
                   f"{bus['mpi']:.3f} {bus['hccl_rs']:.3f}", flush=True)
         size *= 2
     comm.destroy()

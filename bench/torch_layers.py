@@ -16,16 +16,22 @@ the per-round ratio Comm / dist (1: the layers cost nothing; 0.9: dist
 takes 11 % longer).
 """
 import os
-import random
 import statistics
 import sys
-import time
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
 import hccl_rs  # noqa: F401  (registers the backend)
+from interleave import interleaved, ratio_stats
+
+
+def slowest(t):
+    """The largest of every rank's `t`."""
+    x = torch.tensor([t], dtype=torch.float64)
+    dist.all_reduce(x, op=dist.ReduceOp.MAX)
+    return x.item()
 
 
 def main():
@@ -44,29 +50,12 @@ def main():
         xn, y = x.numpy(), np.empty(size // 4, dtype=np.float32)
         batch = max(5, min(400, (16 << 20) // size))
         ways = {"dist": lambda: dist.all_reduce(x), "comm": lambda: comm.all_reduce(xn, y)}
-        for op in ways.values():
-            for _ in range(batch):
-                op()
-        times = {k: [] for k in ways}
-        order = list(ways)
-        rng = random.Random(size)
-        for _ in range(rounds):
-            rng.shuffle(order)
-            for k in order:
-                op = ways[k]
-                dist.barrier()
-                t0 = time.perf_counter()
-                for _ in range(batch):
-                    op()
-                t = torch.tensor([(time.perf_counter() - t0) / batch], dtype=torch.float64)
-                dist.all_reduce(t, op=dist.ReduceOp.MAX)
-                times[k].append(t.item())
+        times = interleaved(ways, rounds, batch, dist.barrier, slowest, seed=size)
         if rank == 0:
-            ratios = [c / d for d, c in zip(times["dist"], times["comm"])]
-            q1, _, q3 = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else (ratios[0],) * 3
+            ratio, q1, q3 = ratio_stats(times["comm"], times["dist"])
             med = {k: statistics.median(v) * 1e6 for k, v in times.items()}
             print(f"{n:>5} {size:>10} | {med['dist']:>9.1f} {med['comm']:>9.1f} | "
-                  f"{statistics.median(ratios):.3f} ({q1:.3f} {q3:.3f})", flush=True)
+                  f"{ratio:.3f} ({q1:.3f} {q3:.3f})", flush=True)
         size *= 2
     dist.destroy_process_group()
 
