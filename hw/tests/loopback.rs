@@ -86,6 +86,45 @@ fn hosts_counts_the_distinct_listener_addresses() {
     assert_eq!(hosts, vec![2, 2, 2]);
 }
 
+/// Whether two thread ranks pinned to `pins` (before they bootstrap: a
+/// rank reports its own thread's affinity) find that they fit the host.
+#[cfg(target_os = "linux")]
+fn fit_when_pinned(pins: [usize; 2]) -> Vec<bool> {
+    use nix::sched::{sched_setaffinity, CpuSet};
+    use nix::unistd::Pid;
+    let info = root(&cfg());
+    let hs: Vec<_> = (0..2u32)
+        .map(|r| {
+            std::thread::spawn(move || {
+                let mut set = CpuSet::new();
+                set.set(pins[r as usize]).unwrap();
+                sched_setaffinity(Pid::from_raw(0), &set).unwrap();
+                TcpRank::connect(cfg(), &info, 2, r, COMM)
+                    .unwrap()
+                    .ranks_fit_cpus()
+            })
+        })
+        .collect();
+    hs.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn ranks_pinned_one_per_cpu_fit_their_host_and_two_on_one_cpu_do_not() {
+    use nix::sched::{sched_getaffinity, CpuSet};
+    use nix::unistd::Pid;
+    let mine = sched_getaffinity(Pid::from_raw(0)).unwrap();
+    let cpus: Vec<usize> = (0..CpuSet::count())
+        .filter(|&c| mine.is_set(c).unwrap())
+        .collect();
+    // Each sees one CPU either way; only the union tells them apart.
+    assert_eq!(fit_when_pinned([cpus[0], cpus[0]]), [false, false]);
+    // (A machine with one CPU cannot pin two ranks apart.)
+    if let [a, b, ..] = cpus[..] {
+        assert_eq!(fit_when_pinned([a, b]), [true, true]);
+    }
+}
+
 #[test]
 fn a_burst_of_whole_messages_past_the_socket_buffer_arrives_intact() {
     // 256 one-piece messages (15 MiB) to a rank that starts receiving late
